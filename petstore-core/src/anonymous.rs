@@ -1,0 +1,174 @@
+//! Rate limiting of requests without a valid key, per client address:
+//! [`AnonymousLimiter`]. It stops anyone from guessing keys at speed.
+//!
+//! # Why two generations
+//!
+//! A flood from many distinct addresses must not grow memory without
+//! bound. Entries live in two maps, `current` and `previous`; a lookup
+//! moves an entry into `current`, and when `current` reaches half the
+//! capacity, `previous` is dropped and `current` takes its place. So at
+//! most `capacity` entries exist, an address seen in the last generation
+//! keeps its bucket, and an idle one disappears after at most two
+//! generations. The cost of eviction is O(1) amortised (a whole map is
+//! dropped at once), not a scan per insert. Under a flood wider than the
+//! capacity, old entries are forgotten early, which only ever gives a
+//! forgotten address a fresh bucket: memory stays bounded either way.
+//!
+//! IPv6 clients are limited per /64, the block one host or one customer
+//! usually holds, so rotating addresses inside it gains nothing.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::num::NonZeroU32;
+
+use parking_lot::Mutex;
+
+use crate::bucket::Bucket;
+use crate::clock::Timestamp;
+use crate::decision::{Decision, Outcome};
+use crate::limiter::{window, MINUTE};
+
+/// Per-client-address minute buckets with bounded memory.
+///
+/// # Examples
+///
+/// ```
+/// use std::num::NonZeroU32;
+/// use petstore_core::{AnonymousLimiter, Timestamp};
+/// let limiter = AnonymousLimiter::new(NonZeroU32::new(2).unwrap(), 10_000);
+/// let ip = "192.0.2.1".parse().unwrap();
+/// let t = Timestamp::from_unix_secs(0);
+/// assert!(limiter.check(ip, t).is_allowed());
+/// assert!(limiter.check(ip, t).is_allowed());
+/// assert!(!limiter.check(ip, t).is_allowed());
+/// assert!(limiter.check("192.0.2.2".parse().unwrap(), t).is_allowed());
+/// ```
+#[derive(Debug)]
+pub struct AnonymousLimiter {
+    bucket: Bucket,
+    half_capacity: usize,
+    maps: Mutex<Generations>,
+}
+
+#[derive(Debug, Default)]
+struct Generations {
+    current: HashMap<u128, u128>,
+    previous: HashMap<u128, u128>,
+}
+
+/// IPv4 addresses whole, IPv6 addresses by their /64 prefix.
+fn client_key(ip: IpAddr) -> u128 {
+    match ip {
+        IpAddr::V4(v4) => u128::from(u32::from(v4)),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => u128::from(u32::from(v4)),
+            None => (u128::from(v6) >> 64 << 64) | 1 << 32,
+        },
+    }
+}
+
+impl AnonymousLimiter {
+    /// `per_minute` requests per client; at most `capacity` clients
+    /// remembered (at least 2).
+    pub fn new(per_minute: NonZeroU32, capacity: usize) -> Self {
+        AnonymousLimiter {
+            bucket: Bucket::new(per_minute.get(), MINUTE),
+            half_capacity: (capacity / 2).max(1),
+            maps: Mutex::new(Generations::default()),
+        }
+    }
+
+    /// The per-minute limit.
+    pub fn per_minute(&self) -> u32 {
+        self.bucket.capacity()
+    }
+
+    /// How many clients are remembered now (never more than the capacity).
+    pub fn tracked(&self) -> usize {
+        let maps = self.maps.lock();
+        maps.current.len() + maps.previous.len()
+    }
+
+    /// Decides one request from `ip` at `now`. The decision has a minute
+    /// window only.
+    pub fn check(&self, ip: IpAddr, now: Timestamp) -> Decision {
+        let key = client_key(ip);
+        let mut maps = self.maps.lock();
+        let tat = match maps.current.get(&key) {
+            Some(tat) => *tat,
+            None => {
+                let tat = maps.previous.remove(&key).unwrap_or(0);
+                if maps.current.len() >= self.half_capacity {
+                    maps.previous = std::mem::take(&mut maps.current);
+                }
+                tat
+            }
+        };
+        let verdict = self.bucket.judge(tat, now);
+        let (outcome, remaining, full_at, stored) = if verdict.allowed {
+            (
+                Outcome::Allowed,
+                verdict.remaining,
+                verdict.full_at,
+                verdict.next_tat,
+            )
+        } else {
+            let retry_after = verdict.wait;
+            (
+                Outcome::Limited { retry_after },
+                verdict.remaining,
+                verdict.full_at.max(now),
+                tat,
+            )
+        };
+        maps.current.insert(key, stored);
+        Decision {
+            outcome,
+            at: now,
+            minute: window("minute", &self.bucket, remaining, full_at),
+            day: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    #[test]
+    fn memory_stays_bounded_under_a_flood_of_addresses() {
+        let limiter = AnonymousLimiter::new(NonZeroU32::MIN, 1_000);
+        let t = Timestamp::from_unix_secs(0);
+        for i in 0..100_000u32 {
+            limiter.check(IpAddr::V4(Ipv4Addr::from(i)), t);
+            assert!(limiter.tracked() <= 1_000);
+        }
+        // A recently seen address keeps its (empty) bucket.
+        let last = IpAddr::V4(Ipv4Addr::from(99_999u32));
+        assert!(!limiter.check(last, t).is_allowed());
+    }
+
+    #[test]
+    fn ipv6_is_limited_per_64() {
+        let limiter = AnonymousLimiter::new(NonZeroU32::MIN, 100);
+        let t = Timestamp::from_unix_secs(0);
+        let a: Ipv6Addr = "2001:db8:1:2::1".parse().unwrap_or(Ipv6Addr::LOCALHOST);
+        let b: Ipv6Addr = "2001:db8:1:2:ffff::9"
+            .parse()
+            .unwrap_or(Ipv6Addr::LOCALHOST);
+        let c: Ipv6Addr = "2001:db8:1:3::1".parse().unwrap_or(Ipv6Addr::LOCALHOST);
+        assert!(limiter.check(a.into(), t).is_allowed());
+        assert!(!limiter.check(b.into(), t).is_allowed());
+        assert!(limiter.check(c.into(), t).is_allowed());
+        // An IPv4-mapped address is the IPv4 client.
+        let v4: IpAddr = "10.0.0.1"
+            .parse()
+            .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+        assert!(limiter.check(v4, t).is_allowed());
+        let mapped = "::ffff:10.0.0.1"
+            .parse()
+            .unwrap_or(IpAddr::V6(Ipv6Addr::LOCALHOST));
+        assert!(!limiter.check(mapped, t).is_allowed());
+    }
+}

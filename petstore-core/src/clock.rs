@@ -1,0 +1,142 @@
+//! Time for the rate limiter, injectable so tests are exact.
+//!
+//! A [`Timestamp`] is nanoseconds since the Unix epoch. The limiter needs a
+//! clock that never goes backwards (buckets) *and* Unix time (the
+//! `X-RateLimit-Reset` header); [`SystemClock`] gives both by reading the
+//! wall clock once and adding the monotonic clock's elapsed time to it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// A point in time: nanoseconds since the Unix epoch.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use petstore_core::Timestamp;
+/// let t = Timestamp::from_unix_secs(100) + Duration::from_millis(1);
+/// assert_eq!(t.unix_secs_ceil(), 101);
+/// assert_eq!(t.saturating_duration_since(Timestamp::from_unix_secs(100)), Duration::from_millis(1));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(u64);
+
+impl Timestamp {
+    /// From nanoseconds since the Unix epoch.
+    pub const fn from_unix_nanos(nanos: u64) -> Self {
+        Timestamp(nanos)
+    }
+
+    /// From whole seconds since the Unix epoch.
+    pub const fn from_unix_secs(secs: u64) -> Self {
+        Timestamp(secs.saturating_mul(1_000_000_000))
+    }
+
+    /// Nanoseconds since the Unix epoch.
+    pub const fn as_unix_nanos(self) -> u64 {
+        self.0
+    }
+
+    /// Seconds since the Unix epoch, rounded up.
+    pub const fn unix_secs_ceil(self) -> u64 {
+        self.0.div_ceil(1_000_000_000)
+    }
+
+    /// How long after `earlier` this is; zero if it is not after it.
+    pub const fn saturating_duration_since(self, earlier: Timestamp) -> Duration {
+        Duration::from_nanos(self.0.saturating_sub(earlier.0))
+    }
+}
+
+impl std::ops::Add<Duration> for Timestamp {
+    type Output = Timestamp;
+    fn add(self, d: Duration) -> Timestamp {
+        let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        Timestamp(self.0.saturating_add(nanos))
+    }
+}
+
+/// A source of the current time.
+pub trait Clock: Send + Sync + std::fmt::Debug {
+    /// The current time; never earlier than a previous call returned.
+    fn now(&self) -> Timestamp;
+}
+
+/// The real clock: Unix time read once, then advanced by the monotonic
+/// clock, so a wall-clock step (NTP, an operator) cannot refill or drain a
+/// bucket.
+#[derive(Clone, Copy, Debug)]
+pub struct SystemClock {
+    origin: Instant,
+    origin_unix: u64,
+}
+
+impl SystemClock {
+    /// A clock starting at the current wall-clock time.
+    pub fn new() -> Self {
+        let origin_unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        SystemClock {
+            origin: Instant::now(),
+            origin_unix,
+        }
+    }
+}
+
+impl Default for SystemClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for SystemClock {
+    fn now(&self) -> Timestamp {
+        Timestamp(self.origin_unix) + self.origin.elapsed()
+    }
+}
+
+/// A clock that moves only when told to, for deterministic tests.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use petstore_core::{Clock, FakeClock, Timestamp};
+/// let clock = FakeClock::new(Timestamp::from_unix_secs(1_000));
+/// clock.advance(Duration::from_secs(5));
+/// assert_eq!(clock.now(), Timestamp::from_unix_secs(1_005));
+/// ```
+#[derive(Debug, Default)]
+pub struct FakeClock(AtomicU64);
+
+impl FakeClock {
+    /// A clock standing at `start`.
+    pub fn new(start: Timestamp) -> Self {
+        FakeClock(AtomicU64::new(start.0))
+    }
+
+    /// Moves the clock forward.
+    pub fn advance(&self, by: Duration) {
+        let nanos = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
+        self.0.fetch_add(nanos, Ordering::SeqCst);
+    }
+
+    /// Sets the clock (tests only; a real clock never goes back).
+    pub fn set(&self, to: Timestamp) {
+        self.0.store(to.0, Ordering::SeqCst);
+    }
+}
+
+impl Clock for FakeClock {
+    fn now(&self) -> Timestamp {
+        Timestamp(self.0.load(Ordering::SeqCst))
+    }
+}
+
+impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
+    fn now(&self) -> Timestamp {
+        (**self).now()
+    }
+}

@@ -1,0 +1,68 @@
+//! # petstore-core
+//!
+//! The embeddable heart of the petstore service: a pet [`Inventory`] and
+//! the rate limiter of the API's plans. Synchronous, `Send + Sync`, no
+//! runtime: share it with an `Arc` from any thread. The HTTP server
+//! (`petstore-server`) is a thin layer over exactly this API.
+//!
+//! # Layout
+//!
+//! One concept per module:
+//!
+//! | module | holds |
+//! |---|---|
+//! | `pet` | [`Pet`], [`NewPet`], [`PetStatus`], [`PetId`], [`CategoryId`], name rules |
+//! | `body` | the `createPet` JSON body parser behind [`NewPet::from_json`] |
+//! | `query` | [`ListQuery`], [`Limit`], [`Page`], [`JsonPage`] |
+//! | `inventory` | [`Inventory`]: storage, `get`/`list`/`create` |
+//! | `clock` | [`Clock`], [`SystemClock`], [`FakeClock`], [`Timestamp`] |
+//! | `quota` | [`Plan`], [`Plans`], [`Quota`], [`BanPolicy`] |
+//! | `bucket` | one GCRA token bucket (private) |
+//! | `decision` | [`Decision`], [`Outcome`], [`WindowState`]: what the headers need |
+//! | `limiter` | [`KeyLimiter`] (one key: minute + day + ban), [`RateLimiter`] |
+//! | `anonymous` | [`AnonymousLimiter`]: per-address limits with bounded memory |
+//! | `error` | the typed errors |
+//!
+//! # Examples
+//!
+//! ```
+//! use std::sync::Arc;
+//! use petstore_core::*;
+//!
+//! let inventory = Arc::new(Inventory::in_memory());
+//! let rex = NewPet::from_json(br#"{"name":"Rex","categoryId":1}"#).unwrap();
+//! let rex = inventory.create(rex).unwrap();
+//! assert_eq!(rex.status(), PetStatus::Available);
+//! assert_eq!(inventory.get(rex.id()), Some(rex));
+//!
+//! let clock = Arc::new(FakeClock::new(Timestamp::from_unix_secs(0)));
+//! let limiter = RateLimiter::new(clock);
+//! limiter.insert("shop", Plans::default().quota(Plan::Free, None).unwrap(), BanPolicy::default());
+//! assert!(limiter.check(&"shop").unwrap().is_allowed());
+//! ```
+
+#![deny(missing_docs)]
+
+mod anonymous;
+mod body;
+mod bucket;
+mod clock;
+mod decision;
+mod error;
+mod inventory;
+mod limiter;
+mod pet;
+mod query;
+mod quota;
+
+pub use anonymous::AnonymousLimiter;
+pub use clock::{Clock, FakeClock, SystemClock, Timestamp};
+pub use decision::{Decision, Outcome, WindowState};
+pub use error::{CreateError, IdError, LimitError, NameError, PetError, QuotaError};
+pub use inventory::Inventory;
+pub use limiter::{KeyLimiter, RateLimiter};
+pub use pet::{
+    validate_name, CategoryId, NewPet, Pet, PetId, PetStatus, UnknownStatus, MAX_NAME_CHARS,
+};
+pub use query::{JsonPage, Limit, ListQuery, Page};
+pub use quota::{BanPolicy, Plan, Plans, Quota, UnknownPlan};

@@ -1,0 +1,412 @@
+//! The pet records of the contract: [`Pet`], [`NewPet`], [`PetStatus`] and
+//! the id newtypes, with the validation rules of `decisions.md`.
+
+use std::fmt;
+use std::num::NonZeroU64;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{IdError, NameError, PetError};
+
+/// The largest id the contract allows: ids are `int64`, so 2^63 - 1.
+const MAX_ID: u64 = i64::MAX as u64;
+
+/// Longest allowed `name`, in Unicode scalar values (characters).
+pub const MAX_NAME_CHARS: usize = 100;
+
+macro_rules! positive_int64 {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(try_from = "u64", into = "u64")]
+        pub struct $name(NonZeroU64);
+
+        impl $name {
+            /// The smallest value, 1.
+            pub const MIN: Self = match NonZeroU64::new(1) {
+                Some(one) => Self(one),
+                None => unreachable!(),
+            };
+            /// The largest value, 2^63 - 1.
+            pub const MAX: Self = match NonZeroU64::new(MAX_ID) {
+                Some(max) => Self(max),
+                None => unreachable!(),
+            };
+
+            /// Builds the value; `None` unless `1 <= value <= 2^63 - 1`.
+            pub const fn new(value: u64) -> Option<Self> {
+                if value > MAX_ID {
+                    return None;
+                }
+                match NonZeroU64::new(value) {
+                    Some(v) => Some(Self(v)),
+                    None => None,
+                }
+            }
+
+            /// The value as an integer.
+            pub const fn get(self) -> u64 {
+                self.0.get()
+            }
+        }
+
+        impl TryFrom<u64> for $name {
+            type Error = IdError;
+            fn try_from(value: u64) -> Result<Self, IdError> {
+                Self::new(value).ok_or(IdError::OutOfRange)
+            }
+        }
+
+        impl From<$name> for u64 {
+            fn from(id: $name) -> u64 {
+                id.get()
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+
+        /// Parses decimal digits only (no sign, no spaces), as in a URL.
+        impl FromStr for $name {
+            type Err = IdError;
+            fn from_str(s: &str) -> Result<Self, IdError> {
+                if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(IdError::NotAnInteger);
+                }
+                // All digits: the only way `parse` can fail is overflow.
+                let value: u64 = s.parse().map_err(|_| IdError::OutOfRange)?;
+                Self::new(value).ok_or(IdError::OutOfRange)
+            }
+        }
+    };
+}
+
+positive_int64! {
+    /// Identifier of a pet: an `int64` from 1 to 2^63 - 1, assigned by the
+    /// inventory as 1, 2, 3, ... and never reused.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use petstore_core::PetId;
+    /// let id: PetId = "42".parse().unwrap();
+    /// assert_eq!(id.get(), 42);
+    /// assert!("0".parse::<PetId>().is_err());
+    /// assert!("-1".parse::<PetId>().is_err());
+    /// assert!(PetId::new(1 << 63).is_none());
+    /// ```
+    PetId
+}
+
+positive_int64! {
+    /// Identifier of the category a pet belongs to: 1 to 2^63 - 1.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use petstore_core::CategoryId;
+    /// assert_eq!(CategoryId::new(7).map(|c| c.get()), Some(7));
+    /// assert!(CategoryId::new(0).is_none());
+    /// ```
+    CategoryId
+}
+
+/// Availability of a pet. The JSON names are lowercase.
+///
+/// # Examples
+///
+/// ```
+/// use petstore_core::PetStatus;
+/// assert_eq!("sold".parse::<PetStatus>().unwrap(), PetStatus::Sold);
+/// assert_eq!(PetStatus::Pending.as_str(), "pending");
+/// assert!("Sold".parse::<PetStatus>().is_err());
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PetStatus {
+    /// Listed as available; the status of a pet created without one.
+    #[default]
+    Available,
+    /// Pending.
+    Pending,
+    /// Sold.
+    Sold,
+}
+
+impl PetStatus {
+    /// Every status, in the order of the contract.
+    pub const ALL: [PetStatus; 3] = [PetStatus::Available, PetStatus::Pending, PetStatus::Sold];
+
+    /// The JSON and query-string spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PetStatus::Available => "available",
+            PetStatus::Pending => "pending",
+            PetStatus::Sold => "sold",
+        }
+    }
+
+    /// A dense index 0..3, for per-status tables.
+    pub(crate) const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl fmt::Display for PetStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The error of parsing a [`PetStatus`]: the text is not one of the three.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("must be one of available, pending, sold")]
+pub struct UnknownStatus;
+
+impl FromStr for PetStatus {
+    type Err = UnknownStatus;
+    fn from_str(s: &str) -> Result<Self, UnknownStatus> {
+        match s {
+            "available" => Ok(PetStatus::Available),
+            "pending" => Ok(PetStatus::Pending),
+            "sold" => Ok(PetStatus::Sold),
+            _ => Err(UnknownStatus),
+        }
+    }
+}
+
+/// Checks a pet name against `decisions.md`: 1 to 100 characters, at least
+/// one of them not whitespace, none a control character.
+///
+/// # Examples
+///
+/// ```
+/// use petstore_core::{validate_name, NameError};
+/// assert!(validate_name("Rex").is_ok());
+/// assert_eq!(validate_name(""), Err(NameError::Empty));
+/// assert_eq!(validate_name("   "), Err(NameError::Blank));
+/// assert_eq!(validate_name("a\u{7}b"), Err(NameError::ControlCharacter));
+/// assert_eq!(validate_name(&"é".repeat(101)), Err(NameError::TooLong));
+/// ```
+pub fn validate_name(name: &str) -> Result<(), NameError> {
+    if name.is_empty() {
+        return Err(NameError::Empty);
+    }
+    let mut chars = 0usize;
+    let mut blank = true;
+    for c in name.chars() {
+        chars += 1;
+        if c.is_control() {
+            return Err(NameError::ControlCharacter);
+        }
+        blank &= c.is_whitespace();
+    }
+    if chars > MAX_NAME_CHARS {
+        return Err(NameError::TooLong);
+    }
+    if blank {
+        return Err(NameError::Blank);
+    }
+    Ok(())
+}
+
+/// A pet to be created: the request body of `createPet`. Only valid values
+/// can be built, so [`Inventory::create`](crate::Inventory::create) never
+/// has to check it again.
+///
+/// # Examples
+///
+/// ```
+/// use petstore_core::{CategoryId, NewPet, PetStatus};
+/// let cat = CategoryId::new(3).unwrap();
+/// let pet = NewPet::new("Rex", cat).unwrap().with_status(PetStatus::Sold);
+/// assert_eq!(pet.name(), "Rex");
+/// assert_eq!(pet.status(), PetStatus::Sold);
+///
+/// let parsed = NewPet::from_json(br#"{"name":"Rex","categoryId":3,"status":"sold"}"#).unwrap();
+/// assert_eq!(parsed, pet);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewPet {
+    name: String,
+    category_id: CategoryId,
+    status: PetStatus,
+}
+
+impl NewPet {
+    /// A new pet with status `available`; fails when the name is invalid.
+    pub fn new(name: impl Into<String>, category_id: CategoryId) -> Result<Self, PetError> {
+        let name = name.into();
+        validate_name(&name).map_err(PetError::Name)?;
+        Ok(NewPet {
+            name,
+            category_id,
+            status: PetStatus::default(),
+        })
+    }
+
+    /// The same pet with another status.
+    #[must_use]
+    pub fn with_status(mut self, status: PetStatus) -> Self {
+        self.status = status;
+        self
+    }
+
+    /// Parses and validates a `createPet` request body. The server and an
+    /// embedder refuse exactly the same inputs: a body that is empty, not
+    /// JSON, not an object, has an unknown, duplicate or missing field, an
+    /// `id`, a value of the wrong type or out of range. The error names the
+    /// field and the reason.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use petstore_core::{NewPet, PetError};
+    /// let err = NewPet::from_json(br#"{"name":"Rex","categoryId":0}"#).unwrap_err();
+    /// assert_eq!(err.field(), Some("categoryId"));
+    /// let err = NewPet::from_json(br#"{"id":1,"name":"Rex","categoryId":1}"#).unwrap_err();
+    /// assert_eq!(err, PetError::IdNotAllowed);
+    /// ```
+    pub fn from_json(body: &[u8]) -> Result<Self, PetError> {
+        crate::body::parse_new_pet(body)
+    }
+
+    /// The name, exactly as sent.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The category.
+    pub fn category_id(&self) -> CategoryId {
+        self.category_id
+    }
+
+    /// The status (`available` when none was given).
+    pub fn status(&self) -> PetStatus {
+        self.status
+    }
+
+    pub(crate) fn into_pet(self, id: PetId) -> Pet {
+        Pet {
+            id,
+            name: self.name,
+            category_id: self.category_id,
+            status: self.status,
+        }
+    }
+}
+
+/// A pet of the inventory: a [`NewPet`] plus the id the inventory gave it.
+/// Serialises to exactly the contract's JSON.
+///
+/// # Examples
+///
+/// ```
+/// use petstore_core::{CategoryId, Inventory, NewPet};
+/// let inventory = Inventory::in_memory();
+/// let pet = inventory.create(NewPet::new("Rex", CategoryId::MIN).unwrap()).unwrap();
+/// assert_eq!(
+///     serde_json::to_string(&pet).unwrap(),
+///     r#"{"id":1,"name":"Rex","categoryId":1,"status":"available"}"#
+/// );
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Pet {
+    id: PetId,
+    name: String,
+    category_id: CategoryId,
+    status: PetStatus,
+}
+
+impl Pet {
+    /// The id the inventory assigned.
+    pub fn id(&self) -> PetId {
+        self.id
+    }
+
+    /// The name, exactly as it was sent.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The category.
+    pub fn category_id(&self) -> CategoryId {
+        self.category_id
+    }
+
+    /// The status.
+    pub fn status(&self) -> PetStatus {
+        self.status
+    }
+
+    pub(crate) fn from_parts(
+        id: PetId,
+        name: String,
+        category_id: CategoryId,
+        status: PetStatus,
+    ) -> Self {
+        Pet {
+            id,
+            name,
+            category_id,
+            status,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_bounds() {
+        assert_eq!(PetId::new(0), None);
+        assert_eq!(PetId::new(MAX_ID).map(PetId::get), Some(MAX_ID));
+        assert_eq!(PetId::new(MAX_ID + 1), None);
+        assert_eq!("9223372036854775807".parse::<PetId>(), Ok(PetId::MAX));
+        assert_eq!(
+            "9223372036854775808".parse::<PetId>(),
+            Err(IdError::OutOfRange)
+        );
+        assert_eq!(
+            "99999999999999999999999".parse::<PetId>(),
+            Err(IdError::OutOfRange)
+        );
+        for bad in ["", "+1", " 1", "1.0", "1e3", "abc", "-0", "0x10"] {
+            assert_eq!(bad.parse::<PetId>(), Err(IdError::NotAnInteger), "{bad:?}");
+        }
+        assert_eq!("0".parse::<PetId>(), Err(IdError::OutOfRange));
+    }
+
+    #[test]
+    fn name_rules_count_characters_not_bytes() {
+        assert!(validate_name(&"é".repeat(100)).is_ok());
+        assert!(validate_name(&"a".repeat(100)).is_ok());
+        assert_eq!(validate_name(&"a".repeat(101)), Err(NameError::TooLong));
+        assert_eq!(validate_name("\t\n "), Err(NameError::ControlCharacter));
+        assert_eq!(validate_name("\u{2003}"), Err(NameError::Blank));
+        assert_eq!(validate_name("x\u{9f}"), Err(NameError::ControlCharacter));
+        // Stored exactly as sent: surrounding spaces are kept, not trimmed.
+        let cat = CategoryId::MIN;
+        assert_eq!(
+            NewPet::new("  Rex ", cat).map(|p| p.name),
+            Ok("  Rex ".into())
+        );
+    }
+
+    #[test]
+    fn pet_json_shape() {
+        let pet = NewPet::new("a\"b\\c", CategoryId::MAX)
+            .map(|p| p.with_status(PetStatus::Pending).into_pet(PetId::MIN));
+        let json = pet.as_ref().map(serde_json::to_string);
+        assert!(matches!(
+            json,
+            Ok(Ok(ref s)) if s == r#"{"id":1,"name":"a\"b\\c","categoryId":9223372036854775807,"status":"pending"}"#
+        ));
+    }
+}

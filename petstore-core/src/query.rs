@@ -1,0 +1,122 @@
+//! The `listPets` query ([`ListQuery`], [`Limit`]) and its results
+//! ([`Page`], [`JsonPage`]).
+
+use crate::error::LimitError;
+use crate::pet::{Pet, PetId, PetStatus};
+
+/// A page size: 1 to 100, default 20. Values outside cannot be built.
+///
+/// # Examples
+///
+/// ```
+/// use petstore_core::Limit;
+/// assert_eq!(Limit::default().get(), 20);
+/// assert_eq!(Limit::new(100).map(Limit::get), Ok(100));
+/// assert!(Limit::new(0).is_err());
+/// assert!(Limit::new(101).is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Limit(u8);
+
+impl Limit {
+    /// The smallest page size.
+    pub const MIN: Limit = Limit(1);
+    /// The largest page size.
+    pub const MAX: Limit = Limit(100);
+    /// The page size when none is asked for.
+    pub const DEFAULT: Limit = Limit(20);
+
+    /// A page size; fails outside 1..=100.
+    pub fn new(value: u64) -> Result<Limit, LimitError> {
+        match value {
+            1..=100 => Ok(Limit(value as u8)),
+            _ => Err(LimitError),
+        }
+    }
+
+    /// The page size.
+    pub fn get(self) -> usize {
+        usize::from(self.0)
+    }
+}
+
+impl Default for Limit {
+    fn default() -> Self {
+        Limit::DEFAULT
+    }
+}
+
+/// What `listPets` asks for: at most `limit` pets, optionally only those of
+/// one status, optionally only those with an id greater than `after`; in
+/// ascending id order.
+///
+/// # Examples
+///
+/// ```
+/// use petstore_core::{Limit, ListQuery, PetId, PetStatus};
+/// let q = ListQuery::new()
+///     .limit(Limit::new(5).unwrap())
+///     .status(PetStatus::Sold)
+///     .after(PetId::new(10).unwrap());
+/// assert_eq!(q.limit.get(), 5);
+/// assert_eq!(ListQuery::default().limit, Limit::DEFAULT);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ListQuery {
+    /// Most pets on the page.
+    pub limit: Limit,
+    /// Only pets with this status.
+    pub status: Option<PetStatus>,
+    /// Only pets with an id greater than this one (the paging cursor).
+    pub after: Option<PetId>,
+}
+
+impl ListQuery {
+    /// The first page of everything, 20 pets.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the page size.
+    #[must_use]
+    pub fn limit(mut self, limit: Limit) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    /// Keeps only pets with this status.
+    #[must_use]
+    pub fn status(mut self, status: PetStatus) -> Self {
+        self.status = Some(status);
+        self
+    }
+
+    /// Starts after this id.
+    #[must_use]
+    pub fn after(mut self, after: PetId) -> Self {
+        self.after = Some(after);
+        self
+    }
+}
+
+/// One page of pets, and where the next one starts.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Page {
+    /// The pets, ascending by id.
+    pub pets: Vec<Pet>,
+    /// `Some(last id on this page)` when more pets match the query: pass it
+    /// as `after` to get the next page. `None` on the last page.
+    pub next_after: Option<PetId>,
+}
+
+/// One page already encoded as the JSON body of the response (a bare array
+/// of Pet), and where the next page starts.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct JsonPage {
+    /// The response body: `[{"id":1,...},...]`.
+    pub body: Vec<u8>,
+    /// How many pets the body holds.
+    pub count: usize,
+    /// As [`Page::next_after`].
+    pub next_after: Option<PetId>,
+}
