@@ -1,1 +1,125 @@
-fn main() {}
+//! `petstore-server`: parses flags, sets up the state, and runs
+//! [`petstore_server::server::run`] until SIGINT or SIGTERM.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use petstore_core::{Inventory, Plan, Plans, SystemClock};
+use petstore_server::cli::{Cli, Command};
+use petstore_server::keys::Keys;
+use petstore_server::server::{self, Limits};
+use petstore_server::state::{AppState, Options};
+use petstore_server::{keygen, log_error, log_info};
+use tokio::net::TcpListener;
+use tokio::signal::unix::{signal, SignalKind};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Some(Command::Keygen { plan, name }) = &cli.command {
+        return match keygen::new_key() {
+            Ok(key) => {
+                println!("key: {key}");
+                println!("entry: {}", keygen::entry(&key, name, *plan));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("cannot read random bytes from the operating system: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            log_error!("{message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn serve(cli: Cli) -> Result<(), String> {
+    let dev_key;
+    let keys = match &cli.keys {
+        Some(path) => {
+            let keys = Keys::load(path, None).map_err(|e| e.to_string())?;
+            log_info!("loaded {} key(s) from {}", keys.len(), path.display());
+            dev_key = None;
+            keys
+        }
+        None => {
+            let key =
+                keygen::new_key().map_err(|e| format!("cannot make a development key: {e}"))?;
+            let quota = Plans::default()
+                .quota(Plan::Pro, None)
+                .map_err(|e| e.to_string())?;
+            let keys = Keys::single("development", &key, quota);
+            dev_key = Some(key);
+            keys
+        }
+    };
+    let listener = TcpListener::bind(&cli.addr)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", cli.addr))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+
+    let options = Options {
+        base_url: cli.base_url.clone().unwrap_or_else(|| "/v1".into()),
+        cors_origins: cli.cors_origins.clone(),
+        body_timeout: Duration::from_secs(cli.body_timeout),
+    };
+    let limits = Limits {
+        header_timeout: Duration::from_secs(cli.header_timeout),
+        body_timeout: Duration::from_secs(cli.body_timeout),
+        max_connections: usize::try_from(cli.max_connections).unwrap_or(usize::MAX),
+        shutdown_grace: Duration::from_secs(10),
+    };
+    let inventory = Arc::new(Inventory::in_memory());
+    log_info!("inventory: in memory (pets are lost when the server stops)");
+    let state = Arc::new(AppState::new(
+        inventory,
+        keys,
+        cli.keys.clone(),
+        Arc::new(SystemClock::new()),
+        options,
+    ));
+
+    let mut hangup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
+    let reloading = state.clone();
+    tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            match reloading.reload_keys() {
+                Ok(Some(count)) => log_info!("SIGHUP: reloaded keys file, {count} key(s) in force"),
+                Ok(None) => log_info!("SIGHUP: no keys file to reload"),
+                Err(e) => log_error!("SIGHUP: {e}; the previous keys stay in force"),
+            }
+        }
+    });
+    let mut terminate = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+    let shutdown = async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => log_info!("SIGINT received"),
+            _ = terminate.recv() => log_info!("SIGTERM received"),
+        }
+    };
+
+    if let Some(key) = dev_key {
+        println!("dev key: {key}");
+        println!("try: curl -H 'Authorization: Bearer {key}' http://{local}/v1/pets");
+    }
+    println!("listening on http://{local}");
+    server::run(listener, state, limits, shutdown).await;
+    log_info!("stopped");
+    Ok(())
+}

@@ -1,0 +1,150 @@
+//! Command-line flags, each with an environment variable.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use petstore_core::Plan;
+
+/// The petstore HTTP/JSON server.
+#[derive(Debug, Parser)]
+#[command(name = "petstore-server", version, about, long_about = None)]
+pub struct Cli {
+    /// A subcommand; without one, the server runs.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    /// Address to listen on, HOST:PORT. Port 0 picks a free port; the
+    /// bound address is printed as `listening on http://IP:PORT`.
+    #[arg(long, env = "PETSTORE_ADDR", default_value = "127.0.0.1:8080")]
+    pub addr: String,
+
+    /// The JSON keys file (format in the README). Reloaded on SIGHUP.
+    /// Without it, a random development key on the `pro` plan is made and
+    /// printed.
+    #[arg(long, env = "PETSTORE_KEYS")]
+    pub keys: Option<PathBuf>,
+
+    /// Public base address including `/v1` (e.g.
+    /// `https://petstore.example.com/v1`), used in `Location` and `Link`.
+    /// Default: relative paths (`/v1/...`).
+    #[arg(long, env = "PETSTORE_BASE_URL", value_parser = parse_base_url)]
+    pub base_url: Option<String>,
+
+    /// An origin allowed by CORS, e.g. `https://shop.example.com`.
+    /// Repeatable; in the environment variable, comma-separated. CORS is
+    /// off without it.
+    #[arg(
+        long = "cors-origin",
+        env = "PETSTORE_CORS_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub cors_origins: Vec<String>,
+
+    /// Seconds a client has to send a request's headers; then the
+    /// connection is closed.
+    #[arg(long, env = "PETSTORE_HEADER_TIMEOUT", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub header_timeout: u64,
+
+    /// Seconds a client has to send a request's body; then 408.
+    #[arg(long, env = "PETSTORE_BODY_TIMEOUT", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub body_timeout: u64,
+
+    /// Most connections served at once; more wait in the listen backlog.
+    #[arg(long, env = "PETSTORE_MAX_CONNECTIONS", default_value_t = 1024,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections: u64,
+
+    /// Keep the inventory in memory only. (Until durable storage lands
+    /// this is the only mode and the flag changes nothing.)
+    #[arg(long, env = "PETSTORE_IN_MEMORY")]
+    pub in_memory: bool,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print a new random API key and the keys-file entry (with its
+    /// SHA-256, not the key) to paste into the keys file.
+    Keygen {
+        /// The plan: free, pro, business or enterprise.
+        #[arg(long, value_parser = parse_plan)]
+        plan: Plan,
+        /// The entry's name, logged instead of the key.
+        #[arg(long)]
+        name: String,
+    },
+}
+
+fn parse_plan(s: &str) -> Result<Plan, String> {
+    s.parse()
+        .map_err(|e: petstore_core::UnknownPlan| e.to_string())
+}
+
+fn parse_base_url(s: &str) -> Result<String, String> {
+    let trimmed = s.trim_end_matches('/');
+    let scheme_ok = trimmed.starts_with("http://")
+        || trimmed.starts_with("https://")
+        || trimmed.starts_with('/');
+    let chars_ok = trimmed
+        .bytes()
+        .all(|b| b.is_ascii_graphic() && !matches!(b, b'<' | b'>' | b'"' | b'?' | b'#'));
+    if scheme_ok && chars_ok && !trimmed.is_empty() {
+        Ok(trimmed.to_owned())
+    } else {
+        Err("must be an http(s) URL or an absolute path, without query or fragment, e.g. https://petstore.example.com/v1".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_parse() {
+        let cli = Cli::try_parse_from([
+            "petstore-server",
+            "--addr",
+            "127.0.0.1:0",
+            "--cors-origin",
+            "https://a",
+            "--cors-origin",
+            "https://b",
+        ])
+        .unwrap();
+        assert_eq!(cli.cors_origins, ["https://a", "https://b"]);
+        assert!(Cli::try_parse_from(["petstore-server", "--header-timeout", "0"]).is_err());
+        let gen =
+            Cli::try_parse_from(["petstore-server", "keygen", "--plan", "pro", "--name", "x"])
+                .unwrap();
+        assert!(matches!(
+            gen.command,
+            Some(Command::Keygen {
+                plan: Plan::Pro,
+                ..
+            })
+        ));
+        assert!(Cli::try_parse_from([
+            "petstore-server",
+            "keygen",
+            "--plan",
+            "gold",
+            "--name",
+            "x"
+        ])
+        .is_err());
+    }
+
+    #[test]
+    fn base_urls() {
+        assert_eq!(
+            parse_base_url("https://x.example/v1/").as_deref(),
+            Ok("https://x.example/v1")
+        );
+        assert_eq!(parse_base_url("/api/v1").as_deref(), Ok("/api/v1"));
+        for bad in ["ftp://x", "https://x/v1?a=b", "https://x y", ""] {
+            assert!(parse_base_url(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! [`ApiError`]: every error the HTTP API answers, and the one place that
+//! maps each to its status, `code`, message and extra headers.
+
+use std::time::Duration;
+
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
+use hyper::{Response, StatusCode};
+use serde::Serialize;
+
+/// The response type of every handler.
+pub type HttpResponse = Response<Full<Bytes>>;
+
+/// An error answer of the API. The variants are the closed set of `code`
+/// values documented in the README and the OpenAPI document.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ApiError {
+    /// 400 `invalid_body`.
+    #[error("{0}")]
+    InvalidBody(String),
+    /// 400 `invalid_query`.
+    #[error("{0}")]
+    InvalidQuery(String),
+    /// 400 `invalid_path`.
+    #[error("{0}")]
+    InvalidPath(String),
+    /// 401 `unauthorized`; `key_sent` tells a missing key from a bad one.
+    #[error("{}", if *.key_sent { "the API key is not valid" } else { "an API key is required: send Authorization: Bearer <key>" })]
+    Unauthorized {
+        /// A key (or something in the Authorization header) was sent.
+        key_sent: bool,
+    },
+    /// 404 `not_found`.
+    #[error("{0}")]
+    NotFound(String),
+    /// 405 `method_not_allowed`, with the `Allow` header's value.
+    #[error("method not allowed; allowed: {allow}")]
+    MethodNotAllowed {
+        /// The methods the path allows.
+        allow: &'static str,
+    },
+    /// 408 `request_timeout`: the body did not arrive in time.
+    #[error("the request body did not arrive within {0} s")]
+    RequestTimeout(u64),
+    /// 413 `payload_too_large`.
+    #[error("the request body is larger than {0} bytes")]
+    PayloadTooLarge(usize),
+    /// 415 `unsupported_media_type`.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// 429 `rate_limited`.
+    #[error("rate limit exceeded; retry after {} s", secs(*.retry_after))]
+    RateLimited {
+        /// Until a request would be allowed.
+        retry_after: Duration,
+    },
+    /// 429 `key_banned`.
+    #[error("this API key is temporarily banned after repeated requests over its limit; retry after {} s", secs(*.retry_after))]
+    KeyBanned {
+        /// Until the ban ends.
+        retry_after: Duration,
+    },
+    /// 500 `internal`: details are logged, never sent.
+    #[error("internal error")]
+    Internal,
+    /// 501 `not_implemented`.
+    #[error("{0}")]
+    NotImplemented(String),
+    /// 503 `unavailable`.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// Whole seconds, rounded up, at least 1: the `Retry-After` value.
+pub fn secs(d: Duration) -> u64 {
+    (d.as_nanos().div_ceil(1_000_000_000) as u64).max(1)
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    code: &'a str,
+    message: &'a str,
+    status: u16,
+}
+
+impl ApiError {
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::InvalidBody(_) | ApiError::InvalidQuery(_) | ApiError::InvalidPath(_) => {
+                StatusCode::BAD_REQUEST
+            }
+            ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::RateLimited { .. } | ApiError::KeyBanned { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
+            ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The machine-readable `code`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::InvalidBody(_) => "invalid_body",
+            ApiError::InvalidQuery(_) => "invalid_query",
+            ApiError::InvalidPath(_) => "invalid_path",
+            ApiError::Unauthorized { .. } => "unauthorized",
+            ApiError::NotFound(_) => "not_found",
+            ApiError::MethodNotAllowed { .. } => "method_not_allowed",
+            ApiError::RequestTimeout(_) => "request_timeout",
+            ApiError::PayloadTooLarge(_) => "payload_too_large",
+            ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
+            ApiError::RateLimited { .. } => "rate_limited",
+            ApiError::KeyBanned { .. } => "key_banned",
+            ApiError::Internal => "internal",
+            ApiError::NotImplemented(_) => "not_implemented",
+            ApiError::Unavailable(_) => "unavailable",
+        }
+    }
+
+    /// The response: the `{code, message, status}` body and this error's
+    /// own headers (`Allow`, `Retry-After`, `WWW-Authenticate`).
+    pub fn to_response(&self) -> HttpResponse {
+        let status = self.status();
+        let message = self.to_string();
+        let body = ErrorBody {
+            code: self.code(),
+            message: &message,
+            status: status.as_u16(),
+        };
+        // Serialising three plain fields into a Vec cannot fail.
+        let bytes = serde_json::to_vec(&body).unwrap_or_default();
+        let mut response = Response::new(Full::new(Bytes::from(bytes)));
+        *response.status_mut() = status;
+        let headers = response.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        match self {
+            ApiError::MethodNotAllowed { allow } => {
+                headers.insert(ALLOW, HeaderValue::from_static(allow));
+            }
+            ApiError::RateLimited { retry_after } | ApiError::KeyBanned { retry_after } => {
+                headers.insert(RETRY_AFTER, HeaderValue::from(secs(*retry_after)));
+            }
+            ApiError::Unauthorized { key_sent } => {
+                let value = if *key_sent {
+                    r#"Bearer realm="petstore", error="invalid_token""#
+                } else {
+                    r#"Bearer realm="petstore""#
+                };
+                headers.insert(WWW_AUTHENTICATE, HeaderValue::from_static(value));
+            }
+            _ => {}
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn body_and_status_agree_for_every_code() {
+        let all = [
+            ApiError::InvalidBody("b".into()),
+            ApiError::InvalidQuery("q".into()),
+            ApiError::InvalidPath("p".into()),
+            ApiError::Unauthorized { key_sent: false },
+            ApiError::NotFound("n".into()),
+            ApiError::MethodNotAllowed { allow: "GET" },
+            ApiError::RequestTimeout(10),
+            ApiError::PayloadTooLarge(65_536),
+            ApiError::UnsupportedMediaType("m".into()),
+            ApiError::RateLimited {
+                retry_after: Duration::from_millis(1),
+            },
+            ApiError::KeyBanned {
+                retry_after: Duration::from_secs(600),
+            },
+            ApiError::Internal,
+            ApiError::NotImplemented("o".into()),
+            ApiError::Unavailable("u".into()),
+        ];
+        for e in all {
+            let response = e.to_response();
+            assert_eq!(response.status(), e.status());
+            let body = http_body_util::BodyExt::collect(response.into_body());
+            let bytes = futures_lite_block_on(body);
+            let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+            assert_eq!(v["code"], e.code());
+            assert_eq!(v["status"], e.status().as_u16());
+            assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()));
+            assert_eq!(v.as_object().map(|o| o.len()), Some(3));
+        }
+    }
+
+    fn futures_lite_block_on(
+        fut: impl std::future::Future<
+            Output = Result<http_body_util::Collected<Bytes>, std::convert::Infallible>,
+        >,
+    ) -> Bytes {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(fut).map(|c| c.to_bytes()).unwrap()
+    }
+
+    #[test]
+    fn retry_after_rounds_up_to_at_least_one_second() {
+        assert_eq!(secs(Duration::ZERO), 1);
+        assert_eq!(secs(Duration::from_millis(1)), 1);
+        assert_eq!(secs(Duration::from_millis(19_001)), 20);
+        let r = ApiError::RateLimited {
+            retry_after: Duration::from_millis(2_500),
+        }
+        .to_response();
+        assert_eq!(r.headers()[RETRY_AFTER], "3");
+    }
+}

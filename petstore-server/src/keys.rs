@@ -1,0 +1,393 @@
+//! API keys: the JSON keys file of decisions.md, parsed into a [`Keys`]
+//! table that maps the SHA-256 of a presented key to its entry.
+//!
+//! Why hash every presented key: the file may hold only hashes (the
+//! preferred form), the table never holds a usable key, and a lookup by
+//! digest leaks nothing useful through timing; the final comparison is
+//! constant-time anyway (`subtle`).
+
+use std::collections::{HashMap, HashSet};
+use std::num::NonZeroU32;
+use std::path::Path;
+use std::sync::Arc;
+
+use petstore_core::{AnonymousLimiter, BanPolicy, KeyLimiter, Plan, Plans, Quota};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+/// Anonymous clients remembered at most (see `AnonymousLimiter`): about
+/// 5 MB, and far more than the addresses one server sees in a minute.
+const ANONYMOUS_CAPACITY: usize = 100_000;
+
+/// Why a keys file was refused; the message names the entry.
+#[derive(Debug, thiserror::Error)]
+pub enum KeysError {
+    /// The file could not be read.
+    #[error("cannot read keys file {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Not the documented JSON shape.
+    #[error("keys file {path} is not valid: {message}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// What is wrong, naming the entry.
+        message: String,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeysFile {
+    keys: Vec<KeyFileEntry>,
+    #[serde(default)]
+    plans: HashMap<String, PlanLimits>,
+    ban: Option<BanFile>,
+    #[serde(rename = "anonymousPerMinute")]
+    anonymous_per_minute: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyFileEntry {
+    name: String,
+    key: Option<String>,
+    sha256: Option<String>,
+    plan: String,
+    #[serde(rename = "perMinute")]
+    per_minute: Option<u32>,
+    #[serde(rename = "perDay")]
+    per_day: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlanLimits {
+    #[serde(rename = "perMinute")]
+    per_minute: u32,
+    #[serde(rename = "perDay")]
+    per_day: u32,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BanFile {
+    strikes: u32,
+    #[serde(rename = "windowSeconds")]
+    window_seconds: u64,
+    #[serde(rename = "banSeconds")]
+    ban_seconds: u64,
+}
+
+/// One key's entry: who it is, its plan, and its limiter.
+#[derive(Debug)]
+pub struct KeyEntry {
+    /// The entry's name (logged instead of the key).
+    pub name: String,
+    /// The plan.
+    pub plan: Plan,
+    /// The key's buckets; shared with the next table on reload when the
+    /// entry is unchanged, so a reload does not refill them.
+    pub limiter: Arc<KeyLimiter>,
+    digest: [u8; 32],
+}
+
+/// The key table in force, and the limits of requests without a key.
+#[derive(Debug)]
+pub struct Keys {
+    by_digest: HashMap<[u8; 32], KeyEntry>,
+    /// Limits of requests without a valid key, per client address.
+    pub anonymous: Arc<AnonymousLimiter>,
+}
+
+/// SHA-256 of a presented key.
+pub fn digest(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+/// Lowercase hex.
+pub fn hex(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    out
+}
+
+fn parse_hex_digest(s: &str) -> Option<[u8; 32]> {
+    if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in s.as_bytes().chunks(2).enumerate() {
+        let text = std::str::from_utf8(pair).ok()?;
+        out[i] = u8::from_str_radix(text, 16).ok()?;
+    }
+    Some(out)
+}
+
+impl Keys {
+    /// A table with one key (the development key of a server started
+    /// without a keys file).
+    pub fn single(name: &str, key: &str, quota: Quota) -> Keys {
+        let entry = KeyEntry {
+            name: name.to_owned(),
+            plan: Plan::Pro,
+            limiter: Arc::new(KeyLimiter::new(quota, BanPolicy::default())),
+            digest: digest(key),
+        };
+        Keys {
+            by_digest: HashMap::from([(entry.digest, entry)]),
+            anonymous: Arc::new(AnonymousLimiter::new(
+                NonZeroU32::new(60).unwrap_or(NonZeroU32::MIN),
+                ANONYMOUS_CAPACITY,
+            )),
+        }
+    }
+
+    /// Reads and checks a keys file. `previous`, the table in force, lends
+    /// its limiters to the entries that did not change.
+    pub fn load(path: &Path, previous: Option<&Keys>) -> Result<Keys, KeysError> {
+        let text = std::fs::read(path).map_err(|source| KeysError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Keys::parse(&text, previous).map_err(|message| KeysError::Invalid {
+            path: path.display().to_string(),
+            message,
+        })
+    }
+
+    /// Parses the keys file's JSON; the error names the entry at fault.
+    pub fn parse(text: &[u8], previous: Option<&Keys>) -> Result<Keys, String> {
+        let file: KeysFile = serde_json::from_slice(text).map_err(|e| e.to_string())?;
+        let mut plans = Plans::default();
+        for (name, limits) in &file.plans {
+            let plan: Plan = name.parse().map_err(|e| format!("plans: {e}"))?;
+            let quota = Quota::new(limits.per_minute, limits.per_day)
+                .map_err(|e| format!("plans.{name}: {e}"))?;
+            plans.set(plan, quota);
+        }
+        let ban = match &file.ban {
+            None => BanPolicy::default(),
+            Some(b) => BanPolicy::new(b.strikes, b.window_seconds, b.ban_seconds)
+                .map_err(|e| format!("ban: {e}"))?,
+        };
+        let anonymous_per_minute = NonZeroU32::new(file.anonymous_per_minute.unwrap_or(60))
+            .ok_or("anonymousPerMinute must be at least 1")?;
+
+        let mut names = HashSet::new();
+        let mut by_digest = HashMap::new();
+        for (i, entry) in file.keys.into_iter().enumerate() {
+            let at = format!("keys[{i}] (name {:?})", entry.name);
+            if entry.name.trim().is_empty() {
+                return Err(format!("keys[{i}]: name must not be empty"));
+            }
+            if !names.insert(entry.name.clone()) {
+                return Err(format!("{at}: duplicate name"));
+            }
+            let digest = match (&entry.key, &entry.sha256) {
+                (Some(key), None) if !key.is_empty() => digest(key),
+                (None, Some(hash)) => parse_hex_digest(hash)
+                    .ok_or_else(|| format!("{at}: sha256 must be 64 hex digits"))?,
+                _ => {
+                    return Err(format!(
+                        "{at}: give exactly one of key or sha256 (non-empty)"
+                    ))
+                }
+            };
+            let plan: Plan = entry.plan.parse().map_err(|e| format!("{at}: {e}"))?;
+            let custom = match (entry.per_minute, entry.per_day) {
+                (None, None) => None,
+                (minute, day) => {
+                    let base = plans.quota(plan, None).ok();
+                    let minute = minute.or(base.map(|q| q.per_minute().get()));
+                    let day = day.or(base.map(|q| q.per_day().get()));
+                    match (minute, day) {
+                        (Some(m), Some(d)) => {
+                            Some(Quota::new(m, d).map_err(|e| format!("{at}: {e}"))?)
+                        }
+                        _ => {
+                            return Err(format!("{at}: plan enterprise needs perMinute and perDay"))
+                        }
+                    }
+                }
+            };
+            let quota = plans
+                .quota(plan, custom)
+                .map_err(|e| format!("{at}: {e}"))?;
+            let limiter = previous
+                .and_then(|p| p.by_digest.get(&digest))
+                .filter(|old| old.limiter.quota() == quota && old.limiter.ban_policy() == ban)
+                .map(|old| old.limiter.clone())
+                .unwrap_or_else(|| Arc::new(KeyLimiter::new(quota, ban)));
+            let entry = KeyEntry {
+                name: entry.name,
+                plan,
+                limiter,
+                digest,
+            };
+            if by_digest.insert(digest, entry).is_some() {
+                return Err(format!(
+                    "{at}: duplicate key (same key as an earlier entry)"
+                ));
+            }
+        }
+        let anonymous = previous
+            .map(|p| p.anonymous.clone())
+            .filter(|a| a.per_minute() == anonymous_per_minute.get())
+            .unwrap_or_else(|| {
+                Arc::new(AnonymousLimiter::new(
+                    anonymous_per_minute,
+                    ANONYMOUS_CAPACITY,
+                ))
+            });
+        Ok(Keys {
+            by_digest,
+            anonymous,
+        })
+    }
+
+    /// The entry of a presented key.
+    pub fn lookup(&self, key: &str) -> Option<&KeyEntry> {
+        let presented = digest(key);
+        self.by_digest
+            .get(&presented)
+            .filter(|entry| bool::from(entry.digest.ct_eq(&presented)))
+    }
+
+    /// How many keys are in force.
+    pub fn len(&self) -> usize {
+        self.by_digest.len()
+    }
+
+    /// Whether no key is in force.
+    pub fn is_empty(&self) -> bool {
+        self.by_digest.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(json: &str) -> Result<Keys, String> {
+        Keys::parse(json.as_bytes(), None)
+    }
+
+    #[test]
+    fn accepts_the_documented_example() {
+        let hash = hex(&digest("secret"));
+        let json = format!(
+            r#"{{"keys":[
+              {{"name":"shop-frontend","sha256":"{hash}","plan":"pro"}},
+              {{"name":"local-dev","key":"dev-123","plan":"free"}},
+              {{"name":"bigco","key":"big","plan":"enterprise","perMinute":5000,"perDay":2000000}}],
+             "plans":{{"free":{{"perMinute":60,"perDay":1000}}}},
+             "ban":{{"strikes":60,"windowSeconds":60,"banSeconds":600}},
+             "anonymousPerMinute":60}}"#
+        );
+        let keys = parse(&json).unwrap();
+        assert_eq!(
+            keys.lookup("secret").map(|e| e.name.as_str()),
+            Some("shop-frontend")
+        );
+        assert_eq!(keys.lookup("dev-123").map(|e| e.plan), Some(Plan::Free));
+        let big = keys.lookup("big").unwrap();
+        assert_eq!(big.limiter.quota(), Quota::new(5000, 2_000_000).unwrap());
+        assert!(keys.lookup("nope").is_none());
+    }
+
+    #[test]
+    fn refuses_bad_files_naming_the_entry() {
+        let cases = [
+            (
+                r#"{"keys":[{"name":"a","key":"k","plan":"gold"}]}"#,
+                "keys[0] (name \"a\"): unknown plan `gold`",
+            ),
+            (
+                r#"{"keys":[{"name":"a","key":"k","plan":"free"},{"name":"a","key":"j","plan":"free"}]}"#,
+                "keys[1] (name \"a\"): duplicate name",
+            ),
+            (
+                r#"{"keys":[{"name":"a","key":"k","plan":"free"},{"name":"b","key":"k","plan":"free"}]}"#,
+                "keys[1] (name \"b\"): duplicate key",
+            ),
+            (
+                r#"{"keys":[{"name":"a","key":"k","plan":"enterprise"}]}"#,
+                "keys[0] (name \"a\"): plan `enterprise` needs perMinute and perDay",
+            ),
+            (
+                r#"{"keys":[{"name":"a","key":"k","plan":"enterprise","perMinute":5}]}"#,
+                "keys[0] (name \"a\"): plan enterprise needs perMinute and perDay",
+            ),
+            (
+                r#"{"keys":[{"name":"a","key":"k","plan":"free","colour":1}]}"#,
+                "unknown field `colour`",
+            ),
+            (r#"{"keys":[],"extra":1}"#, "unknown field `extra`"),
+            (
+                r#"{"keys":[{"name":"a","sha256":"abc","plan":"free"}]}"#,
+                "keys[0] (name \"a\"): sha256 must be 64 hex digits",
+            ),
+            (
+                r#"{"keys":[{"name":"a","key":"k","sha256":"abc","plan":"free"}]}"#,
+                "keys[0] (name \"a\"): give exactly one",
+            ),
+            (
+                r#"{"keys":[{"name":"a","key":"k","plan":"free","perMinute":0}]}"#,
+                "keys[0] (name \"a\"): a rate limit must allow",
+            ),
+            (
+                r#"{"keys":[],"plans":{"silver":{"perMinute":1,"perDay":1}}}"#,
+                "plans: unknown plan `silver`",
+            ),
+            (
+                r#"{"keys":[],"ban":{"strikes":0,"windowSeconds":1,"banSeconds":1}}"#,
+                "ban: ",
+            ),
+            (
+                r#"{"keys":[],"anonymousPerMinute":0}"#,
+                "anonymousPerMinute must be at least 1",
+            ),
+        ];
+        for (json, want) in cases {
+            let err = parse(json).unwrap_err();
+            assert!(err.contains(want), "{json}: got {err:?}, want {want:?}");
+        }
+    }
+
+    #[test]
+    fn reload_keeps_the_state_of_unchanged_keys_only() {
+        let v1 = r#"{"keys":[{"name":"a","key":"ka","plan":"free"},{"name":"b","key":"kb","plan":"free"}]}"#;
+        let v2 = r#"{"keys":[{"name":"a","key":"ka","plan":"free"},{"name":"b","key":"kb","plan":"pro"},{"name":"c","key":"kc","plan":"free"}]}"#;
+        let old = parse(v1).unwrap();
+        let new = Keys::parse(v2.as_bytes(), Some(&old)).unwrap();
+        let same = |k: &str| {
+            Arc::ptr_eq(
+                &old.lookup(k).unwrap().limiter,
+                &new.lookup(k).unwrap().limiter,
+            )
+        };
+        assert!(same("ka"));
+        assert!(!same("kb"));
+        assert!(Arc::ptr_eq(&old.anonymous, &new.anonymous));
+        assert!(new.lookup("kc").is_some());
+    }
+
+    #[test]
+    fn hex_round_trips() {
+        let d = digest("x");
+        assert_eq!(parse_hex_digest(&hex(&d)), Some(d));
+        assert_eq!(parse_hex_digest(&"zz".repeat(32)), None);
+        // from_str_radix alone would take a sign.
+        assert_eq!(parse_hex_digest(&"+f".repeat(32)), None);
+    }
+}

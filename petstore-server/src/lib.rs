@@ -1,0 +1,35 @@
+//! # petstore-server
+//!
+//! The HTTP/JSON face of [`petstore_core`], on raw hyper 1.x. The binary
+//! (`main.rs`) parses flags and calls [`server::run`]; everything else is
+//! here, one concept per module:
+//!
+//! | module | holds |
+//! |---|---|
+//! | [`cli`] | flags and their environment variables |
+//! | [`server`] | accept loop, connection limits, body reading, graceful shutdown |
+//! | [`routes`] | [`routes::respond`]: one parsed request in, one response out |
+//! | [`auth`] | the `Authorization: Bearer` header |
+//! | [`keys`] | the keys file, key lookup, reload |
+//! | [`query`] | query-string and path-parameter parsing |
+//! | [`headers`] | rate-limit and deprecation headers |
+//! | [`cors`] | CORS preflight and response headers |
+//! | [`error`] | [`error::ApiError`]: every error's status, code and body |
+//! | [`state`] | [`state::AppState`], shared by all requests |
+//! | [`keygen`] | `petstore-server keygen` |
+//! | [`log`] | log lines on stderr |
+
+#![deny(missing_docs)]
+
+pub mod auth;
+pub mod cli;
+pub mod cors;
+pub mod error;
+pub mod headers;
+pub mod keygen;
+pub mod keys;
+pub mod log;
+pub mod query;
+pub mod routes;
+pub mod server;
+pub mod state;

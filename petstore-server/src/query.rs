@@ -1,0 +1,228 @@
+//! Query strings and path parameters: percent-decoding, and the strict
+//! parse of `listPets`'s `limit`, `status` and `after` into a
+//! [`ListQuery`]. Pure functions of text, so they are fuzzed and tested
+//! without sockets.
+
+use std::borrow::Cow;
+
+use petstore_core::{Limit, ListQuery, PetId, PetStatus};
+
+use crate::error::ApiError;
+
+/// Percent-decodes one query component (`+` is a space). `None` for a bad
+/// escape or bytes that are not UTF-8.
+pub fn percent_decode(s: &str, plus_is_space: bool) -> Option<Cow<'_, str>> {
+    if !s.bytes().any(|b| b == b'%' || (plus_is_space && b == b'+')) {
+        return Some(Cow::Borrowed(s));
+    }
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hex = bytes.get(i + 1..i + 3)?;
+                let hex = std::str::from_utf8(hex).ok()?;
+                if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return None;
+                }
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 3;
+            }
+            b'+' if plus_is_space => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok().map(Cow::Owned)
+}
+
+/// One decoded `name=value` pair of a query string.
+pub type Pair<'a> = (Cow<'a, str>, Cow<'a, str>);
+
+/// The decoded `name=value` pairs of a query string, in order; empty
+/// segments (`a=1&&b=2`) are skipped.
+pub fn pairs(query: &str) -> Result<Vec<Pair<'_>>, ApiError> {
+    let bad = || {
+        ApiError::InvalidQuery("the query string has a bad percent-escape or is not UTF-8".into())
+    };
+    query
+        .split('&')
+        .filter(|segment| !segment.is_empty())
+        .map(|segment| {
+            let (name, value) = segment.split_once('=').unwrap_or((segment, ""));
+            Ok((
+                percent_decode(name, true).ok_or_else(bad)?,
+                percent_decode(value, true).ok_or_else(bad)?,
+            ))
+        })
+        .collect()
+}
+
+/// Refuses any query parameter: for operations that define none.
+pub fn expect_none(query: Option<&str>) -> Result<(), ApiError> {
+    match pairs(query.unwrap_or(""))?.first() {
+        None => Ok(()),
+        Some((name, _)) => Err(unknown(name)),
+    }
+}
+
+fn unknown(name: &str) -> ApiError {
+    ApiError::InvalidQuery(format!("unknown query parameter `{name}`"))
+}
+
+/// Parses `listPets`'s query: `limit` (1..100), `status`, `after`; each at
+/// most once, nothing else.
+pub fn list_query(query: Option<&str>) -> Result<ListQuery, ApiError> {
+    let mut list = ListQuery::new();
+    let mut seen = [false; 3];
+    for (name, value) in pairs(query.unwrap_or(""))? {
+        let slot = match name.as_ref() {
+            "limit" => 0,
+            "status" => 1,
+            "after" => 2,
+            _ => return Err(unknown(&name)),
+        };
+        if std::mem::replace(&mut seen[slot], true) {
+            return Err(ApiError::InvalidQuery(format!(
+                "query parameter `{name}` is given more than once"
+            )));
+        }
+        match slot {
+            0 => {
+                let limit = digits(&value)
+                    .and_then(|n| Limit::new(n).ok())
+                    .ok_or_else(|| {
+                        ApiError::InvalidQuery(format!(
+                            "limit must be an integer from 1 to 100, got {value:?}"
+                        ))
+                    })?;
+                list = list.limit(limit);
+            }
+            1 => {
+                let status: PetStatus = value.parse().map_err(|_| {
+                    ApiError::InvalidQuery(format!(
+                        "status must be one of available, pending, sold, got {value:?}"
+                    ))
+                })?;
+                list = list.status(status);
+            }
+            _ => {
+                let after: PetId = value.parse().map_err(|_| {
+                    ApiError::InvalidQuery(format!(
+                        "after must be a pet id, an integer from 1 to 9223372036854775807, got {value:?}"
+                    ))
+                })?;
+                list = list.after(after);
+            }
+        }
+    }
+    Ok(list)
+}
+
+/// Plain decimal digits as a number; `None` for anything else or overflow.
+fn digits(s: &str) -> Option<u64> {
+    let plain = !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    plain.then(|| s.parse().ok()).flatten()
+}
+
+/// Parses the `petId` path segment.
+pub fn pet_id(segment: &str) -> Result<PetId, ApiError> {
+    let bad = || {
+        ApiError::InvalidPath(format!(
+            "petId must be an integer from 1 to 9223372036854775807, got {segment:?}"
+        ))
+    };
+    let decoded = percent_decode(segment, false).ok_or_else(bad)?;
+    decoded.parse().map_err(|_| bad())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(r: Result<ListQuery, ApiError>) -> String {
+        match r {
+            Ok(q) => format!("{q:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn list_query_accepts_the_contract() {
+        let q = list_query(Some("limit=5&status=sold&after=7")).unwrap();
+        assert_eq!(q.limit.get(), 5);
+        assert_eq!(q.status, Some(PetStatus::Sold));
+        assert_eq!(q.after.map(PetId::get), Some(7));
+        assert_eq!(list_query(None).unwrap(), ListQuery::new());
+        assert_eq!(list_query(Some("")).unwrap(), ListQuery::new());
+        assert_eq!(
+            list_query(Some("status=%73old")).unwrap().status,
+            Some(PetStatus::Sold)
+        );
+        assert_eq!(list_query(Some("limit=0100")).unwrap().limit.get(), 100);
+    }
+
+    #[test]
+    fn list_query_refuses_the_rest() {
+        for bad in [
+            "limit=0",
+            "limit=101",
+            "limit=abc",
+            "limit=",
+            "limit",
+            "limit=-1",
+            "limit=+5",
+            "limit=1.0",
+            "limit=5&limit=5",
+            "limit=99999999999999999999999",
+            "status=Sold",
+            "status=",
+            "status=sold&status=sold",
+            "after=0",
+            "after=-1",
+            "after=abc",
+            "after=9223372036854775808",
+            "foo=1",
+            "limit=%zz",
+            "limit=%ff",
+        ] {
+            assert!(
+                list_query(Some(bad)).is_err(),
+                "{bad} -> {}",
+                code(list_query(Some(bad)))
+            );
+        }
+        let err = list_query(Some("limit=1&limit=2")).unwrap_err();
+        assert!(err.to_string().contains("`limit`"));
+        assert_eq!(err.code(), "invalid_query");
+    }
+
+    #[test]
+    fn pet_ids() {
+        assert_eq!(pet_id("12").map(PetId::get), Ok(12));
+        assert_eq!(pet_id("%31").map(PetId::get), Ok(1));
+        for bad in ["0", "-1", "x", "", "9223372036854775808", "1%2F2", "%"] {
+            assert_eq!(
+                pet_id(bad).map_err(|e| e.code()),
+                Err("invalid_path"),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn expect_none_names_the_parameter() {
+        assert!(expect_none(None).is_ok());
+        assert!(expect_none(Some("&")).is_ok());
+        assert!(expect_none(Some("x=1"))
+            .unwrap_err()
+            .to_string()
+            .contains("`x`"));
+    }
+}

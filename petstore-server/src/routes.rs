@@ -1,0 +1,440 @@
+//! The HTTP contract: [`respond`] turns one parsed request into its
+//! response over the core. Synchronous and free of sockets, so every rule
+//! is testable without a server; `server.rs` only reads the body and calls
+//! it.
+//!
+//! Order of checks for the operations (README, "Routing and order of
+//! checks"): route, method, key, rate limit, query, path, body.
+
+use std::net::IpAddr;
+
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::header::{HeaderMap, HeaderValue, CONTENT_TYPE, LINK, LOCATION};
+use hyper::http::request::Parts;
+use hyper::{Method, Response, StatusCode};
+use petstore_core::{Decision, ListQuery, NewPet, Outcome, PetError};
+
+use crate::auth::{credential, Credential};
+use crate::error::{ApiError, HttpResponse};
+use crate::state::AppState;
+use crate::{cors, headers, query};
+
+/// The OpenAPI document, embedded so the binary serves exactly the file in
+/// the repository.
+pub const OPENAPI: &str = include_str!("../openapi.json");
+
+/// Most bytes a request body may have (decisions.md: 64 KiB).
+pub const MAX_BODY: usize = 64 * 1024;
+
+/// What the server layer managed to read of the request body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BodyRead {
+    /// The whole body (possibly empty).
+    Complete(Bytes),
+    /// Over [`MAX_BODY`]; not read (or not to the end).
+    TooLarge,
+    /// Did not arrive within the body timeout.
+    TimedOut,
+    /// The connection broke or the framing was invalid.
+    Broken,
+}
+
+/// The routes of the service.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Route<'a> {
+    Health,
+    OpenApi,
+    Pets,
+    Pet(&'a str),
+    Orders,
+}
+
+impl<'a> Route<'a> {
+    fn find(path: &'a str) -> Option<Route<'a>> {
+        match path {
+            "/healthz" => Some(Route::Health),
+            "/v1/openapi.json" => Some(Route::OpenApi),
+            "/v1/pets" => Some(Route::Pets),
+            "/v1/store/orders" => Some(Route::Orders),
+            _ => match path.strip_prefix("/v1/pets/") {
+                Some(id) if !id.is_empty() && !id.contains('/') => Some(Route::Pet(id)),
+                _ => None,
+            },
+        }
+    }
+
+    /// The `Allow` header: the methods of the path.
+    fn allow(self, cors: bool) -> &'static str {
+        match (self, cors) {
+            (Route::Pets, false) => "GET, POST",
+            (Route::Pets, true) => "GET, POST, OPTIONS",
+            (_, false) => "GET",
+            (_, true) => "GET, OPTIONS",
+        }
+    }
+}
+
+/// The three operations and the orders placeholder: the routes behind a key.
+#[derive(Clone, Copy, Debug)]
+enum Operation<'a> {
+    ListPets,
+    CreatePet,
+    GetPet(&'a str),
+    ListOrders,
+}
+
+/// Answers one request. `body` is what the server read of the body;
+/// `peer` is the client address (for the limits of requests without a key).
+pub fn respond(state: &AppState, head: &Parts, body: BodyRead, peer: IpAddr) -> HttpResponse {
+    let cors_on = !state.options.cors_origins.is_empty();
+    let origin = cors::allowed_origin(&state.options.cors_origins, &head.headers);
+    let Some(route) = Route::find(head.uri.path()) else {
+        let mut response =
+            ApiError::NotFound(format!("no route for {}", head.uri.path())).to_response();
+        cors::decorate(response.headers_mut(), origin, cors_on);
+        return response;
+    };
+    let mut response = match (&head.method, route) {
+        (&Method::GET, Route::Health) => {
+            json(StatusCode::OK, Bytes::from_static(b"{\"status\":\"ok\"}"))
+        }
+        (&Method::GET, Route::OpenApi) => {
+            json(StatusCode::OK, Bytes::from_static(OPENAPI.as_bytes()))
+        }
+        (&Method::GET, Route::Pets) => operation(state, head, body, peer, Operation::ListPets),
+        (&Method::POST, Route::Pets) => operation(state, head, body, peer, Operation::CreatePet),
+        (&Method::GET, Route::Pet(id)) => operation(state, head, body, peer, Operation::GetPet(id)),
+        (&Method::GET, Route::Orders) => operation(state, head, body, peer, Operation::ListOrders),
+        (&Method::OPTIONS, route) if cors_on => {
+            let mut response = empty(StatusCode::NO_CONTENT);
+            let allow = route.allow(true);
+            response
+                .headers_mut()
+                .insert(hyper::header::ALLOW, HeaderValue::from_static(allow));
+            if origin.is_some() {
+                cors::preflight(response.headers_mut(), allow);
+            }
+            response
+        }
+        (_, route) => ApiError::MethodNotAllowed {
+            allow: route.allow(cors_on),
+        }
+        .to_response(),
+    };
+    cors::decorate(response.headers_mut(), origin, cors_on);
+    response
+}
+
+/// Key, rate limit, then the operation itself; the rate-limit headers go
+/// on whatever comes out.
+fn operation(
+    state: &AppState,
+    head: &Parts,
+    body: BodyRead,
+    peer: IpAddr,
+    op: Operation<'_>,
+) -> HttpResponse {
+    let (decision, caller) = authorize(state, &head.headers, peer);
+    let result = match decision.outcome {
+        Outcome::Limited { retry_after } => Err(ApiError::RateLimited { retry_after }),
+        Outcome::Banned { retry_after } => Err(ApiError::KeyBanned { retry_after }),
+        Outcome::Allowed => match caller {
+            Err(error) => Err(error),
+            Ok(()) => run(state, head, body, op),
+        },
+    };
+    let mut response = result.unwrap_or_else(|e| e.to_response());
+    headers::rate_limit(response.headers_mut(), &decision);
+    if let Operation::GetPet(_) = op {
+        headers::deprecation(response.headers_mut(), &state.options.base_url);
+    }
+    response
+}
+
+/// Charges the key's buckets, or the client address's when there is no
+/// valid key, and says who the caller is.
+fn authorize(
+    state: &AppState,
+    request: &HeaderMap,
+    peer: IpAddr,
+) -> (Decision, Result<(), ApiError>) {
+    let now = state.clock.now();
+    let keys = state.keys();
+    let key_sent = match credential(request) {
+        Credential::Bearer(key) => match keys.lookup(key) {
+            Some(entry) => return (entry.limiter.check(now), Ok(())),
+            None => true,
+        },
+        Credential::Malformed => true,
+        Credential::Missing => false,
+    };
+    (
+        keys.anonymous.check(peer, now),
+        Err(ApiError::Unauthorized { key_sent }),
+    )
+}
+
+fn run(
+    state: &AppState,
+    head: &Parts,
+    body: BodyRead,
+    op: Operation<'_>,
+) -> Result<HttpResponse, ApiError> {
+    let query = head.uri.query();
+    match op {
+        Operation::ListPets => {
+            let list = query::list_query(query)?;
+            no_body(&body)?;
+            Ok(list_pets(state, &list))
+        }
+        Operation::CreatePet => {
+            query::expect_none(query)?;
+            create_pet(state, &head.headers, body)
+        }
+        Operation::GetPet(segment) => {
+            query::expect_none(query)?;
+            let id = query::pet_id(segment)?;
+            no_body(&body)?;
+            match state.inventory.get_json(id) {
+                Some(pet) => Ok(json(StatusCode::OK, Bytes::from(pet))),
+                None => Err(ApiError::NotFound(format!("no pet with id {id}"))),
+            }
+        }
+        Operation::ListOrders => {
+            query::expect_none(query)?;
+            no_body(&body)?;
+            Err(ApiError::NotImplemented(
+                "store orders are not implemented: the specification gives only the operation's existence".into(),
+            ))
+        }
+    }
+}
+
+fn list_pets(state: &AppState, list: &ListQuery) -> HttpResponse {
+    let page = state.inventory.list_json(list);
+    let mut response = json(StatusCode::OK, Bytes::from(page.body));
+    if let Some(after) = page.next_after {
+        let status = list
+            .status
+            .map(|s| format!("&status={s}"))
+            .unwrap_or_default();
+        let link = format!(
+            "<{}/pets?limit={}{status}&after={after}>; rel=\"next\"",
+            state.options.base_url,
+            list.limit.get()
+        );
+        if let Some(v) = headers::value(link) {
+            response.headers_mut().insert(LINK, v);
+        }
+    }
+    response
+}
+
+fn create_pet(
+    state: &AppState,
+    request: &HeaderMap,
+    body: BodyRead,
+) -> Result<HttpResponse, ApiError> {
+    let bytes = match body {
+        BodyRead::Complete(bytes) => bytes,
+        BodyRead::TooLarge => return Err(ApiError::PayloadTooLarge(MAX_BODY)),
+        BodyRead::TimedOut => {
+            return Err(ApiError::RequestTimeout(
+                state.options.body_timeout.as_secs(),
+            ))
+        }
+        BodyRead::Broken => {
+            return Err(ApiError::InvalidBody(
+                "the request body could not be read".into(),
+            ))
+        }
+    };
+    match request.get(CONTENT_TYPE) {
+        Some(value) if is_json(value) => {}
+        Some(value) => {
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "Content-Type must be application/json, got {:?}",
+                String::from_utf8_lossy(value.as_bytes())
+            )))
+        }
+        None if bytes.is_empty() => return Err(ApiError::InvalidBody(PetError::Empty.to_string())),
+        None => {
+            return Err(ApiError::UnsupportedMediaType(
+                "Content-Type must be application/json, and none was sent".into(),
+            ))
+        }
+    }
+    let new = NewPet::from_json(&bytes).map_err(|e| ApiError::InvalidBody(e.to_string()))?;
+    let pet = state
+        .inventory
+        .create(new)
+        .map_err(|e| ApiError::Unavailable(e.to_string()))?;
+    let body = serde_json::to_vec(&pet).map_err(|_| ApiError::Internal)?;
+    let mut response = json(StatusCode::CREATED, Bytes::from(body));
+    let location = format!("{}/pets/{}", state.options.base_url, pet.id());
+    if let Some(v) = headers::value(location) {
+        response.headers_mut().insert(LOCATION, v);
+    }
+    Ok(response)
+}
+
+/// `application/json`, optionally with parameters; a charset must be UTF-8.
+fn is_json(value: &HeaderValue) -> bool {
+    let Ok(text) = value.to_str() else {
+        return false;
+    };
+    let mut parts = text.split(';');
+    let media = parts.next().unwrap_or("").trim();
+    if !media.eq_ignore_ascii_case("application/json") {
+        return false;
+    }
+    parts.all(|param| match param.split_once('=') {
+        Some((name, value)) if name.trim().eq_ignore_ascii_case("charset") => {
+            value.trim().trim_matches('"').eq_ignore_ascii_case("utf-8")
+        }
+        Some(_) => true,
+        None => param.trim().is_empty(),
+    })
+}
+
+/// Operations without a request body refuse one.
+fn no_body(body: &BodyRead) -> Result<(), ApiError> {
+    match body {
+        BodyRead::Complete(bytes) if bytes.is_empty() => Ok(()),
+        BodyRead::TooLarge => Err(ApiError::PayloadTooLarge(MAX_BODY)),
+        _ => Err(ApiError::InvalidBody(
+            "this operation takes no request body".into(),
+        )),
+    }
+}
+
+fn json(status: StatusCode, body: Bytes) -> HttpResponse {
+    let mut response = Response::new(Full::new(body));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+fn empty(status: StatusCode) -> HttpResponse {
+    let mut response = Response::new(Full::new(Bytes::new()));
+    *response.status_mut() = status;
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::Keys;
+    use crate::state::Options;
+    use petstore_core::{FakeClock, Inventory, Quota, Timestamp};
+    use std::net::Ipv4Addr;
+    use std::sync::Arc;
+
+    const KEY: &str = "test-key";
+
+    fn state() -> AppState {
+        let keys = Keys::single("test", KEY, Quota::new(1000, 10_000).unwrap());
+        let clock = Arc::new(FakeClock::new(Timestamp::from_unix_secs(1_000_000)));
+        AppState::new(
+            Arc::new(Inventory::in_memory()),
+            keys,
+            None,
+            clock,
+            Options::default(),
+        )
+    }
+
+    fn request(method: &str, uri: &str, headers: &[(&str, &str)]) -> Parts {
+        let mut builder = hyper::Request::builder().method(method).uri(uri);
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        builder.body(()).unwrap().into_parts().0
+    }
+
+    fn call(state: &AppState, method: &str, uri: &str, body: &str) -> HttpResponse {
+        let auth = format!("Bearer {KEY}");
+        let head = request(
+            method,
+            uri,
+            &[
+                ("authorization", &auth),
+                ("content-type", "application/json"),
+            ],
+        );
+        let body = BodyRead::Complete(Bytes::from(body.to_owned()));
+        respond(state, &head, body, IpAddr::V4(Ipv4Addr::LOCALHOST))
+    }
+
+    #[test]
+    fn create_then_get_then_list() {
+        let s = state();
+        let created = call(&s, "POST", "/v1/pets", r#"{"name":"Rex","categoryId":2}"#);
+        assert_eq!(created.status(), StatusCode::CREATED);
+        assert_eq!(created.headers()[LOCATION], "/v1/pets/1");
+        assert_eq!(call(&s, "GET", "/v1/pets/1", "").status(), StatusCode::OK);
+        assert_eq!(
+            call(&s, "GET", "/v1/pets/2", "").status(),
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(call(&s, "GET", "/v1/pets", "").status(), StatusCode::OK);
+        assert_eq!(
+            call(&s, "DELETE", "/v1/pets", "").headers()["allow"],
+            "GET, POST"
+        );
+        assert_eq!(
+            call(&s, "GET", "/v1/nope", "").status(),
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(
+            call(&s, "GET", "/v1/pets/", "").status(),
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(
+            call(&s, "GET", "/v1/pets/x", "").status(),
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(
+            call(&s, "GET", "/v1/store/orders", "").status(),
+            StatusCode::NOT_IMPLEMENTED
+        );
+    }
+
+    #[test]
+    fn refused_create_changes_nothing() {
+        let s = state();
+        assert_eq!(
+            call(&s, "POST", "/v1/pets", r#"{"name":"","categoryId":2}"#).status(),
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(
+            call(&s, "POST", "/v1/pets?x=1", r#"{"name":"a","categoryId":2}"#).status(),
+            StatusCode::BAD_REQUEST
+        );
+        assert!(s.inventory.is_empty());
+    }
+
+    #[test]
+    fn content_types() {
+        let yes = [
+            "application/json",
+            "Application/JSON; charset=utf-8",
+            "application/json;charset=\"UTF-8\"",
+        ];
+        let no = [
+            "text/plain",
+            "application/json; charset=latin1",
+            "application/jsonx",
+            "application/json; x",
+        ];
+        for v in yes {
+            assert!(is_json(&HeaderValue::from_static(v)), "{v}");
+        }
+        for v in no {
+            assert!(!is_json(&HeaderValue::from_static(v)), "{v}");
+        }
+    }
+}

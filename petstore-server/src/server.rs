@@ -1,0 +1,170 @@
+//! The accept loop: hyper's HTTP/1 connection per client, the limits that
+//! keep hostile clients cheap, and graceful shutdown.
+//!
+//! Limits, and why each:
+//! - `header_read_timeout` with a timer: a client trickling headers one byte
+//!   at a time would otherwise hold a connection forever (hyper ignores the
+//!   timeout unless a timer is set).
+//! - `max_header_size` 16 KiB (hyper answers 431), and hyper's default
+//!   limit of 100 header fields (431 too).
+//! - a body timeout (408) and the 64 KiB body cap (413), in [`read_body`].
+//! - at most `max_connections` open connections: past that the loop stops
+//!   accepting, so the kernel's backlog queues new clients until one closes,
+//!   instead of the process running out of file descriptors or memory.
+//! - every handler runs under `catch_unwind`: a bug becomes a logged 500
+//!   `internal`, never a dropped connection or a dead worker.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::IpAddr;
+use std::panic::AssertUnwindSafe;
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use hyper::body::{Body as _, Incoming};
+use hyper::header::CONTENT_LENGTH;
+use hyper::http::request::Parts;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::Request;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use crate::error::{ApiError, HttpResponse};
+use crate::routes::{respond, BodyRead, MAX_BODY};
+use crate::state::AppState;
+use crate::{log_error, log_info};
+
+/// Limits of the HTTP layer.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Time allowed for a request's headers to arrive.
+    pub header_timeout: Duration,
+    /// Time allowed for a request's body to arrive.
+    pub body_timeout: Duration,
+    /// Connections served at once.
+    pub max_connections: usize,
+    /// How long shutdown waits for requests in flight.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(10),
+            max_connections: 1024,
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Serves `listener` until `shutdown` completes, then stops accepting and
+/// waits (at most `limits.shutdown_grace`) for the requests in flight.
+pub async fn run(
+    listener: TcpListener,
+    state: Arc<AppState>,
+    limits: Limits,
+    shutdown: impl Future<Output = ()>,
+) {
+    let mut http = http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .max_header_size(16 * 1024)
+        .keep_alive(true);
+    let graceful = GracefulShutdown::new();
+    let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let mut shutdown = pin!(shutdown);
+
+    loop {
+        let permit = tokio::select! {
+            permit = permits.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break, // the semaphore is never closed
+            },
+            () = &mut shutdown => break,
+        };
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    log_error!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let state = state.clone();
+        let body_timeout = limits.body_timeout;
+        let service =
+            service_fn(move |request| handle(state.clone(), request, peer.ip(), body_timeout));
+        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            let _permit = permit;
+            // Errors here are the client's (reset, timeout, bad framing);
+            // hyper has already answered what could be answered.
+            let _ = connection.await;
+        });
+    }
+
+    drop(listener);
+    log_info!(
+        "shutting down: waiting for {} open connection(s)",
+        graceful.count()
+    );
+    tokio::select! {
+        () = graceful.shutdown() => log_info!("all connections closed"),
+        () = tokio::time::sleep(limits.shutdown_grace) => {
+            log_error!("requests still in flight after {:?}; stopping anyway", limits.shutdown_grace);
+        }
+    }
+}
+
+async fn handle(
+    state: Arc<AppState>,
+    request: Request<Incoming>,
+    peer: IpAddr,
+    body_timeout: Duration,
+) -> Result<HttpResponse, Infallible> {
+    let (head, body) = request.into_parts();
+    let body = read_body(&head, body, body_timeout).await;
+    let answered =
+        std::panic::catch_unwind(AssertUnwindSafe(|| respond(&state, &head, body, peer)));
+    Ok(answered.unwrap_or_else(|_| {
+        log_error!(
+            "handler panicked on {} {}; answered 500",
+            head.method,
+            head.uri.path()
+        );
+        ApiError::Internal.to_response()
+    }))
+}
+
+/// Reads the body, at most [`MAX_BODY`] bytes within `timeout`. A declared
+/// `Content-Length` over the cap is refused without reading a byte.
+pub async fn read_body(head: &Parts, body: Incoming, timeout: Duration) -> BodyRead {
+    if body.is_end_stream() {
+        return BodyRead::Complete(Default::default());
+    }
+    let declared = head
+        .headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY as u64) {
+        return BodyRead::TooLarge;
+    }
+    match tokio::time::timeout(timeout, Limited::new(body, MAX_BODY).collect()).await {
+        Err(_) => BodyRead::TimedOut,
+        Ok(Ok(collected)) => BodyRead::Complete(collected.to_bytes()),
+        Ok(Err(e)) if e.is::<LengthLimitError>() => BodyRead::TooLarge,
+        Ok(Err(_)) => BodyRead::Broken,
+    }
+}

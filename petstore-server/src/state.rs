@@ -1,0 +1,88 @@
+//! [`AppState`]: what every request handler shares: the inventory, the
+//! key table in force, the clock and the server's options.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::RwLock;
+use petstore_core::{Clock, Inventory};
+
+use crate::keys::{Keys, KeysError};
+
+/// Options of the HTTP layer that handlers need.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Public base address including `/v1`, without a trailing `/`;
+    /// `"/v1"` when none is configured (relative links).
+    pub base_url: String,
+    /// Origins allowed by CORS; empty: CORS off.
+    pub cors_origins: Vec<String>,
+    /// How long a request body may take to arrive.
+    pub body_timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            base_url: "/v1".into(),
+            cors_origins: Vec::new(),
+            body_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The state shared by all requests.
+#[derive(Debug)]
+pub struct AppState {
+    /// The pets.
+    pub inventory: Arc<Inventory>,
+    /// The clock of the rate limiter.
+    pub clock: Arc<dyn Clock>,
+    /// HTTP options.
+    pub options: Options,
+    /// The key table in force. A read lock is held only for one lookup and
+    /// one limiter check; a reload builds the new table outside the lock
+    /// and swaps it in.
+    keys: RwLock<Arc<Keys>>,
+    keys_path: Option<PathBuf>,
+}
+
+impl AppState {
+    /// State over `inventory` with the key table `keys`, reloadable from
+    /// `keys_path` when given.
+    pub fn new(
+        inventory: Arc<Inventory>,
+        keys: Keys,
+        keys_path: Option<PathBuf>,
+        clock: Arc<dyn Clock>,
+        options: Options,
+    ) -> Self {
+        AppState {
+            inventory,
+            clock,
+            options,
+            keys: RwLock::new(Arc::new(keys)),
+            keys_path,
+        }
+    }
+
+    /// The key table in force.
+    pub fn keys(&self) -> parking_lot::RwLockReadGuard<'_, Arc<Keys>> {
+        self.keys.read()
+    }
+
+    /// Re-reads the keys file. On error the old table stays in force.
+    /// Returns the number of keys now in force, or `None` when the server
+    /// has no keys file.
+    pub fn reload_keys(&self) -> Result<Option<usize>, KeysError> {
+        let Some(path) = &self.keys_path else {
+            return Ok(None);
+        };
+        let previous = self.keys.read().clone();
+        let fresh = Keys::load(path, Some(&previous))?;
+        let count = fresh.len();
+        *self.keys.write() = Arc::new(fresh);
+        Ok(Some(count))
+    }
+}
