@@ -97,6 +97,40 @@ pub enum CreateError {
     /// Every id up to 2^63 - 1 has been given out.
     #[error("the inventory is full: no pet ids are left")]
     IdsExhausted,
+    /// The journal could not be written or synced. The pet was not stored
+    /// (or not durably), and the inventory refuses every later create
+    /// until it is reopened; reads go on.
+    #[error("the inventory cannot store pets: {0}")]
+    Storage(String),
+}
+
+/// Why [`Inventory::open`](crate::Inventory::open) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The directory or journal could not be created, read or written.
+    #[error("cannot use {path}: {source}")]
+    Io {
+        /// The path at fault.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A record other than the last is damaged: refusing to drop data.
+    #[error("{path} line {line} is damaged ({reason}); refusing to open rather than drop the pets after it")]
+    Corrupt {
+        /// The journal file.
+        path: std::path::PathBuf,
+        /// The line (1-based).
+        line: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Another process has the journal open.
+    #[error("{path} is in use by another process")]
+    Locked {
+        /// The journal file.
+        path: std::path::PathBuf,
+    },
 }
 
 /// A page size outside 1 to 100.

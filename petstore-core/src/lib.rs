@@ -15,6 +15,7 @@
 //! | `body` | the `createPet` JSON body parser behind [`NewPet::from_json`] |
 //! | `query` | [`ListQuery`], [`Limit`], [`Page`], [`JsonPage`] |
 //! | `inventory` | [`Inventory`]: storage, `get`/`list`/`create` |
+//! | `journal` | the append-only journal of a durable inventory: group commit, recovery |
 //! | `clock` | [`Clock`], [`SystemClock`], [`FakeClock`], [`Timestamp`] |
 //! | `quota` | [`Plan`], [`Plans`], [`Quota`], [`BanPolicy`] |
 //! | `bucket` | one GCRA token bucket (private) |
@@ -50,6 +51,7 @@ mod clock;
 mod decision;
 mod error;
 mod inventory;
+mod journal;
 mod limiter;
 mod pet;
 mod query;
@@ -58,8 +60,9 @@ mod quota;
 pub use anonymous::AnonymousLimiter;
 pub use clock::{Clock, FakeClock, SystemClock, Timestamp};
 pub use decision::{Decision, Outcome, WindowState};
-pub use error::{CreateError, IdError, LimitError, NameError, PetError, QuotaError};
+pub use error::{CreateError, IdError, LimitError, NameError, OpenError, PetError, QuotaError};
 pub use inventory::Inventory;
+pub use journal::{FsyncPolicy, JournalOptions, JournalStats, Recovery, TornTail, JOURNAL_FILE};
 pub use limiter::{KeyLimiter, RateLimiter};
 pub use pet::{
     validate_name, CategoryId, NewPet, Pet, PetId, PetStatus, UnknownStatus, MAX_NAME_CHARS,

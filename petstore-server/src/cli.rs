@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use petstore_core::Plan;
+use petstore_core::{FsyncPolicy, Plan};
 
 /// The petstore HTTP/JSON server.
 #[derive(Debug, Parser)]
@@ -56,10 +56,27 @@ pub struct Cli {
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections: u64,
 
-    /// Keep the inventory in memory only. (Until durable storage lands
-    /// this is the only mode and the flag changes nothing.)
+    /// Directory of the durable inventory (its journal, `pets.journal`).
+    /// Created if missing.
+    #[arg(
+        long,
+        env = "PETSTORE_DATA",
+        default_value = "./petstore-data",
+        conflicts_with = "in_memory"
+    )]
+    pub data: PathBuf,
+
+    /// Keep the inventory in memory only: pets are lost when the server
+    /// stops. For tests and demos.
     #[arg(long, env = "PETSTORE_IN_MEMORY")]
     pub in_memory: bool,
+
+    /// When created pets reach the disk. `always`: fsync before the 201,
+    /// a pet survives a crash of the process or the machine. `never`: the
+    /// OS flushes when it likes, so pets created in the last seconds can be
+    /// lost on power loss (for benchmarks).
+    #[arg(long, env = "PETSTORE_FSYNC", default_value = "always", value_parser = parse_fsync)]
+    pub fsync: FsyncPolicy,
 }
 
 /// Subcommands.
@@ -80,6 +97,14 @@ pub enum Command {
 fn parse_plan(s: &str) -> Result<Plan, String> {
     s.parse()
         .map_err(|e: petstore_core::UnknownPlan| e.to_string())
+}
+
+fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {
+    match s {
+        "always" => Ok(FsyncPolicy::Always),
+        "never" => Ok(FsyncPolicy::Never),
+        _ => Err("must be always or never".into()),
+    }
 }
 
 fn parse_base_url(s: &str) -> Result<String, String> {
@@ -115,6 +140,11 @@ mod tests {
         .unwrap();
         assert_eq!(cli.cors_origins, ["https://a", "https://b"]);
         assert!(Cli::try_parse_from(["petstore-server", "--header-timeout", "0"]).is_err());
+        assert_eq!(cli.fsync, FsyncPolicy::Always);
+        let never = Cli::try_parse_from(["petstore-server", "--fsync", "never"]).unwrap();
+        assert_eq!(never.fsync, FsyncPolicy::Never);
+        assert!(Cli::try_parse_from(["petstore-server", "--fsync", "sometimes"]).is_err());
+        assert!(Cli::try_parse_from(["petstore-server", "--in-memory", "--data", "x"]).is_err());
         let gen =
             Cli::try_parse_from(["petstore-server", "keygen", "--plan", "pro", "--name", "x"])
                 .unwrap();

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use petstore_core::{Inventory, Plan, Plans, SystemClock};
+use petstore_core::{FsyncPolicy, Inventory, JournalOptions, Plan, Plans, SystemClock};
 use petstore_server::cli::{Cli, Command};
 use petstore_server::keys::Keys;
 use petstore_server::server::{self, Limits};
@@ -85,8 +85,35 @@ async fn serve(cli: Cli) -> Result<(), String> {
         max_connections: usize::try_from(cli.max_connections).unwrap_or(usize::MAX),
         shutdown_grace: Duration::from_secs(10),
     };
-    let inventory = Arc::new(Inventory::in_memory());
-    log_info!("inventory: in memory (pets are lost when the server stops)");
+    let inventory = if cli.in_memory {
+        log_info!("inventory: in memory (pets are lost when the server stops)");
+        Inventory::in_memory()
+    } else {
+        let options = JournalOptions { fsync: cli.fsync };
+        let inventory = Inventory::open(&cli.data, options).map_err(|e| e.to_string())?;
+        if let Some(recovery) = inventory.recovery() {
+            log_info!(
+                "inventory: journal {} (fsync {}), {} pet(s) recovered",
+                recovery.path.display(),
+                match cli.fsync {
+                    FsyncPolicy::Always => "always",
+                    FsyncPolicy::Never => "never",
+                },
+                recovery.pets
+            );
+            if let Some(torn) = &recovery.torn_tail {
+                log_error!(
+                    "WARNING: the journal ended in a torn record (line {}, {} bytes, left by a crash during a write); \
+                     it was cut off, and the file as it was is kept at {}",
+                    torn.line,
+                    torn.bytes_dropped,
+                    torn.copy.display()
+                );
+            }
+        }
+        inventory
+    };
+    let inventory = Arc::new(inventory);
     let state = Arc::new(AppState::new(
         inventory,
         keys,
@@ -117,6 +144,9 @@ async fn serve(cli: Cli) -> Result<(), String> {
     if let Some(key) = dev_key {
         println!("dev key: {key}");
         println!("try: curl -H 'Authorization: Bearer {key}' http://{local}/v1/pets");
+    }
+    if let Some(path) = state.inventory.journal_path() {
+        println!("journal: {}", path.display());
     }
     println!("listening on http://{local}");
     server::run(listener, state, limits, shutdown).await;

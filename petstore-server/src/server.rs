@@ -28,7 +28,7 @@ use hyper::header::CONTENT_LENGTH;
 use hyper::http::request::Parts;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper::Request;
+use hyper::{Method, Request};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
@@ -135,16 +135,35 @@ async fn handle(
 ) -> Result<HttpResponse, Infallible> {
     let (head, body) = request.into_parts();
     let body = read_body(&head, body, body_timeout).await;
-    let answered =
-        std::panic::catch_unwind(AssertUnwindSafe(|| respond(&state, &head, body, peer)));
-    Ok(answered.unwrap_or_else(|_| {
-        log_error!(
-            "handler panicked on {} {}; answered 500",
-            head.method,
-            head.uri.path()
-        );
-        ApiError::Internal.to_response()
-    }))
+    // A durable create waits for an fsync: run it where blocking is allowed,
+    // so the runtime's workers keep serving reads meanwhile.
+    let blocks = head.method == Method::POST && state.inventory.journal_path().is_some();
+    let answered = if blocks {
+        let (method, path) = (head.method.clone(), head.uri.path().to_owned());
+        tokio::task::spawn_blocking(move || answer(&state, &head, body, peer))
+            .await
+            .unwrap_or_else(|_| {
+                log_error!("handler panicked on {method} {path}; answered 500");
+                ApiError::Internal.to_response()
+            })
+    } else {
+        answer(&state, &head, body, peer)
+    };
+    Ok(answered)
+}
+
+/// [`respond`], with a panic turned into a logged 500 `internal`.
+fn answer(state: &AppState, head: &Parts, body: BodyRead, peer: IpAddr) -> HttpResponse {
+    std::panic::catch_unwind(AssertUnwindSafe(|| respond(state, head, body, peer))).unwrap_or_else(
+        |_| {
+            log_error!(
+                "handler panicked on {} {}; answered 500",
+                head.method,
+                head.uri.path()
+            );
+            ApiError::Internal.to_response()
+        },
+    )
 }
 
 /// Reads the body, at most [`MAX_BODY`] bytes within `timeout`. A declared

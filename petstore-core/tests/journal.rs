@@ -1,0 +1,281 @@
+//! The durable inventory's documented outcomes: recovery of torn tails,
+//! refusal of corruption, empty and missing directories, places that
+//! cannot be written, one writer at a time, and group commit.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use petstore_core::{
+    CategoryId, FsyncPolicy, Inventory, JournalOptions, ListQuery, NewPet, OpenError, Pet, PetId,
+    PetStatus, JOURNAL_FILE,
+};
+
+/// A fresh, empty directory path (not created) unique to this test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("petstore-journal-{}-{name}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    dir
+}
+
+fn new_pet(i: usize) -> NewPet {
+    NewPet::new(
+        format!("pet \"{i}\""),
+        CategoryId::new(i as u64 % 7 + 1).unwrap(),
+    )
+    .unwrap()
+    .with_status(PetStatus::ALL[i % 3])
+}
+
+fn fill(dir: &Path, n: usize) -> Vec<Pet> {
+    let inventory = Inventory::open(dir, JournalOptions::default()).unwrap();
+    (0..n)
+        .map(|i| inventory.create(new_pet(i)).unwrap())
+        .collect()
+}
+
+fn all(inventory: &Inventory) -> Vec<Pet> {
+    (1..=inventory.len() as u64)
+        .filter_map(|id| inventory.get(PetId::new(id)?))
+        .collect()
+}
+
+#[test]
+fn reopen_replays_every_pet_and_ids_continue() {
+    let dir = scratch("reopen");
+    let created = fill(&dir, 50);
+    let inventory = Inventory::open(&dir, JournalOptions::default()).unwrap();
+    assert_eq!(all(&inventory), created);
+    let recovery = inventory.recovery().unwrap();
+    assert_eq!((recovery.pets, recovery.torn_tail.clone()), (50, None));
+    assert_eq!(recovery.path, dir.join(JOURNAL_FILE));
+    let next = inventory.create(new_pet(99)).unwrap();
+    assert_eq!(next.id().get(), 51);
+    // The journal is plain JSON lines.
+    let text = fs::read_to_string(dir.join(JOURNAL_FILE)).unwrap();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(v["pet"]["id"].is_u64() && v["crc32"].is_string());
+    }
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_torn_tail_is_cut_at_every_offset_after_keeping_a_copy() {
+    let dir = scratch("torn");
+    let created = fill(&dir, 5);
+    let path = dir.join(JOURNAL_FILE);
+    let full = fs::read(&path).unwrap();
+    let last_start = full[..full.len() - 1]
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .unwrap()
+        + 1;
+    // Every cut inside the last record (including only its newline missing).
+    for cut in last_start + 1..full.len() {
+        for entry in fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap().path();
+            if entry != path {
+                fs::remove_file(entry).unwrap();
+            }
+        }
+        fs::write(&path, &full[..cut]).unwrap();
+        let inventory = Inventory::open(&dir, JournalOptions::default()).unwrap();
+        let torn = inventory
+            .recovery()
+            .unwrap()
+            .torn_tail
+            .clone()
+            .expect("torn tail reported");
+        assert_eq!(torn.line, 5, "cut at {cut}");
+        assert_eq!(torn.bytes_dropped, (cut - last_start) as u64);
+        assert_eq!(
+            fs::read(&torn.copy).unwrap(),
+            &full[..cut],
+            "the copy keeps the file as it was"
+        );
+        assert_eq!(all(&inventory), created[..4]);
+        assert_eq!(
+            fs::read(&path).unwrap(),
+            &full[..last_start],
+            "the tail is cut off on disk"
+        );
+        // Ids continue after the highest recovered id.
+        assert_eq!(inventory.create(new_pet(5)).unwrap().id().get(), 5);
+        drop(inventory);
+        fs::write(&path, &full[..cut]).unwrap();
+    }
+    // A cut exactly at a record boundary is no damage at all.
+    fs::write(&path, &full[..last_start]).unwrap();
+    let inventory = Inventory::open(&dir, JournalOptions::default()).unwrap();
+    assert_eq!(inventory.recovery().unwrap().torn_tail, None);
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_damaged_middle_record_refuses_to_open_naming_file_and_line() {
+    let dir = scratch("corrupt");
+    fill(&dir, 5);
+    let path = dir.join(JOURNAL_FILE);
+    let original = fs::read(&path).unwrap();
+    let third = original
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'\n')
+        .nth(1)
+        .unwrap()
+        .0
+        + 1;
+    for (what, damage) in [
+        ("flipped bit", {
+            let mut bytes = original.clone();
+            bytes[third + 20] ^= 0x02;
+            bytes
+        }),
+        ("garbage line", {
+            let mut bytes = original[..third].to_vec();
+            bytes.extend_from_slice(b"hello\n");
+            bytes.extend_from_slice(&original[third..]);
+            bytes
+        }),
+    ] {
+        fs::write(&path, &damage).unwrap();
+        match Inventory::open(&dir, JournalOptions::default()) {
+            Err(OpenError::Corrupt { path: p, line, .. }) => {
+                assert_eq!((p, line), (path.clone(), 3), "{what}");
+            }
+            other => panic!("{what}: expected Corrupt, got {other:?}"),
+        }
+        // Refusing changed nothing on disk.
+        assert_eq!(fs::read(&path).unwrap(), damage, "{what}");
+    }
+    // Records out of order are corruption too.
+    let lines: Vec<&[u8]> = original.split_inclusive(|b| *b == b'\n').collect();
+    let swapped = [lines[1], lines[0], lines[2]].concat();
+    fs::write(&path, swapped).unwrap();
+    let err = Inventory::open(&dir, JournalOptions::default()).unwrap_err();
+    assert!(
+        err.to_string().contains("line 1") && err.to_string().contains("expected pet id 1"),
+        "{err}"
+    );
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn empty_file_and_missing_directory_open_empty() {
+    let dir = scratch("empty");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join(JOURNAL_FILE), b"").unwrap();
+    let inventory = Inventory::open(&dir, JournalOptions::default()).unwrap();
+    assert!(inventory.is_empty());
+    drop(inventory);
+
+    let root = scratch("missing");
+    let missing = root.join("a").join("b");
+    let inventory = Inventory::open(&missing, JournalOptions::default()).unwrap();
+    assert!(missing.join(JOURNAL_FILE).is_file());
+    assert_eq!(inventory.create(new_pet(0)).unwrap().id(), PetId::MIN);
+    fs::remove_dir_all(&dir).unwrap();
+    fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn a_place_that_cannot_be_written_is_an_error_naming_it() {
+    // /proc is read-only for everyone, root included (CI runs as root,
+    // which ignores permission bits, so a chmod-ed directory proves
+    // nothing there).
+    let err =
+        Inventory::open("/proc/petstore-cannot-exist", JournalOptions::default()).unwrap_err();
+    assert!(matches!(err, OpenError::Io { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("/proc/petstore-cannot-exist"),
+        "{err}"
+    );
+    // A data directory that is a file.
+    let file = scratch("file");
+    fs::write(&file, b"x").unwrap();
+    assert!(matches!(
+        Inventory::open(&file, JournalOptions::default()),
+        Err(OpenError::Io { .. })
+    ));
+    fs::remove_file(&file).unwrap();
+}
+
+#[test]
+fn a_second_writer_is_refused() {
+    let dir = scratch("locked");
+    let first = Inventory::open(&dir, JournalOptions::default()).unwrap();
+    let second = Inventory::open(&dir, JournalOptions::default());
+    assert!(
+        matches!(second, Err(OpenError::Locked { .. })),
+        "{second:?}"
+    );
+    drop(first);
+    assert!(Inventory::open(&dir, JournalOptions::default()).is_ok());
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn group_commit_many_threads_each_pet_durable_before_create_returns() {
+    let dir = scratch("group");
+    let inventory = Arc::new(Inventory::open(&dir, JournalOptions::default()).unwrap());
+    let path = dir.join(JOURNAL_FILE);
+    let threads = 32;
+    let per_thread = 20;
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let inventory = inventory.clone();
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let mut mine = Vec::new();
+                for i in 0..per_thread {
+                    let pet = inventory.create(new_pet(t * 100 + i)).unwrap();
+                    // Once create returns, the record is in the file and the
+                    // pet is visible.
+                    let on_disk = fs::read_to_string(&path).unwrap();
+                    let id_field = format!("{{\"pet\":{{\"id\":{},", pet.id());
+                    assert!(on_disk.contains(&id_field), "pet {} not on disk", pet.id());
+                    assert_eq!(inventory.get(pet.id()).as_ref(), Some(&pet));
+                    mine.push(pet);
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut created: Vec<Pet> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    created.sort_by_key(Pet::id);
+    let n = threads * per_thread;
+    assert_eq!(
+        created.iter().map(|p| p.id().get()).collect::<Vec<_>>(),
+        (1..=n as u64).collect::<Vec<_>>()
+    );
+    let stats = inventory.journal_stats().unwrap();
+    assert_eq!(stats.records, n as u64);
+    // Concurrent creates shared fsyncs.
+    assert!(stats.batches < stats.records, "{stats:?}");
+    drop(inventory);
+    let reopened = Inventory::open(&dir, JournalOptions::default()).unwrap();
+    assert_eq!(all(&reopened), created);
+    assert_eq!(reopened.list(&ListQuery::new()).pets, created[..20]);
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn fsync_never_still_writes_every_pet() {
+    let dir = scratch("never");
+    let options = JournalOptions {
+        fsync: FsyncPolicy::Never,
+    };
+    let inventory = Inventory::open(&dir, options).unwrap();
+    let created: Vec<Pet> = (0..10)
+        .map(|i| inventory.create(new_pet(i)).unwrap())
+        .collect();
+    drop(inventory);
+    assert_eq!(all(&Inventory::open(&dir, options).unwrap()), created);
+    fs::remove_dir_all(&dir).unwrap();
+}
