@@ -61,7 +61,7 @@ pub struct Inventory {
 }
 
 #[derive(Debug, Default)]
-struct Records {
+pub(crate) struct Records {
     arena: Vec<u8>,
     ends: Vec<u64>,
     statuses: Vec<PetStatus>,
@@ -96,7 +96,9 @@ impl Inventory {
     /// ```
     pub fn open(dir: impl AsRef<Path>, options: JournalOptions) -> Result<Self, OpenError> {
         let mut records = Records::default();
-        let (journal, recovery) = Journal::open(dir.as_ref(), options, |pet| records.push(&pet))?;
+        let (journal, recovery) = Journal::open(dir.as_ref(), options, |id, status, json| {
+            records.push_json(id, status, json)
+        })?;
         Ok(Inventory {
             records: RwLock::new(records),
             journal: Some(journal),
@@ -274,10 +276,20 @@ impl Records {
 
     fn push(&mut self, pet: &Pet) {
         encode(pet, &mut self.arena);
+        self.push_encoded(pet.id(), pet.status());
+    }
+
+    /// Appends a pet whose JSON, exactly as [`encode`] writes it, is given.
+    pub(crate) fn push_json(&mut self, id: PetId, status: PetStatus, json: &[u8]) {
+        self.arena.extend_from_slice(json);
+        self.push_encoded(id, status);
+    }
+
+    fn push_encoded(&mut self, id: PetId, status: PetStatus) {
         self.arena.push(b',');
         self.ends.push(self.arena.len() as u64);
-        self.statuses.push(pet.status());
-        self.by_status[pet.status().index()].push(pet.id());
+        self.statuses.push(status);
+        self.by_status[status.index()].push(id);
     }
 
     /// Indices of the first page of all pets (no status filter).
@@ -413,6 +425,48 @@ fn decode(id: PetId, status: PetStatus, json: &[u8]) -> Option<Pet> {
     Some(pet)
 }
 
+/// If `json` is a pet exactly as [`encode`] writes it, with valid values
+/// and a name that needs no escaping, its id and status. Lets replay copy
+/// journal bytes straight into the arena without building a `Pet`; any
+/// other valid pet JSON takes the slower general path.
+pub(crate) fn parse_canonical(json: &[u8]) -> Option<(PetId, PetStatus)> {
+    let rest = json.strip_prefix(ID_PREFIX)?;
+    let (id, rest) = canonical_digits(rest)?;
+    let id = PetId::new(id)?;
+    let rest = rest.strip_prefix(NAME_PREFIX)?;
+    let status = PetStatus::ALL.into_iter().find(|s| {
+        rest.strip_suffix(SUFFIX)
+            .and_then(|r| r.strip_suffix(s.as_str().as_bytes()))
+            .is_some_and(|r| r.ends_with(STATUS_PREFIX))
+    })?;
+    let rest = &rest[..rest.len() - SUFFIX.len() - status.as_str().len() - STATUS_PREFIX.len()];
+    let name_end = rest.len() - rest.iter().rev().take_while(|b| b.is_ascii_digit()).count();
+    let (category, tail) = canonical_digits(&rest[name_end..])?;
+    if !tail.is_empty() {
+        return None;
+    }
+    CategoryId::new(category)?;
+    let name = rest[..name_end].strip_suffix(CATEGORY_PREFIX)?;
+    // `"` and `\` would need escapes; control characters are invalid.
+    if name.iter().any(|b| matches!(b, b'"' | b'\\')) {
+        return None;
+    }
+    crate::pet::validate_name(std::str::from_utf8(name).ok()?).ok()?;
+    Some((id, status))
+}
+
+/// Leading decimal digits without a leading zero, and the rest.
+fn canonical_digits(s: &[u8]) -> Option<(u64, &[u8])> {
+    let len = s.iter().take_while(|b| b.is_ascii_digit()).count();
+    if len == 0 || (len > 1 && s[0] == b'0') || len > 19 {
+        return None;
+    }
+    let value = s[..len].iter().try_fold(0u64, |n, d| {
+        n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })?;
+    Some((value, &s[len..]))
+}
+
 fn decimal_len(mut n: u64) -> usize {
     let mut len = 1;
     while n >= 10 {
@@ -459,6 +513,32 @@ mod tests {
                     assert_eq!(decode(p.id(), status, &ours), Some(p));
                 }
             }
+        }
+    }
+
+    #[test]
+    fn canonical_parse_accepts_exactly_what_encode_writes() {
+        for name in ["Rex", "é€😀 x", "1234"] {
+            for status in PetStatus::ALL {
+                let p = pet(123, name, 45, status).unwrap_or_else(|| panic!("bad test pet"));
+                let mut json = Vec::new();
+                encode(&p, &mut json);
+                assert_eq!(parse_canonical(&json), Some((p.id(), status)));
+            }
+        }
+        // Valid pets that are not canonical (or need escapes) take the slow path.
+        for other in [
+            r#"{"id":1,"name":"a\"b","categoryId":1,"status":"sold"}"#,
+            r#"{"id":01,"name":"a","categoryId":1,"status":"sold"}"#,
+            r#"{"id":1, "name":"a","categoryId":1,"status":"sold"}"#,
+            r#"{"id":1,"name":"a","categoryId":0,"status":"sold"}"#,
+            r#"{"id":1,"name":"a","categoryId":1,"status":"lost"}"#,
+            r#"{"id":1,"name":" ","categoryId":1,"status":"sold"}"#,
+            r#"{"id":0,"name":"a","categoryId":1,"status":"sold"}"#,
+            r#"{"id":1,"name":"a","categoryId":99999999999999999999,"status":"sold"}"#,
+            r#"{"id":1,"name":"a","categoryId":1,"status":"sold"} "#,
+        ] {
+            assert_eq!(parse_canonical(other.as_bytes()), None, "{other}");
         }
     }
 

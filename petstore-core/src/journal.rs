@@ -55,8 +55,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::error::{CreateError, OpenError};
-use crate::inventory::encode;
-use crate::pet::{validate_name, NewPet, Pet, PetId};
+use crate::inventory::{encode, parse_canonical};
+use crate::pet::{validate_name, NewPet, Pet, PetId, PetStatus};
 
 /// The journal's file name inside the data directory.
 pub const JOURNAL_FILE: &str = "pets.journal";
@@ -169,7 +169,7 @@ impl Journal {
     pub(crate) fn open(
         dir: &Path,
         options: JournalOptions,
-        mut restore: impl FnMut(Pet),
+        mut restore: impl FnMut(PetId, PetStatus, &[u8]),
     ) -> Result<(Journal, Recovery), OpenError> {
         let io_err = |path: &Path| {
             let path = path.to_path_buf();
@@ -328,8 +328,8 @@ fn encode_line(pet: &Pet, out: &mut Vec<u8>) {
     out.push(b'\n');
 }
 
-/// Checks one line (without its `\n`) and returns its pet.
-fn decode_line(line: &[u8]) -> Result<Pet, String> {
+/// Checks one line (without its `\n`) and returns its pet's JSON.
+fn checked_body(line: &[u8]) -> Result<&[u8], String> {
     if line.len() < LINE_PREFIX.len() + TRAILER_LEN || !line.starts_with(LINE_PREFIX) {
         return Err("not a journal record".into());
     }
@@ -340,6 +340,9 @@ fn decode_line(line: &[u8]) -> Result<Pet, String> {
     }
     let hex = std::str::from_utf8(&trailer[CRC_PREFIX.len()..CRC_PREFIX.len() + 8])
         .map_err(|_| "crc32 is not hex".to_string())?;
+    if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err("crc32 is not hex".into());
+    }
     let stored = u32::from_str_radix(hex, 16).map_err(|_| "crc32 is not hex".to_string())?;
     let actual = crc32fast::hash(body);
     if stored != actual {
@@ -347,9 +350,29 @@ fn decode_line(line: &[u8]) -> Result<Pet, String> {
             "checksum mismatch (stored {stored:08x}, computed {actual:08x})"
         ));
     }
+    Ok(body)
+}
+
+/// Checks one line and returns its pet (the general, allocating path).
+fn decode_line(line: &[u8]) -> Result<Pet, String> {
+    let body = checked_body(line)?;
     let pet: Pet = serde_json::from_slice(body).map_err(|e| format!("bad pet: {e}"))?;
     validate_name(pet.name()).map_err(|e| format!("bad pet: name {e}"))?;
     Ok(pet)
+}
+
+/// A checked record: its id, status and canonical JSON.
+fn decode_record(line: &[u8], scratch: &mut Vec<u8>) -> Result<(PetId, PetStatus), String> {
+    let body = checked_body(line)?;
+    scratch.clear();
+    // Fast path: the bytes are exactly what `encode` writes.
+    if let Some(found) = parse_canonical(body) {
+        scratch.extend_from_slice(body);
+        return Ok(found);
+    }
+    let pet = decode_line(line)?;
+    encode(&pet, scratch);
+    Ok((pet.id(), pet.status()))
 }
 
 struct Replayed {
@@ -359,10 +382,15 @@ struct Replayed {
     torn_line: Option<u64>,
 }
 
-fn replay(bytes: &[u8], path: &Path, restore: &mut impl FnMut(Pet)) -> Result<Replayed, OpenError> {
+fn replay(
+    bytes: &[u8],
+    path: &Path,
+    restore: &mut impl FnMut(PetId, PetStatus, &[u8]),
+) -> Result<Replayed, OpenError> {
     let mut pets = 0u64;
     let mut offset = 0usize;
     let mut line_no = 0u64;
+    let mut json = Vec::with_capacity(512);
     while offset < bytes.len() {
         line_no += 1;
         let rest = &bytes[offset..];
@@ -373,12 +401,12 @@ fn replay(bytes: &[u8], path: &Path, restore: &mut impl FnMut(Pet)) -> Result<Re
         let next = offset + line.len() + usize::from(complete);
         let is_last = next >= bytes.len();
         let checked = if complete {
-            decode_line(line)
+            decode_record(line, &mut json)
         } else {
             Err("incomplete record (no newline)".into())
         };
-        let pet = match checked {
-            Ok(pet) => pet,
+        let (id, status) = match checked {
+            Ok(found) => found,
             Err(_) if is_last => {
                 return Ok(Replayed {
                     pets,
@@ -394,14 +422,14 @@ fn replay(bytes: &[u8], path: &Path, restore: &mut impl FnMut(Pet)) -> Result<Re
                 })
             }
         };
-        if pet.id().get() != pets + 1 {
+        if id.get() != pets + 1 {
             return Err(OpenError::Corrupt {
                 path: path.to_path_buf(),
                 line: line_no,
-                reason: format!("expected pet id {}, found {}", pets + 1, pet.id()),
+                reason: format!("expected pet id {}, found {id}", pets + 1),
             });
         }
-        restore(pet);
+        restore(id, status, &json);
         pets += 1;
         offset = next;
     }
@@ -544,9 +572,11 @@ mod tests {
         }
         assert_eq!(*published.lock(), [1, 2, 3]);
         let mut restored = Vec::new();
-        let replayed = replay(&written.lock(), Path::new("x"), &mut |p: Pet| {
-            restored.push(p.id().get())
-        })
+        let replayed = replay(
+            &written.lock(),
+            Path::new("x"),
+            &mut |id: PetId, _, _: &[u8]| restored.push(id.get()),
+        )
         .ok();
         assert_eq!(replayed.map(|r| (r.pets, r.torn_line)), Some((3, None)));
         assert_eq!(restored, [1, 2, 3]);

@@ -1,0 +1,173 @@
+//! Durable create throughput and journal replay time.
+//!
+//! `cargo bench --bench durability` prints, for 1, 16 and 64 concurrent
+//! creators, durable creates per second with the journal's group commit
+//! beside one fsync per create (the same line format, written and synced
+//! under a mutex, one pet at a time), measured in the same run; then the
+//! time to replay a journal of 1,000,000 pets.
+//!
+//! Environment: `PETSTORE_BENCH_SECS` (default 3) per measurement,
+//! `PETSTORE_BENCH_DIR` (default the system temp dir) for the files.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use petstore_core::{CategoryId, FsyncPolicy, Inventory, JournalOptions, NewPet, PetStatus};
+
+fn scratch(name: &str) -> PathBuf {
+    let base =
+        std::env::var_os("PETSTORE_BENCH_DIR").map_or_else(std::env::temp_dir, PathBuf::from);
+    let dir = base.join(format!("petstore-bench-{}-{name}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    dir
+}
+
+fn pet(i: u64) -> NewPet {
+    NewPet::new(format!("pet-{i:06}"), CategoryId::new(i % 10 + 1).unwrap())
+        .unwrap()
+        .with_status(PetStatus::ALL[(i % 3) as usize])
+}
+
+/// Runs `creators` threads calling `create` for `secs`; creates per second.
+fn run(creators: usize, secs: Duration, create: Arc<dyn Fn(u64) + Send + Sync>) -> f64 {
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let threads: Vec<_> = (0..creators)
+        .map(|t| {
+            let (stop, done, create) = (stop.clone(), done.clone(), create.clone());
+            std::thread::spawn(move || {
+                let mut i = t as u64 * 1_000_000_000;
+                while !stop.load(Ordering::Relaxed) {
+                    create(i);
+                    i += 1;
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(secs);
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
+}
+
+fn group_commit(creators: usize, secs: Duration) -> (f64, f64) {
+    let dir = scratch(&format!("group-{creators}"));
+    let inventory = Arc::new(Inventory::open(&dir, JournalOptions::default()).unwrap());
+    let inv = inventory.clone();
+    let rate = run(
+        creators,
+        secs,
+        Arc::new(move |i| {
+            inv.create(pet(i)).unwrap();
+        }),
+    );
+    let stats = inventory.journal_stats().unwrap();
+    let batch = stats.records as f64 / stats.batches.max(1) as f64;
+    drop(inventory);
+    fs::remove_dir_all(&dir).unwrap();
+    (rate, batch)
+}
+
+fn one_fsync_per_create(creators: usize, secs: Duration) -> f64 {
+    let dir = scratch(&format!("single-{creators}"));
+    fs::create_dir_all(&dir).unwrap();
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("pets.journal"))
+        .unwrap();
+    let file = Arc::new(Mutex::new(file));
+    let rate = run(
+        creators,
+        secs,
+        Arc::new(move |i| {
+            let new = pet(i);
+            let line = format!(
+            "{{\"pet\":{{\"id\":{i},\"name\":\"{}\",\"categoryId\":{},\"status\":\"{}\"}},\"crc32\":\"00000000\"}}\n",
+            new.name(),
+            new.category_id(),
+            new.status()
+        );
+            let mut file = file.lock().unwrap();
+            file.write_all(line.as_bytes()).unwrap();
+            file.sync_data().unwrap();
+        }),
+    );
+    fs::remove_dir_all(&dir).unwrap();
+    rate
+}
+
+fn replay(pets: u64) -> (Duration, u64) {
+    let dir = scratch("replay");
+    {
+        let writer = Inventory::open(
+            &dir,
+            JournalOptions {
+                fsync: FsyncPolicy::Never,
+            },
+        )
+        .unwrap();
+        // Many writers so the un-synced journal fills quickly.
+        let writer = Arc::new(writer);
+        let per = pets / 4;
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let w = writer.clone();
+                std::thread::spawn(move || {
+                    (0..per).for_each(|i| drop(w.create(pet(t * per + i)).unwrap()))
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().unwrap());
+    }
+    File::open(dir.join("pets.journal"))
+        .unwrap()
+        .sync_all()
+        .unwrap();
+    let bytes = fs::metadata(dir.join("pets.journal")).unwrap().len();
+    let started = Instant::now();
+    let inventory = Inventory::open(&dir, JournalOptions::default()).unwrap();
+    let took = started.elapsed();
+    assert_eq!(inventory.len() as u64, pets);
+    drop(inventory);
+    fs::remove_dir_all(&dir).unwrap();
+    (took, bytes)
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter argument is ignored.
+    let secs = std::env::var("PETSTORE_BENCH_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
+    let secs = Duration::from_secs(secs);
+    println!(
+        "durable creates per second, fsync always, {secs:?} each (cargo bench --bench durability)"
+    );
+    println!("| creators | group commit | mean batch | one fsync per create | ratio |");
+    println!("|---:|---:|---:|---:|---:|");
+    for creators in [1, 16, 64] {
+        let (group, batch) = group_commit(creators, secs);
+        let single = one_fsync_per_create(creators, secs);
+        println!(
+            "| {creators} | {group:.0} | {batch:.1} | {single:.0} | {:.1}x |",
+            group / single.max(1.0)
+        );
+    }
+    let (took, bytes) = replay(1_000_000);
+    println!(
+        "replay of 1,000,000 pets ({:.0} MB journal): {:.0} ms",
+        bytes as f64 / 1e6,
+        took.as_secs_f64() * 1e3
+    );
+}
