@@ -71,6 +71,26 @@ pub async fn run(
     limits: Limits,
     shutdown: impl Future<Output = ()>,
 ) {
+    let body_timeout = limits.body_timeout;
+    serve(listener, limits, shutdown, move |request, peer| {
+        handle(state.clone(), request, peer, body_timeout)
+    })
+    .await;
+}
+
+/// The accept loop with all the limits, around any handler. [`run`] uses
+/// it with the API; the load benchmark's baseline server uses it with a
+/// handler that does no work, so both have the same runtime and connection
+/// settings.
+pub async fn serve<H, F>(
+    listener: TcpListener,
+    limits: Limits,
+    shutdown: impl Future<Output = ()>,
+    handler: H,
+) where
+    H: Fn(Request<Incoming>, IpAddr) -> F + Clone + Send + 'static,
+    F: Future<Output = Result<HttpResponse, Infallible>> + Send + 'static,
+{
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
@@ -101,10 +121,8 @@ pub async fn run(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let state = state.clone();
-        let body_timeout = limits.body_timeout;
-        let service =
-            service_fn(move |request| handle(state.clone(), request, peer.ip(), body_timeout));
+        let handler = handler.clone();
+        let service = service_fn(move |request| handler(request, peer.ip()));
         let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
             let _permit = permit;
