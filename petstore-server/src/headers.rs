@@ -5,6 +5,7 @@
 
 use std::fmt::Write as _;
 
+use hyper::body::Bytes;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, LINK};
 use petstore_core::Decision;
 
@@ -25,6 +26,8 @@ pub const SUNSET: HeaderName = HeaderName::from_static("sunset");
 
 /// When v1.0.0 declared `getPet` deprecated: 2025-12-05T00:00:00Z.
 pub const GET_PET_DEPRECATED_AT: u64 = 1_764_892_800;
+/// The `Deprecation` value: `@` and [`GET_PET_DEPRECATED_AT`].
+pub const DEPRECATION_VALUE: &str = "@1764892800";
 /// `getPet`'s announced removal.
 pub const GET_PET_SUNSET: &str = "Thu, 05 Dec 2030 00:00:00 GMT";
 
@@ -35,15 +38,10 @@ pub fn value(text: String) -> Option<HeaderValue> {
     HeaderValue::try_from(text).ok()
 }
 
-/// Adds the rate-limit headers describing `decision`.
-pub fn rate_limit(headers: &mut HeaderMap, decision: &Decision) {
-    let binding = decision.binding();
-    headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(binding.limit));
-    headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from(binding.remaining));
-    headers.insert(
-        X_RATELIMIT_RESET,
-        HeaderValue::from(binding.reset_at.unix_secs_ceil()),
-    );
+/// The `RateLimit-Policy` value of a key's windows, e.g.
+/// `"minute";q=60;w=60, "day";q=1000;w=86400`. It depends only on the
+/// quota, so it is built once per key (at load), not per request.
+pub fn policy(decision: &Decision) -> HeaderValue {
     let mut policy = String::with_capacity(48);
     for (i, w) in decision.windows().enumerate() {
         let sep = if i == 0 { "" } else { ", " };
@@ -55,29 +53,74 @@ pub fn rate_limit(headers: &mut HeaderMap, decision: &Decision) {
             w.period.as_secs()
         );
     }
-    if let Some(v) = value(policy) {
-        headers.insert(RATELIMIT_POLICY, v);
+    value(policy).unwrap_or_else(|| HeaderValue::from_static(""))
+}
+
+/// Adds the rate-limit headers describing `decision`; `policy` is the
+/// key's [`policy`] value.
+///
+/// This runs on every request, so the four changing values are written as
+/// digits into one buffer and handed to the header map as slices of it:
+/// one allocation, no `fmt` machinery (which cost more than the rest of a
+/// list request, measured with callgrind; see the README).
+pub fn rate_limit(headers: &mut HeaderMap, decision: &Decision, policy: &HeaderValue) {
+    let binding = decision.binding();
+    let mut buf = Vec::with_capacity(80);
+    let limit = push_u64(&mut buf, u64::from(binding.limit));
+    let remaining = push_u64(&mut buf, u64::from(binding.remaining));
+    let reset = push_u64(&mut buf, binding.reset_at.unix_secs_ceil());
+    let start = buf.len();
+    buf.push(b'"');
+    buf.extend_from_slice(binding.name.as_bytes());
+    buf.extend_from_slice(b"\";r=");
+    push_u64(&mut buf, u64::from(binding.remaining));
+    buf.extend_from_slice(b";t=");
+    push_u64(&mut buf, decision.reset_after_secs());
+    let current = start..buf.len();
+    let buf = Bytes::from(buf);
+    let slice =
+        |range: std::ops::Range<usize>| HeaderValue::from_maybe_shared(buf.slice(range)).ok();
+    for (name, range) in [
+        (X_RATELIMIT_LIMIT, limit),
+        (X_RATELIMIT_REMAINING, remaining),
+        (X_RATELIMIT_RESET, reset),
+        (RATELIMIT, current),
+    ] {
+        if let Some(v) = slice(range) {
+            headers.insert(name, v);
+        }
     }
-    let current = format!(
-        "\"{}\";r={};t={}",
-        binding.name,
-        binding.remaining,
-        decision.reset_after_secs()
-    );
-    if let Some(v) = value(current) {
-        headers.insert(RATELIMIT, v);
+    headers.insert(RATELIMIT_POLICY, policy.clone());
+}
+
+/// Appends `n` in decimal; returns where it landed.
+pub fn push_u64(buf: &mut Vec<u8>, mut n: u64) -> std::ops::Range<usize> {
+    let start = buf.len();
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
     }
+    buf.extend_from_slice(&digits[i..]);
+    start..buf.len()
+}
+
+/// The successor-version `Link` of `getPet`, built once at startup.
+pub fn successor_link(base_url: &str) -> HeaderValue {
+    value(format!("<{base_url}/pets>; rel=\"successor-version\""))
+        .unwrap_or_else(|| HeaderValue::from_static("</v1/pets>; rel=\"successor-version\""))
 }
 
 /// Adds `getPet`'s `Deprecation`, `Sunset` and successor `Link`.
-pub fn deprecation(headers: &mut HeaderMap, base_url: &str) {
-    if let Some(v) = value(format!("@{GET_PET_DEPRECATED_AT}")) {
-        headers.insert(DEPRECATION, v);
-    }
+pub fn deprecation(headers: &mut HeaderMap, successor: &HeaderValue) {
+    headers.insert(DEPRECATION, HeaderValue::from_static(DEPRECATION_VALUE));
     headers.insert(SUNSET, HeaderValue::from_static(GET_PET_SUNSET));
-    if let Some(v) = value(format!("<{base_url}/pets>; rel=\"successor-version\"")) {
-        headers.append(LINK, v);
-    }
+    headers.append(LINK, successor.clone());
 }
 
 #[cfg(test)]
@@ -92,7 +135,7 @@ mod tests {
         let t = Timestamp::from_unix_secs(1_000_000);
         let d = limiter.check(t);
         let mut h = HeaderMap::new();
-        rate_limit(&mut h, &d);
+        rate_limit(&mut h, &d, &policy(&d));
         assert_eq!(h[&X_RATELIMIT_LIMIT], "60");
         assert_eq!(h[&X_RATELIMIT_REMAINING], "59");
         // One token used of 60/min: full again 1 s later.
@@ -107,7 +150,7 @@ mod tests {
         let tight = KeyLimiter::new(Quota::new(60, 2).unwrap(), BanPolicy::default());
         let d = tight.check(t + Duration::from_millis(500));
         let mut h = HeaderMap::new();
-        rate_limit(&mut h, &d);
+        rate_limit(&mut h, &d, &policy(&d));
         assert_eq!(h[&X_RATELIMIT_LIMIT], "2");
         assert_eq!(h[&X_RATELIMIT_REMAINING], "1");
         assert_eq!(h[&RATELIMIT], r#""day";r=1;t=43200"#);
@@ -115,9 +158,19 @@ mod tests {
     }
 
     #[test]
+    fn digits() {
+        let mut buf = Vec::new();
+        for n in [0, 7, 10, 99, 1_000_000, u64::MAX] {
+            let range = push_u64(&mut buf, n);
+            assert_eq!(&buf[range], n.to_string().as_bytes());
+        }
+    }
+
+    #[test]
     fn deprecation_headers() {
         let mut h = HeaderMap::new();
-        deprecation(&mut h, "/v1");
+        deprecation(&mut h, &successor_link("/v1"));
+        assert_eq!(DEPRECATION_VALUE, format!("@{GET_PET_DEPRECATED_AT}"));
         assert_eq!(h[&DEPRECATION], "@1764892800");
         assert_eq!(h[&SUNSET], "Thu, 05 Dec 2030 00:00:00 GMT");
         assert_eq!(h[LINK], r#"</v1/pets>; rel="successor-version""#);

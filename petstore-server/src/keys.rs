@@ -11,10 +11,13 @@ use std::num::NonZeroU32;
 use std::path::Path;
 use std::sync::Arc;
 
-use petstore_core::{AnonymousLimiter, BanPolicy, KeyLimiter, Plan, Plans, Quota};
+use hyper::header::HeaderValue;
+use petstore_core::{AnonymousLimiter, BanPolicy, KeyLimiter, Plan, Plans, Quota, Timestamp};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+
+use crate::headers;
 
 /// Anonymous clients remembered at most (see `AnonymousLimiter`): about
 /// 5 MB, and far more than the addresses one server sees in a minute.
@@ -94,6 +97,8 @@ pub struct KeyEntry {
     /// The key's buckets; shared with the next table on reload when the
     /// entry is unchanged, so a reload does not refill them.
     pub limiter: Arc<KeyLimiter>,
+    /// Its `RateLimit-Policy` header value.
+    pub policy: HeaderValue,
     digest: [u8; 32],
 }
 
@@ -103,6 +108,22 @@ pub struct Keys {
     by_digest: HashMap<[u8; 32], KeyEntry>,
     /// Limits of requests without a valid key, per client address.
     pub anonymous: Arc<AnonymousLimiter>,
+    /// The `RateLimit-Policy` of requests without a valid key.
+    pub anonymous_policy: HeaderValue,
+}
+
+/// The policy header of a limiter, from a decision it made at time zero
+/// on a throwaway copy (the numbers depend only on the quota).
+fn key_policy(quota: Quota, ban: BanPolicy) -> HeaderValue {
+    headers::policy(&KeyLimiter::new(quota, ban).check(Timestamp::default()))
+}
+
+fn anonymous_policy(limiter: &AnonymousLimiter) -> HeaderValue {
+    let probe = AnonymousLimiter::new(
+        NonZeroU32::new(limiter.per_minute()).unwrap_or(NonZeroU32::MIN),
+        2,
+    );
+    headers::policy(&probe.check(std::net::IpAddr::from([0, 0, 0, 0]), Timestamp::default()))
 }
 
 /// SHA-256 of a presented key.
@@ -141,14 +162,17 @@ impl Keys {
             name: name.to_owned(),
             plan: Plan::Pro,
             limiter: Arc::new(KeyLimiter::new(quota, BanPolicy::default())),
+            policy: key_policy(quota, BanPolicy::default()),
             digest: digest(key),
         };
+        let anonymous = AnonymousLimiter::new(
+            NonZeroU32::new(60).unwrap_or(NonZeroU32::MIN),
+            ANONYMOUS_CAPACITY,
+        );
         Keys {
             by_digest: HashMap::from([(entry.digest, entry)]),
-            anonymous: Arc::new(AnonymousLimiter::new(
-                NonZeroU32::new(60).unwrap_or(NonZeroU32::MIN),
-                ANONYMOUS_CAPACITY,
-            )),
+            anonymous_policy: anonymous_policy(&anonymous),
+            anonymous: Arc::new(anonymous),
         }
     }
 
@@ -232,6 +256,7 @@ impl Keys {
                 name: entry.name,
                 plan,
                 limiter,
+                policy: key_policy(quota, ban),
                 digest,
             };
             if by_digest.insert(digest, entry).is_some() {
@@ -251,6 +276,7 @@ impl Keys {
             });
         Ok(Keys {
             by_digest,
+            anonymous_policy: anonymous_policy(&anonymous),
             anonymous,
         })
     }

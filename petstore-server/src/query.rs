@@ -46,29 +46,29 @@ pub fn percent_decode(s: &str, plus_is_space: bool) -> Option<Cow<'_, str>> {
 pub type Pair<'a> = (Cow<'a, str>, Cow<'a, str>);
 
 /// The decoded `name=value` pairs of a query string, in order; empty
-/// segments (`a=1&&b=2`) are skipped.
-pub fn pairs(query: &str) -> Result<Vec<Pair<'_>>, ApiError> {
+/// segments (`a=1&&b=2`) are skipped. Lazy: no allocation unless a
+/// component has escapes.
+pub fn pairs(query: &str) -> impl Iterator<Item = Result<Pair<'_>, ApiError>> {
     let bad = || {
         ApiError::InvalidQuery("the query string has a bad percent-escape or is not UTF-8".into())
     };
     query
         .split('&')
         .filter(|segment| !segment.is_empty())
-        .map(|segment| {
+        .map(move |segment| {
             let (name, value) = segment.split_once('=').unwrap_or((segment, ""));
             Ok((
                 percent_decode(name, true).ok_or_else(bad)?,
                 percent_decode(value, true).ok_or_else(bad)?,
             ))
         })
-        .collect()
 }
 
 /// Refuses any query parameter: for operations that define none.
 pub fn expect_none(query: Option<&str>) -> Result<(), ApiError> {
-    match pairs(query.unwrap_or(""))?.first() {
+    match pairs(query.unwrap_or("")).next() {
         None => Ok(()),
-        Some((name, _)) => Err(unknown(name)),
+        Some(pair) => Err(unknown(&pair?.0)),
     }
 }
 
@@ -81,7 +81,8 @@ fn unknown(name: &str) -> ApiError {
 pub fn list_query(query: Option<&str>) -> Result<ListQuery, ApiError> {
     let mut list = ListQuery::new();
     let mut seen = [false; 3];
-    for (name, value) in pairs(query.unwrap_or(""))? {
+    for pair in pairs(query.unwrap_or("")) {
+        let (name, value) = pair?;
         let slot = match name.as_ref() {
             "limit" => 0,
             "status" => 1,

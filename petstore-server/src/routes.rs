@@ -135,7 +135,7 @@ fn operation(
     peer: IpAddr,
     op: Operation<'_>,
 ) -> HttpResponse {
-    let (decision, caller) = authorize(state, &head.headers, peer);
+    let (decision, policy, caller) = authorize(state, &head.headers, peer);
     let result = match decision.outcome {
         Outcome::Limited { retry_after } => Err(ApiError::RateLimited { retry_after }),
         Outcome::Banned { retry_after } => Err(ApiError::KeyBanned { retry_after }),
@@ -145,32 +145,35 @@ fn operation(
         },
     };
     let mut response = result.unwrap_or_else(|e| e.to_response());
-    headers::rate_limit(response.headers_mut(), &decision);
+    headers::rate_limit(response.headers_mut(), &decision, &policy);
     if let Operation::GetPet(_) = op {
-        headers::deprecation(response.headers_mut(), &state.options.base_url);
+        headers::deprecation(response.headers_mut(), state.successor_link());
     }
     response
 }
 
 /// Charges the key's buckets, or the client address's when there is no
-/// valid key, and says who the caller is.
+/// valid key. Returns the decision, the `RateLimit-Policy` of the charged
+/// limiter, and whether the caller holds a valid key.
 fn authorize(
     state: &AppState,
     request: &HeaderMap,
     peer: IpAddr,
-) -> (Decision, Result<(), ApiError>) {
+) -> (Decision, HeaderValue, Result<(), ApiError>) {
     let now = state.clock.now();
     let keys = state.keys();
     let key_sent = match credential(request) {
         Credential::Bearer(key) => match keys.lookup(key) {
-            Some(entry) => return (entry.limiter.check(now), Ok(())),
+            Some(entry) => return (entry.limiter.check(now), entry.policy.clone(), Ok(())),
             None => true,
         },
         Credential::Malformed => true,
         Credential::Missing => false,
     };
+    let decision = keys.anonymous.check(peer, now);
     (
-        keys.anonymous.check(peer, now),
+        decision,
+        keys.anonymous_policy.clone(),
         Err(ApiError::Unauthorized { key_sent }),
     )
 }
@@ -215,16 +218,22 @@ fn list_pets(state: &AppState, list: &ListQuery) -> HttpResponse {
     let page = state.inventory.list_json(list);
     let mut response = json(StatusCode::OK, Bytes::from(page.body));
     if let Some(after) = page.next_after {
-        let status = list
-            .status
-            .map(|s| format!("&status={s}"))
-            .unwrap_or_default();
-        let link = format!(
-            "<{}/pets?limit={}{status}&after={after}>; rel=\"next\"",
-            state.options.base_url,
-            list.limit.get()
-        );
-        if let Some(v) = headers::value(link) {
+        // `<{base}/pets?limit=N[&status=S]&after=ID>; rel="next"`, without
+        // `format!` (this is the hot path of the service).
+        let base = state.options.base_url.as_bytes();
+        let mut link = Vec::with_capacity(base.len() + 64);
+        link.push(b'<');
+        link.extend_from_slice(base);
+        link.extend_from_slice(b"/pets?limit=");
+        headers::push_u64(&mut link, list.limit.get() as u64);
+        if let Some(status) = list.status {
+            link.extend_from_slice(b"&status=");
+            link.extend_from_slice(status.as_str().as_bytes());
+        }
+        link.extend_from_slice(b"&after=");
+        headers::push_u64(&mut link, after.get());
+        link.extend_from_slice(b">; rel=\"next\"");
+        if let Ok(v) = HeaderValue::from_maybe_shared(Bytes::from(link)) {
             response.headers_mut().insert(LINK, v);
         }
     }
@@ -312,6 +321,9 @@ fn no_body(body: &BodyRead) -> Result<(), ApiError> {
 fn json(status: StatusCode, body: Bytes) -> HttpResponse {
     let mut response = Response::new(Full::new(body));
     *response.status_mut() = status;
+    // Room for the rate-limit, paging and deprecation headers without
+    // the map growing as they go in.
+    *response.headers_mut() = HeaderMap::with_capacity(16);
     response
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hyper::header::HeaderValue;
 use parking_lot::RwLock;
 use petstore_core::{Clock, Inventory};
 
@@ -46,6 +47,7 @@ pub struct AppState {
     /// and swaps it in.
     keys: RwLock<Arc<Keys>>,
     keys_path: Option<PathBuf>,
+    successor_link: HeaderValue,
 }
 
 impl AppState {
@@ -59,12 +61,18 @@ impl AppState {
         options: Options,
     ) -> Self {
         AppState {
+            successor_link: crate::headers::successor_link(&options.base_url),
             inventory,
             clock,
             options,
             keys: RwLock::new(Arc::new(keys)),
             keys_path,
         }
+    }
+
+    /// `getPet`'s successor-version `Link` value.
+    pub fn successor_link(&self) -> &HeaderValue {
+        &self.successor_link
     }
 
     /// The key table in force.
