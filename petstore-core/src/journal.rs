@@ -109,6 +109,16 @@ pub struct TornTail {
     pub copy: PathBuf,
 }
 
+/// Upper bounds, in seconds, of the buckets of
+/// [`JournalStats::fsync_buckets`]; a last, unbounded bucket follows.
+pub const FSYNC_BUCKETS: [f64; 12] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+];
+
+/// Upper bounds of the buckets of [`JournalStats::batch_buckets`] (pets per
+/// batch); a last, unbounded bucket follows.
+pub const BATCH_BUCKETS: [u64; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
+
 /// Counters of the journal, for metrics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct JournalStats {
@@ -119,6 +129,31 @@ pub struct JournalStats {
     pub records: u64,
     /// Time spent in fsync, in total.
     pub fsync_time: Duration,
+    /// How many fsyncs took at most each bound of [`FSYNC_BUCKETS`] (and
+    /// more than the previous one); the last entry counts the slower ones.
+    pub fsync_buckets: [u64; 13],
+    /// How many batches held at most each bound of [`BATCH_BUCKETS`] pets
+    /// (and more than the previous one); the last entry counts larger ones.
+    pub batch_buckets: [u64; 10],
+}
+
+impl JournalStats {
+    fn record(&mut self, pets: usize, fsync_time: Duration) {
+        self.batches += 1;
+        self.records += pets as u64;
+        self.fsync_time += fsync_time;
+        let secs = fsync_time.as_secs_f64();
+        let slot = FSYNC_BUCKETS
+            .iter()
+            .position(|b| secs <= *b)
+            .unwrap_or(FSYNC_BUCKETS.len());
+        self.fsync_buckets[slot] += 1;
+        let slot = BATCH_BUCKETS
+            .iter()
+            .position(|b| pets as u64 <= *b)
+            .unwrap_or(BATCH_BUCKETS.len());
+        self.batch_buckets[slot] += 1;
+    }
 }
 
 pub(crate) struct Journal {
@@ -304,9 +339,7 @@ impl Journal {
         match result {
             Ok(()) => {
                 state.durable = pets.last().map_or(state.durable, |p| p.id().get());
-                state.stats.batches += 1;
-                state.stats.records += pets.len() as u64;
-                state.stats.fsync_time += fsync_time;
+                state.stats.record(pets.len(), fsync_time);
             }
             Err(reason) => {
                 state.failed = Some(format!("{}: {reason}", self.path.display()));
@@ -571,6 +604,10 @@ mod tests {
                 .unwrap();
         }
         assert_eq!(*published.lock(), [1, 2, 3]);
+        let stats = journal.stats();
+        assert_eq!((stats.batches, stats.records), (3, 3));
+        assert_eq!(stats.batch_buckets[0], 3, "three batches of one pet");
+        assert_eq!(stats.fsync_buckets.iter().sum::<u64>(), 3);
         let mut restored = Vec::new();
         let replayed = replay(
             &written.lock(),

@@ -62,7 +62,10 @@ pub use clock::{Clock, FakeClock, SystemClock, Timestamp};
 pub use decision::{Decision, Outcome, WindowState};
 pub use error::{CreateError, IdError, LimitError, NameError, OpenError, PetError, QuotaError};
 pub use inventory::Inventory;
-pub use journal::{FsyncPolicy, JournalOptions, JournalStats, Recovery, TornTail, JOURNAL_FILE};
+pub use journal::{
+    FsyncPolicy, JournalOptions, JournalStats, Recovery, TornTail, BATCH_BUCKETS, FSYNC_BUCKETS,
+    JOURNAL_FILE,
+};
 pub use limiter::{KeyLimiter, RateLimiter};
 pub use pet::{
     validate_name, CategoryId, NewPet, Pet, PetId, PetStatus, UnknownStatus, MAX_NAME_CHARS,

@@ -66,6 +66,16 @@ pub struct Cli {
     )]
     pub data: PathBuf,
 
+    /// Serve Prometheus metrics at `GET /metrics` (no key needed).
+    #[arg(long, env = "PETSTORE_METRICS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub metrics: bool,
+
+    /// Write one JSON line per request on stderr (time, method, route
+    /// template, status, microseconds, key name, client address; never the
+    /// key).
+    #[arg(long, env = "PETSTORE_ACCESS_LOG")]
+    pub access_log: bool,
+
     /// Keep the inventory in memory only: pets are lost when the server
     /// stops. For tests and demos.
     #[arg(long, env = "PETSTORE_IN_MEMORY")]
@@ -141,6 +151,10 @@ mod tests {
         assert_eq!(cli.cors_origins, ["https://a", "https://b"]);
         assert!(Cli::try_parse_from(["petstore-server", "--header-timeout", "0"]).is_err());
         assert_eq!(cli.fsync, FsyncPolicy::Always);
+        assert!(cli.metrics && !cli.access_log);
+        let quiet =
+            Cli::try_parse_from(["petstore-server", "--metrics", "false", "--access-log"]).unwrap();
+        assert!(!quiet.metrics && quiet.access_log);
         let never = Cli::try_parse_from(["petstore-server", "--fsync", "never"]).unwrap();
         assert_eq!(never.fsync, FsyncPolicy::Never);
         assert!(Cli::try_parse_from(["petstore-server", "--fsync", "sometimes"]).is_err());

@@ -91,7 +91,7 @@ struct BanFile {
 #[derive(Debug)]
 pub struct KeyEntry {
     /// The entry's name (logged instead of the key).
-    pub name: String,
+    pub name: Arc<str>,
     /// The plan.
     pub plan: Plan,
     /// The key's buckets; shared with the next table on reload when the
@@ -159,7 +159,7 @@ impl Keys {
     /// without a keys file).
     pub fn single(name: &str, key: &str, quota: Quota) -> Keys {
         let entry = KeyEntry {
-            name: name.to_owned(),
+            name: Arc::from(name),
             plan: Plan::Pro,
             limiter: Arc::new(KeyLimiter::new(quota, BanPolicy::default())),
             policy: key_policy(quota, BanPolicy::default()),
@@ -253,7 +253,7 @@ impl Keys {
                 .map(|old| old.limiter.clone())
                 .unwrap_or_else(|| Arc::new(KeyLimiter::new(quota, ban)));
             let entry = KeyEntry {
-                name: entry.name,
+                name: Arc::from(entry.name),
                 plan,
                 limiter,
                 policy: key_policy(quota, ban),
@@ -322,7 +322,7 @@ mod tests {
         );
         let keys = parse(&json).unwrap();
         assert_eq!(
-            keys.lookup("secret").map(|e| e.name.as_str()),
+            keys.lookup("secret").map(|e| &*e.name),
             Some("shop-frontend")
         );
         assert_eq!(keys.lookup("dev-123").map(|e| e.plan), Some(Plan::Free));

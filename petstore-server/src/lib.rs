@@ -17,10 +17,13 @@
 //! | [`error`] | [`error::ApiError`]: every error's status, code and body |
 //! | [`state`] | [`state::AppState`], shared by all requests |
 //! | [`keygen`] | `petstore-server keygen` |
+//! | [`metrics`] | `GET /metrics` (Prometheus) |
+//! | [`access_log`] | `--access-log`: one JSON line per request |
 //! | [`log`] | log lines on stderr |
 
 #![deny(missing_docs)]
 
+pub mod access_log;
 pub mod auth;
 pub mod cli;
 pub mod cors;
@@ -29,6 +32,7 @@ pub mod headers;
 pub mod keygen;
 pub mod keys;
 pub mod log;
+pub mod metrics;
 pub mod query;
 pub mod routes;
 pub mod server;

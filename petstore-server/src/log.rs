@@ -21,6 +21,11 @@ macro_rules! log_error {
     ($($arg:tt)*) => { $crate::log::write("ERROR", format_args!($($arg)*)) };
 }
 
+/// The current time, RFC 3339 in UTC with milliseconds.
+pub fn now() -> String {
+    rfc3339_now()
+}
+
 fn rfc3339_now() -> String {
     let since = SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -78,6 +78,8 @@ async fn serve(cli: Cli) -> Result<(), String> {
         base_url: cli.base_url.clone().unwrap_or_else(|| "/v1".into()),
         cors_origins: cli.cors_origins.clone(),
         body_timeout: Duration::from_secs(cli.body_timeout),
+        metrics: cli.metrics,
+        access_log: cli.access_log,
     };
     let limits = Limits {
         header_timeout: Duration::from_secs(cli.header_timeout),

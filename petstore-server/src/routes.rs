@@ -7,6 +7,7 @@
 //! checks"): route, method, key, rate limit, query, path, body.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use http_body_util::Full;
 use hyper::body::Bytes;
@@ -40,6 +41,18 @@ pub enum BodyRead {
     Broken,
 }
 
+/// What the access log and the metrics need to know of an answered
+/// request.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Served {
+    /// The route template, e.g. `/v1/pets/{petId}`; `unknown` for no route.
+    pub route: &'static str,
+    /// The name of the key's entry, when a valid key was sent.
+    pub key: Option<Arc<str>>,
+    /// `rate_limited` or `key_banned` when refused with 429.
+    pub refusal: Option<&'static str>,
+}
+
 /// The routes of the service.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Route<'a> {
@@ -48,15 +61,28 @@ enum Route<'a> {
     Pets,
     Pet(&'a str),
     Orders,
+    Metrics,
 }
 
 impl<'a> Route<'a> {
+    fn template(self) -> &'static str {
+        match self {
+            Route::Health => "/healthz",
+            Route::OpenApi => "/v1/openapi.json",
+            Route::Pets => "/v1/pets",
+            Route::Pet(_) => "/v1/pets/{petId}",
+            Route::Orders => "/v1/store/orders",
+            Route::Metrics => "/metrics",
+        }
+    }
+
     fn find(path: &'a str) -> Option<Route<'a>> {
         match path {
             "/healthz" => Some(Route::Health),
             "/v1/openapi.json" => Some(Route::OpenApi),
             "/v1/pets" => Some(Route::Pets),
             "/v1/store/orders" => Some(Route::Orders),
+            "/metrics" => Some(Route::Metrics),
             _ => match path.strip_prefix("/v1/pets/") {
                 Some(id) if !id.is_empty() && !id.contains('/') => Some(Route::Pet(id)),
                 _ => None,
@@ -86,14 +112,30 @@ enum Operation<'a> {
 
 /// Answers one request. `body` is what the server read of the body;
 /// `peer` is the client address (for the limits of requests without a key).
-pub fn respond(state: &AppState, head: &Parts, body: BodyRead, peer: IpAddr) -> HttpResponse {
+/// Also returns what the access log and metrics record of it.
+pub fn respond(
+    state: &AppState,
+    head: &Parts,
+    body: BodyRead,
+    peer: IpAddr,
+) -> (HttpResponse, Served) {
     let cors_on = !state.options.cors_origins.is_empty();
     let origin = cors::allowed_origin(&state.options.cors_origins, &head.headers);
-    let Some(route) = Route::find(head.uri.path()) else {
+    let route =
+        Route::find(head.uri.path()).filter(|r| *r != Route::Metrics || state.metrics.is_some());
+    let Some(route) = route else {
         let mut response =
             ApiError::NotFound(format!("no route for {}", head.uri.path())).to_response();
         cors::decorate(response.headers_mut(), origin, cors_on);
-        return response;
+        let served = Served {
+            route: "unknown",
+            ..Served::default()
+        };
+        return (response, served);
+    };
+    let mut served = Served {
+        route: route.template(),
+        ..Served::default()
     };
     let mut response = match (&head.method, route) {
         (&Method::GET, Route::Health) => {
@@ -102,10 +144,19 @@ pub fn respond(state: &AppState, head: &Parts, body: BodyRead, peer: IpAddr) -> 
         (&Method::GET, Route::OpenApi) => {
             json(StatusCode::OK, Bytes::from_static(OPENAPI.as_bytes()))
         }
-        (&Method::GET, Route::Pets) => operation(state, head, body, peer, Operation::ListPets),
-        (&Method::POST, Route::Pets) => operation(state, head, body, peer, Operation::CreatePet),
-        (&Method::GET, Route::Pet(id)) => operation(state, head, body, peer, Operation::GetPet(id)),
-        (&Method::GET, Route::Orders) => operation(state, head, body, peer, Operation::ListOrders),
+        (&Method::GET, Route::Metrics) => metrics(state),
+        (&Method::GET, Route::Pets) => {
+            operation(state, head, body, peer, Operation::ListPets, &mut served)
+        }
+        (&Method::POST, Route::Pets) => {
+            operation(state, head, body, peer, Operation::CreatePet, &mut served)
+        }
+        (&Method::GET, Route::Pet(id)) => {
+            operation(state, head, body, peer, Operation::GetPet(id), &mut served)
+        }
+        (&Method::GET, Route::Orders) => {
+            operation(state, head, body, peer, Operation::ListOrders, &mut served)
+        }
         (&Method::OPTIONS, route) if cors_on => {
             let mut response = empty(StatusCode::NO_CONTENT);
             let allow = route.allow(true);
@@ -123,6 +174,20 @@ pub fn respond(state: &AppState, head: &Parts, body: BodyRead, peer: IpAddr) -> 
         .to_response(),
     };
     cors::decorate(response.headers_mut(), origin, cors_on);
+    (response, served)
+}
+
+fn metrics(state: &AppState) -> HttpResponse {
+    let text = state
+        .metrics
+        .as_ref()
+        .map(|m| m.encode())
+        .unwrap_or_default();
+    let mut response = Response::new(Full::new(Bytes::from(text)));
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    );
     response
 }
 
@@ -134,16 +199,24 @@ fn operation(
     body: BodyRead,
     peer: IpAddr,
     op: Operation<'_>,
+    served: &mut Served,
 ) -> HttpResponse {
     let (decision, policy, caller) = authorize(state, &head.headers, peer);
     let result = match decision.outcome {
-        Outcome::Limited { retry_after } => Err(ApiError::RateLimited { retry_after }),
-        Outcome::Banned { retry_after } => Err(ApiError::KeyBanned { retry_after }),
-        Outcome::Allowed => match caller {
-            Err(error) => Err(error),
-            Ok(()) => run(state, head, body, op),
+        Outcome::Limited { retry_after } => {
+            served.refusal = Some("rate_limited");
+            Err(ApiError::RateLimited { retry_after })
+        }
+        Outcome::Banned { retry_after } => {
+            served.refusal = Some("key_banned");
+            Err(ApiError::KeyBanned { retry_after })
+        }
+        Outcome::Allowed => match &caller {
+            Err(error) => Err(error.clone()),
+            Ok(_) => run(state, head, body, op),
         },
     };
+    served.key = caller.ok();
     let mut response = result.unwrap_or_else(|e| e.to_response());
     headers::rate_limit(response.headers_mut(), &decision, &policy);
     if let Operation::GetPet(_) = op {
@@ -154,17 +227,23 @@ fn operation(
 
 /// Charges the key's buckets, or the client address's when there is no
 /// valid key. Returns the decision, the `RateLimit-Policy` of the charged
-/// limiter, and whether the caller holds a valid key.
+/// limiter, and the key's entry name (or why there is no valid key).
 fn authorize(
     state: &AppState,
     request: &HeaderMap,
     peer: IpAddr,
-) -> (Decision, HeaderValue, Result<(), ApiError>) {
+) -> (Decision, HeaderValue, Result<Arc<str>, ApiError>) {
     let now = state.clock.now();
     let keys = state.keys();
     let key_sent = match credential(request) {
         Credential::Bearer(key) => match keys.lookup(key) {
-            Some(entry) => return (entry.limiter.check(now), entry.policy.clone(), Ok(())),
+            Some(entry) => {
+                return (
+                    entry.limiter.check(now),
+                    entry.policy.clone(),
+                    Ok(entry.name.clone()),
+                );
+            }
             None => true,
         },
         Credential::Malformed => true,
@@ -343,7 +422,6 @@ mod tests {
     use crate::state::Options;
     use petstore_core::{FakeClock, Inventory, Quota, Timestamp};
     use std::net::Ipv4Addr;
-    use std::sync::Arc;
 
     const KEY: &str = "test-key";
 
@@ -378,7 +456,7 @@ mod tests {
             ],
         );
         let body = BodyRead::Complete(Bytes::from(body.to_owned()));
-        respond(state, &head, body, IpAddr::V4(Ipv4Addr::LOCALHOST))
+        respond(state, &head, body, IpAddr::V4(Ipv4Addr::LOCALHOST)).0
     }
 
     #[test]

@@ -20,7 +20,7 @@ use std::net::IpAddr;
 use std::panic::AssertUnwindSafe;
 use std::pin::pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::{Body as _, Incoming};
@@ -34,8 +34,9 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
+use crate::access_log;
 use crate::error::{ApiError, HttpResponse};
-use crate::routes::{respond, BodyRead, MAX_BODY};
+use crate::routes::{respond, BodyRead, Served, MAX_BODY};
 use crate::state::AppState;
 use crate::{log_error, log_info};
 
@@ -151,27 +152,78 @@ async fn handle(
     peer: IpAddr,
     body_timeout: Duration,
 ) -> Result<HttpResponse, Infallible> {
+    let started = Instant::now();
     let (head, body) = request.into_parts();
+    let method = method_label(&head.method);
     let body = read_body(&head, body, body_timeout).await;
     // A durable create waits for an fsync: run it where blocking is allowed,
     // so the runtime's workers keep serving reads meanwhile.
     let blocks = head.method == Method::POST && state.inventory.journal_path().is_some();
-    let answered = if blocks {
-        let (method, path) = (head.method.clone(), head.uri.path().to_owned());
+    let (response, served) = if blocks {
+        let state = state.clone();
+        let path = head.uri.path().to_owned();
         tokio::task::spawn_blocking(move || answer(&state, &head, body, peer))
             .await
             .unwrap_or_else(|_| {
                 log_error!("handler panicked on {method} {path}; answered 500");
-                ApiError::Internal.to_response()
+                (ApiError::Internal.to_response(), Served::default())
             })
     } else {
         answer(&state, &head, body, peer)
     };
-    Ok(answered)
+    record(&state, method, peer, &response, &served, started.elapsed());
+    Ok(response)
+}
+
+/// Metrics and the access log of one answered request.
+fn record(
+    state: &AppState,
+    method: &'static str,
+    peer: IpAddr,
+    response: &HttpResponse,
+    served: &Served,
+    elapsed: Duration,
+) {
+    let status = response.status().as_u16();
+    if status >= 500 {
+        log_error!("answered {status} to {method} {} from {peer}", served.route);
+    }
+    if let Some(metrics) = &state.metrics {
+        metrics.observe(served.route, method, status, served.refusal, elapsed);
+    }
+    if state.options.access_log {
+        access_log::Line {
+            time: crate::log::now(),
+            method,
+            route: served.route,
+            status,
+            micros: access_log::micros(elapsed),
+            key: served.key.as_deref(),
+            client: peer,
+        }
+        .write();
+    }
+}
+
+/// A `'static` name for the method, for labels: the standard ones, else
+/// `other` (a client must not be able to mint label values).
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        Method::PATCH => "PATCH",
+        Method::TRACE => "TRACE",
+        Method::CONNECT => "CONNECT",
+        _ => "other",
+    }
 }
 
 /// [`respond`], with a panic turned into a logged 500 `internal`.
-fn answer(state: &AppState, head: &Parts, body: BodyRead, peer: IpAddr) -> HttpResponse {
+fn answer(state: &AppState, head: &Parts, body: BodyRead, peer: IpAddr) -> (HttpResponse, Served) {
     std::panic::catch_unwind(AssertUnwindSafe(|| respond(state, head, body, peer))).unwrap_or_else(
         |_| {
             log_error!(
@@ -179,7 +231,7 @@ fn answer(state: &AppState, head: &Parts, body: BodyRead, peer: IpAddr) -> HttpR
                 head.method,
                 head.uri.path()
             );
-            ApiError::Internal.to_response()
+            (ApiError::Internal.to_response(), Served::default())
         },
     )
 }

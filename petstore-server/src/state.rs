@@ -10,6 +10,7 @@ use parking_lot::RwLock;
 use petstore_core::{Clock, Inventory};
 
 use crate::keys::{Keys, KeysError};
+use crate::metrics::Metrics;
 
 /// Options of the HTTP layer that handlers need.
 #[derive(Clone, Debug)]
@@ -21,6 +22,10 @@ pub struct Options {
     pub cors_origins: Vec<String>,
     /// How long a request body may take to arrive.
     pub body_timeout: Duration,
+    /// Serve `GET /metrics`.
+    pub metrics: bool,
+    /// Write one access-log line per request on stderr.
+    pub access_log: bool,
 }
 
 impl Default for Options {
@@ -29,6 +34,8 @@ impl Default for Options {
             base_url: "/v1".into(),
             cors_origins: Vec::new(),
             body_timeout: Duration::from_secs(10),
+            metrics: true,
+            access_log: false,
         }
     }
 }
@@ -42,6 +49,8 @@ pub struct AppState {
     pub clock: Arc<dyn Clock>,
     /// HTTP options.
     pub options: Options,
+    /// The metrics, unless turned off.
+    pub metrics: Option<Arc<Metrics>>,
     /// The key table in force. A read lock is held only for one lookup and
     /// one limiter check; a reload builds the new table outside the lock
     /// and swaps it in.
@@ -62,6 +71,9 @@ impl AppState {
     ) -> Self {
         AppState {
             successor_link: crate::headers::successor_link(&options.base_url),
+            metrics: options
+                .metrics
+                .then(|| Arc::new(Metrics::new(inventory.clone()))),
             inventory,
             clock,
             options,

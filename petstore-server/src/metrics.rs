@@ -1,0 +1,240 @@
+//! `GET /metrics`: Prometheus metrics in the OpenMetrics text format, with
+//! the Prometheus project's Rust client (`prometheus-client`).
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `petstore_requests` | counter | `route`, `method`, `status` |
+//! | `petstore_request_duration_seconds` | histogram | `route` |
+//! | `petstore_rate_limit_refusals` | counter | `reason` (`rate_limited`, `key_banned`) |
+//! | `petstore_pets` | gauge | |
+//! | `petstore_journal_fsync_duration_seconds` | histogram | |
+//! | `petstore_journal_batch_size` | histogram (pets per group commit) | |
+//!
+//! The last three are read from the inventory at scrape time, so the write
+//! path pays nothing for them.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use petstore_core::{Inventory, BATCH_BUCKETS, FSYNC_BUCKETS};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, NoLabelSet};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    route: &'static str,
+    method: &'static str,
+    status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabel {
+    route: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: &'static str,
+}
+
+/// The server's metrics.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    latency: Family<RouteLabel, Histogram, fn() -> Histogram>,
+    refusals: Family<ReasonLabel, Counter>,
+}
+
+fn latency_histogram() -> Histogram {
+    // 50 µs to about 1.6 s.
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
+}
+
+impl Metrics {
+    /// Metrics of a server over `inventory`.
+    pub fn new(inventory: Arc<Inventory>) -> Self {
+        let mut registry = Registry::with_prefix("petstore");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register("requests", "HTTP requests answered", requests.clone());
+        let latency: Family<RouteLabel, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(latency_histogram);
+        registry.register(
+            "request_duration_seconds",
+            "Time from the request's head to its response, body reading included",
+            latency.clone(),
+        );
+        let refusals = Family::<ReasonLabel, Counter>::default();
+        registry.register(
+            "rate_limit_refusals",
+            "Requests refused with 429, by reason",
+            refusals.clone(),
+        );
+        registry.register_collector(Box::new(InventoryCollector { inventory }));
+        Metrics {
+            registry,
+            requests,
+            latency,
+            refusals,
+        }
+    }
+
+    /// Counts one answered request.
+    pub fn observe(
+        &self,
+        route: &'static str,
+        method: &'static str,
+        status: u16,
+        refusal: Option<&'static str>,
+        elapsed: Duration,
+    ) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                route,
+                method,
+                status,
+            })
+            .inc();
+        self.latency
+            .get_or_create(&RouteLabel { route })
+            .observe(elapsed.as_secs_f64());
+        if let Some(reason) = refusal {
+            self.refusals.get_or_create(&ReasonLabel { reason }).inc();
+        }
+    }
+
+    /// The OpenMetrics text of every metric.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        if prometheus_client::encoding::text::encode(&mut text, &self.registry).is_err() {
+            // Writing into a String cannot fail; keep the scrape readable.
+            text.clear();
+            let _ = writeln!(text, "# EOF");
+        }
+        text
+    }
+}
+
+/// Reads the pet count and the journal's histograms at scrape time.
+#[derive(Debug)]
+struct InventoryCollector {
+    inventory: Arc<Inventory>,
+}
+
+impl Collector for InventoryCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let pets = ConstGauge::new(self.inventory.len() as i64);
+        let metric =
+            encoder.encode_descriptor("pets", "Pets in the inventory", None, pets.metric_type())?;
+        pets.encode(metric)?;
+
+        let Some(stats) = self.inventory.journal_stats() else {
+            return Ok(());
+        };
+        let fsync_bounds: Vec<f64> = FSYNC_BUCKETS.iter().copied().chain([f64::MAX]).collect();
+        let mut metric = encoder.encode_descriptor(
+            "journal_fsync_duration_seconds",
+            "Time of each journal write and fsync (one per group commit)",
+            None,
+            MetricType::Histogram,
+        )?;
+        metric.encode_histogram::<NoLabelSet>(
+            stats.fsync_time.as_secs_f64(),
+            stats.batches,
+            &cumulative(&fsync_bounds, &stats.fsync_buckets),
+            None,
+        )?;
+        let batch_bounds: Vec<f64> = BATCH_BUCKETS
+            .iter()
+            .map(|b| *b as f64)
+            .chain([f64::MAX])
+            .collect();
+        let mut metric = encoder.encode_descriptor(
+            "journal_batch_size",
+            "Pets written per group commit",
+            None,
+            MetricType::Histogram,
+        )?;
+        metric.encode_histogram::<NoLabelSet>(
+            stats.records as f64,
+            stats.batches,
+            &cumulative(&batch_bounds, &stats.batch_buckets),
+            None,
+        )
+    }
+}
+
+/// Per-bucket counts to the cumulative `(upper bound, count)` pairs of a
+/// Prometheus histogram; the last bound becomes `+Inf`.
+fn cumulative(bounds: &[f64], counts: &[u64]) -> Vec<(f64, u64)> {
+    let mut total = 0;
+    bounds
+        .iter()
+        .zip(counts)
+        .enumerate()
+        .map(|(i, (bound, count))| {
+            total += count;
+            let bound = if i + 1 == bounds.len() {
+                f64::INFINITY
+            } else {
+                *bound
+            };
+            (bound, total)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use petstore_core::{CategoryId, JournalOptions, NewPet};
+
+    #[test]
+    fn exports_requests_refusals_pets_and_journal() {
+        let dir = std::env::temp_dir().join(format!("petstore-metrics-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let inventory = Arc::new(Inventory::open(&dir, JournalOptions::default()).unwrap());
+        inventory
+            .create(NewPet::new("Rex", CategoryId::MIN).unwrap())
+            .unwrap();
+        let metrics = Metrics::new(inventory);
+        metrics.observe("/v1/pets", "GET", 200, None, Duration::from_millis(1));
+        metrics.observe(
+            "/v1/pets",
+            "GET",
+            429,
+            Some("rate_limited"),
+            Duration::from_micros(30),
+        );
+        let text = metrics.encode();
+        for want in [
+            r#"petstore_requests_total{route="/v1/pets",method="GET",status="200"} 1"#,
+            r#"petstore_requests_total{route="/v1/pets",method="GET",status="429"} 1"#,
+            r#"petstore_rate_limit_refusals_total{reason="rate_limited"} 1"#,
+            r#"petstore_request_duration_seconds_count{route="/v1/pets"} 2"#,
+            "petstore_pets 1",
+            "petstore_journal_fsync_duration_seconds_count 1",
+            r#"petstore_journal_batch_size_bucket{le="1.0"} 1"#,
+            r#"petstore_journal_batch_size_bucket{le="+Inf"} 1"#,
+            "# EOF",
+        ] {
+            assert!(text.contains(want), "missing {want:?} in\n{text}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn cumulative_buckets() {
+        assert_eq!(
+            cumulative(&[1.0, 2.0, f64::MAX], &[1, 0, 2]),
+            [(1.0, 1), (2.0, 1), (f64::INFINITY, 3)]
+        );
+    }
+}
