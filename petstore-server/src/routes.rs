@@ -324,6 +324,25 @@ fn create_pet(
     request: &HeaderMap,
     body: BodyRead,
 ) -> Result<HttpResponse, ApiError> {
+    // 415 first (README, "order of checks"): a body of the wrong type is
+    // refused whatever its size or pace. Without a Content-Type, a body
+    // that is known to be empty is simply missing (400 below).
+    let known_empty = matches!(&body, BodyRead::Complete(bytes) if bytes.is_empty());
+    match request.get(CONTENT_TYPE) {
+        Some(value) if is_json(value) => {}
+        Some(value) => {
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "Content-Type must be application/json, got {:?}",
+                String::from_utf8_lossy(value.as_bytes())
+            )))
+        }
+        None if known_empty => return Err(ApiError::InvalidBody(PetError::Empty.to_string())),
+        None => {
+            return Err(ApiError::UnsupportedMediaType(
+                "Content-Type must be application/json, and none was sent".into(),
+            ))
+        }
+    }
     let bytes = match body {
         BodyRead::Complete(bytes) => bytes,
         BodyRead::TooLarge => return Err(ApiError::PayloadTooLarge(MAX_BODY)),
@@ -338,21 +357,6 @@ fn create_pet(
             ))
         }
     };
-    match request.get(CONTENT_TYPE) {
-        Some(value) if is_json(value) => {}
-        Some(value) => {
-            return Err(ApiError::UnsupportedMediaType(format!(
-                "Content-Type must be application/json, got {:?}",
-                String::from_utf8_lossy(value.as_bytes())
-            )))
-        }
-        None if bytes.is_empty() => return Err(ApiError::InvalidBody(PetError::Empty.to_string())),
-        None => {
-            return Err(ApiError::UnsupportedMediaType(
-                "Content-Type must be application/json, and none was sent".into(),
-            ))
-        }
-    }
     let new = NewPet::from_json(&bytes).map_err(|e| ApiError::InvalidBody(e.to_string()))?;
     let pet = state
         .inventory
@@ -505,6 +509,49 @@ mod tests {
             StatusCode::BAD_REQUEST
         );
         assert!(s.inventory.is_empty());
+    }
+
+    #[test]
+    fn unsupported_media_type_comes_before_size_and_time() {
+        let s = state();
+        for body in [
+            BodyRead::TooLarge,
+            BodyRead::TimedOut,
+            BodyRead::Complete(Bytes::from_static(b"x")),
+        ] {
+            let head = request(
+                "POST",
+                "/v1/pets",
+                &[
+                    ("authorization", "Bearer test-key"),
+                    ("content-type", "text/plain"),
+                ],
+            );
+            let (response, _) = respond(&s, &head, body.clone(), IpAddr::V4(Ipv4Addr::LOCALHOST));
+            assert_eq!(
+                response.status(),
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "{body:?}"
+            );
+        }
+        let json = [
+            ("authorization", "Bearer test-key"),
+            ("content-type", "application/json"),
+        ];
+        let (r, _) = respond(
+            &s,
+            &request("POST", "/v1/pets", &json),
+            BodyRead::TooLarge,
+            IpAddr::V4(Ipv4Addr::LOCALHOST),
+        );
+        assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        let (r, _) = respond(
+            &s,
+            &request("POST", "/v1/pets", &json),
+            BodyRead::TimedOut,
+            IpAddr::V4(Ipv4Addr::LOCALHOST),
+        );
+        assert_eq!(r.status(), StatusCode::REQUEST_TIMEOUT);
     }
 
     #[test]
