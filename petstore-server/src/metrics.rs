@@ -22,7 +22,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, NoLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
@@ -51,6 +51,7 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     latency: Family<RouteLabel, Histogram, fn() -> Histogram>,
     refusals: Family<ReasonLabel, Counter>,
+    anonymous_clients: Gauge,
 }
 
 fn latency_histogram() -> Histogram {
@@ -77,12 +78,19 @@ impl Metrics {
             "Requests refused with 429, by reason",
             refusals.clone(),
         );
+        let anonymous_clients = Gauge::default();
+        registry.register(
+            "anonymous_clients",
+            "Client addresses the limiter of requests without a valid key remembers (bounded)",
+            anonymous_clients.clone(),
+        );
         registry.register_collector(Box::new(InventoryCollector { inventory }));
         Metrics {
             registry,
             requests,
             latency,
             refusals,
+            anonymous_clients,
         }
     }
 
@@ -110,8 +118,11 @@ impl Metrics {
         }
     }
 
-    /// The OpenMetrics text of every metric.
-    pub fn encode(&self) -> String {
+    /// The OpenMetrics text of every metric; `anonymous_clients` is the
+    /// anonymous limiter's current count, read by the caller at scrape time.
+    pub fn encode(&self, anonymous_clients: usize) -> String {
+        self.anonymous_clients
+            .set(i64::try_from(anonymous_clients).unwrap_or(i64::MAX));
         let mut text = String::new();
         if prometheus_client::encoding::text::encode(&mut text, &self.registry).is_err() {
             // Writing into a String cannot fail; keep the scrape readable.
@@ -213,13 +224,14 @@ mod tests {
             Some("rate_limited"),
             Duration::from_micros(30),
         );
-        let text = metrics.encode();
+        let text = metrics.encode(3);
         for want in [
             r#"petstore_requests_total{route="/v1/pets",method="GET",status="200"} 1"#,
             r#"petstore_requests_total{route="/v1/pets",method="GET",status="429"} 1"#,
             r#"petstore_rate_limit_refusals_total{reason="rate_limited"} 1"#,
             r#"petstore_request_duration_seconds_count{route="/v1/pets"} 2"#,
             "petstore_pets 1",
+            "petstore_anonymous_clients 3",
             "petstore_journal_fsync_duration_seconds_count 1",
             r#"petstore_journal_batch_size_bucket{le="1.0"} 1"#,
             r#"petstore_journal_batch_size_bucket{le="+Inf"} 1"#,

@@ -178,10 +178,11 @@ pub fn respond(
 }
 
 fn metrics(state: &AppState) -> HttpResponse {
+    let anonymous = state.keys().anonymous.tracked();
     let text = state
         .metrics
         .as_ref()
-        .map(|m| m.encode())
+        .map(|m| m.encode(anonymous))
         .unwrap_or_default();
     let mut response = Response::new(Full::new(Bytes::from(text)));
     response.headers_mut().insert(
