@@ -127,6 +127,7 @@ impl AnonymousLimiter {
             at: now,
             minute: window("minute", &self.bucket, remaining, full_at),
             day: None,
+            ban_started: false,
         }
     }
 }

@@ -64,6 +64,8 @@ pub struct Decision {
     pub minute: WindowState,
     /// The per-day window, where there is one (not for anonymous clients).
     pub day: Option<WindowState>,
+    /// This very request started a ban (worth a log line).
+    pub ban_started: bool,
 }
 
 impl Decision {

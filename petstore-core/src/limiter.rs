@@ -5,6 +5,13 @@
 //! token and takes one from each; a refused request takes none; a key
 //! refused `strikes` times within the ban window is banned for the ban
 //! duration, and while banned every request is refused.
+//!
+//! What counts as a strike: a refusal of a request that came back before
+//! the `Retry-After` of the key's previous refusal. The specification bans
+//! "repeated requests after 429"; a client that waits as told but uses its
+//! whole plan meets about one refusal per wait (`Retry-After` is at least
+//! a second), and counting those would ban exactly the clients that
+//! behave. A client that ignores `Retry-After` is banned as before.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
@@ -12,7 +19,7 @@ use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::bucket::Bucket;
+use crate::bucket::{Bucket, Verdict};
 use crate::clock::{Clock, Timestamp};
 use crate::decision::{Decision, Outcome, WindowState};
 use crate::quota::{BanPolicy, Quota};
@@ -33,9 +40,15 @@ pub(crate) const DAY: Duration = Duration::from_secs(86_400);
 /// let limiter = KeyLimiter::new(Quota::new(1, 100).unwrap(), ban);
 /// let t = Timestamp::from_unix_secs(0);
 /// assert!(limiter.check(t).is_allowed());
+/// // Refused, and told to come back in 60 s.
 /// assert!(matches!(limiter.check(t).outcome, Outcome::Limited { .. }));
-/// // The second refusal within the window earns a ban of 600 s.
-/// assert_eq!(limiter.check(t).outcome, Outcome::Banned { retry_after: Duration::from_secs(600) });
+/// // Coming back sooner is a strike; the second strike in the window
+/// // earns a ban of 600 s.
+/// assert!(matches!(limiter.check(t).outcome, Outcome::Limited { .. }));
+/// let banned = limiter.check(t);
+/// assert_eq!(banned.outcome, Outcome::Banned { retry_after: Duration::from_secs(600) });
+/// assert!(banned.ban_started);
+/// assert_eq!(banned.binding().remaining, 0);
 /// ```
 #[derive(Debug)]
 pub struct KeyLimiter {
@@ -54,6 +67,14 @@ struct KeyState {
     /// only once a key has been refused.
     refusals: VecDeque<Timestamp>,
     banned_until: Option<Timestamp>,
+    /// When the last refusal told the client to come back (its
+    /// `Retry-After`, in whole seconds as the header says).
+    retry_at: Option<Timestamp>,
+}
+
+/// A wait as `Retry-After` states it: whole seconds, rounded up, at least 1.
+fn whole_seconds(wait: Duration) -> Duration {
+    Duration::from_secs((wait.as_nanos().div_ceil(1_000_000_000) as u64).max(1))
 }
 
 impl KeyLimiter {
@@ -85,6 +106,7 @@ impl KeyLimiter {
         let minute = self.minute.judge(state.minute_tat, now);
         let day = self.day.judge(state.day_tat, now);
 
+        let mut ban_started = false;
         let outcome = if let Some(until) = state.banned_until.filter(|until| now < *until) {
             Outcome::Banned {
                 retry_after: until.saturating_duration_since(now),
@@ -98,16 +120,30 @@ impl KeyLimiter {
                 |allowed: bool, wait: Duration| if allowed { Duration::ZERO } else { wait };
             let retry_after =
                 wait_for(minute.allowed, minute.wait).max(wait_for(day.allowed, day.wait));
-            state
-                .strike(now, &self.ban)
-                .unwrap_or(Outcome::Limited { retry_after })
+            // Only a request that came back before the Retry-After it was
+            // given is a strike: a client that honours Retry-After at full
+            // use of its plan still meets about one refusal per wait, and
+            // must not be banned for it.
+            let ignored_retry_after = state.retry_at.is_some_and(|at| now < at);
+            state.retry_at = Some(now + whole_seconds(retry_after));
+            match ignored_retry_after {
+                true => match state.strike(now, &self.ban) {
+                    Some(banned) => {
+                        ban_started = true;
+                        banned
+                    }
+                    None => Outcome::Limited { retry_after },
+                },
+                false => Outcome::Limited { retry_after },
+            }
         };
 
-        // A request that took nothing reports the buckets as they stand.
+        // A request that took nothing reports the buckets as they stand;
+        // while banned, nothing is left until the ban ends.
         let (minute_left, day_left, minute_full, day_full) = match outcome {
             Outcome::Allowed => (minute.remaining, day.remaining, minute.full_at, day.full_at),
-            _ => {
-                let keep = |v: crate::bucket::Verdict| {
+            Outcome::Limited { .. } => {
+                let keep = |v: Verdict| {
                     if v.allowed {
                         v.remaining + 1
                     } else {
@@ -125,12 +161,26 @@ impl KeyLimiter {
                     full(state.day_tat, &self.day),
                 )
             }
+            Outcome::Banned { retry_after } => {
+                let until = now + retry_after;
+                let full = |tat: u128, b: &Bucket| {
+                    Timestamp::from_unix_nanos(tat.div_ceil(u128::from(b.capacity())) as u64)
+                        .max(until)
+                };
+                (
+                    0,
+                    0,
+                    full(state.minute_tat, &self.minute),
+                    full(state.day_tat, &self.day),
+                )
+            }
         };
         Decision {
             outcome,
             at: now,
             minute: window("minute", &self.minute, minute_left, minute_full),
             day: Some(window("day", &self.day, day_left, day_full)),
+            ban_started,
         }
     }
 }
