@@ -59,8 +59,12 @@ impl Bucket {
         let span = token * cap;
         let now_scaled = u128::from(now.as_unix_nanos()) * cap;
         let tat = tat.max(now_scaled);
-        // `debt`: how much of the full bucket is used, 0..=span.
-        let debt = tat - now_scaled;
+        // `debt`: how much of the full bucket is used, 0..=span. It can only
+        // exceed the span when `now` is older than a time this bucket has
+        // already seen: concurrent callers read the clock before taking the
+        // limiter's lock, so one may arrive with a slightly stale `now`.
+        // Seen from the past the bucket is at most empty, never below.
+        let debt = (tat - now_scaled).min(span);
         let allowed = debt + token <= span;
         let (used, next_tat, wait) = if allowed {
             (debt + token, tat + token, 0)
@@ -109,6 +113,23 @@ mod tests {
         );
         assert!(!v2.allowed);
         assert_eq!(v2.wait, Duration::from_secs(20) - Duration::from_nanos(1));
+    }
+
+    #[test]
+    fn a_stale_now_sees_an_empty_bucket_and_never_underflows() {
+        let b = Bucket::new(2, Duration::from_secs(60));
+        let later = Timestamp::from_unix_secs(1_000);
+        let mut tat = 0;
+        for _ in 0..2 {
+            tat = b.judge(tat, later).next_tat;
+        }
+        // A request whose clock reading is 5 s older than the last one.
+        let stale = Timestamp::from_unix_secs(995);
+        let v = b.judge(tat, stale);
+        assert!(!v.allowed);
+        assert_eq!(v.remaining, 0);
+        assert_eq!(v.wait, Duration::from_secs(30));
+        assert!(!b.judge(tat, Timestamp::from_unix_secs(0)).allowed);
     }
 
     #[test]

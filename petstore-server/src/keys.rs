@@ -47,7 +47,8 @@ pub enum KeysError {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct KeysFile {
-    keys: Vec<KeyFileEntry>,
+    /// Parsed one by one, so an error in an entry names the entry.
+    keys: Vec<serde_json::Value>,
     #[serde(default)]
     plans: HashMap<String, PlanLimits>,
     ban: Option<BanFile>,
@@ -209,8 +210,12 @@ impl Keys {
 
         let mut names = HashSet::new();
         let mut by_digest = HashMap::new();
-        for (i, entry) in file.keys.into_iter().enumerate() {
-            let at = format!("keys[{i}] (name {:?})", entry.name);
+        for (i, raw) in file.keys.into_iter().enumerate() {
+            let at = match raw.get("name").and_then(serde_json::Value::as_str) {
+                Some(name) => format!("keys[{i}] (name {name:?})"),
+                None => format!("keys[{i}]"),
+            };
+            let entry: KeyFileEntry = serde_json::from_value(raw).map_err(|e| format!("{at}: {e}"))?;
             if entry.name.trim().is_empty() {
                 return Err(format!("keys[{i}]: name must not be empty"));
             }
