@@ -1,0 +1,506 @@
+//! Response headers outside rate limiting: deprecation of getPet,
+//! `--base-url`, CORS, and the keyless endpoints (`/healthz`,
+//! `/v1/openapi.json`, whose document must say what the decisions say).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use common::{assert_error, Response, Server, KEY};
+use serde_json::{json, Value};
+
+const DEPRECATION: &str = "@1764892800";
+const SUNSET: &str = "Thu, 05 Dec 2030 00:00:00 GMT";
+const SUCCESSOR: &str = r#"</v1/pets>; rel="successor-version""#;
+
+fn assert_deprecated(resp: &Response, successor: &str, context: &str) {
+    let ctx = format!("{context}: {}", resp.describe());
+    assert_eq!(resp.single("deprecation"), DEPRECATION, "{ctx}");
+    assert_eq!(resp.single("sunset"), SUNSET, "{ctx}");
+    let links: Vec<&str> = resp
+        .header_all("link")
+        .iter()
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .collect();
+    assert_eq!(links, [successor], "{ctx}");
+}
+
+#[test]
+fn get_pet_announces_deprecation_and_sunset_on_every_response() {
+    let server = Server::start(&[]);
+    server.create_pet(&json!({"name": "Rex", "categoryId": 1}));
+    let resp = server.get("/v1/pets/1", Some(KEY));
+    assert_eq!(resp.status, 200);
+    assert_deprecated(&resp, SUCCESSOR, "200");
+    let resp = server.get("/v1/pets/2", Some(KEY));
+    assert_error(&resp, 404, "not_found");
+    assert_deprecated(&resp, SUCCESSOR, "404");
+    let resp = server.get("/v1/pets/abc", Some(KEY));
+    assert_error(&resp, 400, "invalid_path");
+    assert_deprecated(&resp, SUCCESSOR, "400");
+
+    // The other operations are not deprecated.
+    let resp = server.get("/v1/pets", Some(KEY));
+    let resp2 = server.post(
+        "/v1/pets",
+        Some(KEY),
+        Some("application/json"),
+        br#"{"name":"Tom","categoryId":1}"#,
+    );
+    for r in [resp, resp2] {
+        assert!(r.status == 200 || r.status == 201, "{}", r.describe());
+        assert!(r.header("deprecation").is_none(), "{}", r.describe());
+        assert!(r.header("sunset").is_none(), "{}", r.describe());
+    }
+}
+
+#[test]
+fn base_url_is_used_for_location_and_links() {
+    for (base, via_env) in [
+        ("https://petstore.example.com/v1", false),
+        ("https://api.example.org/shop/v1", true),
+    ] {
+        let builder = Server::builder();
+        let builder = if via_env {
+            builder.env("PETSTORE_BASE_URL", base)
+        } else {
+            builder.arg("--base-url").arg(base)
+        };
+        let server = builder.start();
+        let resp = server.post(
+            "/v1/pets",
+            Some(KEY),
+            Some("application/json"),
+            br#"{"name":"Rex","categoryId":1}"#,
+        );
+        assert_eq!(resp.status, 201);
+        assert_eq!(resp.single("location"), format!("{base}/pets/1"));
+        server.create_pet(&json!({"name": "Tom", "categoryId": 1}));
+        let (ids, link) = server.list_ids("/v1/pets?limit=1&status=available");
+        assert_eq!(ids, vec![1]);
+        assert_eq!(
+            link,
+            Some(format!(
+                r#"<{base}/pets?limit=1&status=available&after=1>; rel="next""#
+            ))
+        );
+        let resp = server.get("/v1/pets/1", Some(KEY));
+        assert_eq!(resp.status, 200);
+        assert_deprecated(
+            &resp,
+            &format!(r#"<{base}/pets>; rel="successor-version""#),
+            base,
+        );
+    }
+}
+
+fn tokens(value: Option<&str>) -> BTreeSet<String> {
+    value
+        .unwrap_or_default()
+        .split(',')
+        .map(|t| t.trim().to_ascii_lowercase())
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+fn preflight(server: &Server, path: &str, origin: &str, method: &str) -> Response {
+    server.request(
+        "OPTIONS",
+        path,
+        &[
+            ("Origin", origin),
+            ("Access-Control-Request-Method", method),
+            (
+                "Access-Control-Request-Headers",
+                "authorization, content-type",
+            ),
+        ],
+        None,
+    )
+}
+
+#[test]
+fn cors_answers_preflight_for_configured_origins_only() {
+    let app = "https://app.example.com";
+    let local = "http://localhost:3000";
+    let server = Server::start(&["--cors-origin", app, "--cors-origin", local]);
+    for (origin, path, method) in [
+        (app, "/v1/pets", "POST"),
+        (app, "/v1/pets", "GET"),
+        (local, "/v1/pets/1", "GET"),
+    ] {
+        let resp = preflight(&server, path, origin, method);
+        let ctx = format!(
+            "preflight {method} {path} from {origin}: {}",
+            resp.describe()
+        );
+        assert!(resp.status == 200 || resp.status == 204, "{ctx}");
+        assert!(
+            resp.header("www-authenticate").is_none(),
+            "no key needed: {ctx}"
+        );
+        assert_eq!(resp.single("access-control-allow-origin"), origin, "{ctx}");
+        let methods = tokens(resp.header("access-control-allow-methods"));
+        assert!(methods.contains(&method.to_ascii_lowercase()), "{ctx}");
+        let headers = tokens(resp.header("access-control-allow-headers"));
+        assert!(
+            headers.contains("authorization") && headers.contains("content-type"),
+            "{ctx}"
+        );
+    }
+
+    // Actual requests from an allowed origin get the header, even errors.
+    let resp = server.request(
+        "GET",
+        "/v1/pets",
+        &[("Origin", app), ("Authorization", &format!("Bearer {KEY}"))],
+        None,
+    );
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.single("access-control-allow-origin"), app);
+    assert!(
+        tokens(resp.header("vary")).contains("origin"),
+        "Vary: Origin: {}",
+        resp.describe()
+    );
+    let resp = server.request("GET", "/v1/pets", &[("Origin", local)], None);
+    assert_error(&resp, 401, "unauthorized");
+    assert_eq!(resp.single("access-control-allow-origin"), local);
+
+    // Unknown origins get no CORS headers at all.
+    for origin in [
+        "https://evil.example",
+        "https://app.example.com.evil.example",
+        "null",
+    ] {
+        let resp = preflight(&server, "/v1/pets", origin, "POST");
+        assert!(
+            resp.header("access-control-allow-origin").is_none()
+                && resp.header("access-control-allow-methods").is_none(),
+            "preflight from {origin}: {}",
+            resp.describe()
+        );
+        let resp = server.request(
+            "GET",
+            "/v1/pets",
+            &[
+                ("Origin", origin),
+                ("Authorization", &format!("Bearer {KEY}")),
+            ],
+            None,
+        );
+        assert_eq!(resp.status, 200);
+        assert!(
+            resp.header("access-control-allow-origin").is_none(),
+            "GET from {origin}: {}",
+            resp.describe()
+        );
+    }
+
+    // With CORS on, OPTIONS is an allowed method.
+    let resp = server.request("DELETE", "/v1/pets", &[], None);
+    assert_error(&resp, 405, "method_not_allowed");
+    let allow: BTreeSet<String> = tokens(resp.header("allow"))
+        .into_iter()
+        .filter(|m| m != "head")
+        .collect();
+    assert_eq!(
+        allow,
+        BTreeSet::from(["get".to_owned(), "post".to_owned(), "options".to_owned()])
+    );
+}
+
+#[test]
+fn cors_is_off_by_default() {
+    let server = Server::start(&[]);
+    let resp = preflight(&server, "/v1/pets", "https://app.example.com", "POST");
+    assert!(
+        resp.header("access-control-allow-origin").is_none(),
+        "{}",
+        resp.describe()
+    );
+    assert_error(&resp, 405, "method_not_allowed");
+    let resp = server.request(
+        "GET",
+        "/v1/pets",
+        &[
+            ("Origin", "https://app.example.com"),
+            ("Authorization", &format!("Bearer {KEY}")),
+        ],
+        None,
+    );
+    assert_eq!(resp.status, 200);
+    assert!(resp.header("access-control-allow-origin").is_none());
+}
+
+#[test]
+fn healthz_and_openapi_need_no_key() {
+    let server = Server::start(&[]);
+    for key in [None, Some("wrong-key")] {
+        let resp = server.get("/healthz", key);
+        assert_eq!(resp.status, 200, "{}", resp.describe());
+        let resp = server.get("/v1/openapi.json", key);
+        assert_eq!(resp.status, 200, "{}", resp.describe());
+        let ct = resp.single("content-type").to_ascii_lowercase();
+        assert!(ct.starts_with("application/json"), "{ct}");
+        assert!(resp.json().is_object());
+    }
+}
+
+/// Follows local `$ref`s.
+fn resolve<'a>(doc: &'a Value, mut v: &'a Value) -> &'a Value {
+    for _ in 0..20 {
+        match v.get("$ref").and_then(Value::as_str) {
+            Some(r) => {
+                let pointer = r
+                    .strip_prefix('#')
+                    .unwrap_or_else(|| panic!("non-local $ref {r}"));
+                v = doc
+                    .pointer(pointer)
+                    .unwrap_or_else(|| panic!("dangling $ref {r}"));
+            }
+            None => return v,
+        }
+    }
+    panic!("$ref loop")
+}
+
+/// A schema and, recursively, the parts of its `allOf`, refs resolved.
+fn flatten<'a>(doc: &'a Value, schema: &'a Value) -> Vec<&'a Value> {
+    let schema = resolve(doc, schema);
+    let mut out = vec![schema];
+    if let Some(parts) = schema["allOf"].as_array() {
+        for p in parts {
+            out.extend(flatten(doc, p));
+        }
+    }
+    out
+}
+
+#[derive(Debug)]
+struct Operation<'a> {
+    path: String,
+    method: String,
+    op: &'a Value,
+}
+
+fn operations(doc: &Value) -> BTreeMap<String, Operation<'_>> {
+    let mut out = BTreeMap::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, op) in item.as_object().unwrap() {
+            if let Some(id) = op.get("operationId").and_then(Value::as_str) {
+                let previous = out.insert(
+                    id.to_owned(),
+                    Operation {
+                        path: path.clone(),
+                        method: method.clone(),
+                        op,
+                    },
+                );
+                assert!(previous.is_none(), "operationId {id} twice");
+            }
+        }
+    }
+    out
+}
+
+fn parameter<'a>(doc: &'a Value, op: &'a Value, name: &str) -> &'a Value {
+    op["parameters"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no parameters on {op}"))
+        .iter()
+        .map(|p| resolve(doc, p))
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no parameter {name}"))
+}
+
+fn response_codes(op: &Value) -> BTreeSet<String> {
+    op["responses"]
+        .as_object()
+        .expect("responses")
+        .keys()
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn openapi_document_says_what_the_decisions_say() {
+    let server = Server::start(&[]);
+    let doc = server.get("/v1/openapi.json", None).json();
+    let version = doc["openapi"].as_str().expect("openapi field");
+    assert!(version.starts_with("3."), "openapi {version}");
+    assert_eq!(doc["info"]["version"], "1.0.0");
+
+    let ops = operations(&doc);
+    for id in ["listPets", "createPet", "getPet"] {
+        assert!(
+            ops.contains_key(id),
+            "operationId {id} missing: {:?}",
+            ops.keys()
+        );
+    }
+    let list = &ops["listPets"];
+    let create = &ops["createPet"];
+    let get = &ops["getPet"];
+    assert_eq!(
+        (
+            list.method.as_str(),
+            create.method.as_str(),
+            get.method.as_str()
+        ),
+        ("get", "post", "get")
+    );
+    assert!(list.path.ends_with("/pets"), "{}", list.path);
+    assert_eq!(list.path, create.path);
+    assert!(get.path.ends_with("/pets/{petId}"), "{}", get.path);
+
+    assert_eq!(get.op["deprecated"], true, "getPet is deprecated");
+    for op in [list, create] {
+        assert_ne!(op.op["deprecated"], true, "{} is not deprecated", op.path);
+    }
+
+    // listPets parameters.
+    let limit = resolve(&doc, &parameter(&doc, list.op, "limit")["schema"]);
+    assert_eq!(limit["type"], "integer");
+    assert_eq!(limit["minimum"], 1);
+    assert_eq!(limit["maximum"], 100);
+    assert_eq!(limit["default"], 20);
+    let status = resolve(&doc, &parameter(&doc, list.op, "status")["schema"]);
+    let values: BTreeSet<&str> = status["enum"]
+        .as_array()
+        .expect("status enum")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(values, BTreeSet::from(["available", "pending", "sold"]));
+    let after = resolve(&doc, &parameter(&doc, list.op, "after")["schema"]);
+    assert_eq!(after["type"], "integer");
+    assert_eq!(after["minimum"], 1);
+    let pet_id = resolve(&doc, &parameter(&doc, get.op, "petId")["schema"]);
+    assert_eq!(pet_id["type"], "integer");
+    assert_eq!(pet_id["format"], "int64");
+
+    // The NewPet schema.
+    let new_pet = resolve(
+        &doc,
+        &resolve(&doc, &create.op["requestBody"])["content"]["application/json"]["schema"],
+    );
+    assert_eq!(new_pet["additionalProperties"], false, "{new_pet}");
+    let props: BTreeSet<&str> = new_pet["properties"]
+        .as_object()
+        .expect("NewPet properties")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(props, BTreeSet::from(["name", "categoryId", "status"]));
+    let required: BTreeSet<&str> = new_pet["required"]
+        .as_array()
+        .expect("NewPet required")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(required, BTreeSet::from(["name", "categoryId"]));
+    let name = resolve(&doc, &new_pet["properties"]["name"]);
+    assert_eq!(name["minLength"], 1);
+    assert_eq!(name["maxLength"], 100);
+    let category = resolve(&doc, &new_pet["properties"]["categoryId"]);
+    assert_eq!(category["format"], "int64");
+    assert_eq!(category["minimum"], 1);
+
+    // Responses.
+    for (op, codes) in [
+        (list, &["200", "400", "401", "429"][..]),
+        (create, &["201", "400", "401", "413", "415", "429"][..]),
+        (get, &["200", "400", "401", "404", "429"][..]),
+    ] {
+        let have = response_codes(op.op);
+        for code in codes {
+            assert!(
+                have.contains(*code),
+                "{} {}: no {code} in {have:?}",
+                op.method,
+                op.path
+            );
+        }
+    }
+
+    // Bearer security, globally.
+    let schemes = doc["components"]["securitySchemes"]
+        .as_object()
+        .expect("securitySchemes");
+    let bearer = schemes
+        .iter()
+        .find(|(_, s)| {
+            s["type"] == "http"
+                && s["scheme"].as_str().map(str::to_ascii_lowercase) == Some("bearer".into())
+        })
+        .map(|(name, _)| name.clone())
+        .expect("an http bearer scheme");
+    let global = doc["security"].as_array().expect("global security");
+    assert!(
+        global.iter().any(|req| req.get(&bearer).is_some()),
+        "global security uses {bearer}"
+    );
+
+    // The closed set of error codes, on the Error schema of every error
+    // response (possibly narrowed with allOf).
+    let error_schema = resolve(
+        &doc,
+        &resolve(&doc, &get.op["responses"]["404"])["content"]["application/json"]["schema"],
+    );
+    let parts = flatten(&doc, error_schema);
+    let base = parts
+        .iter()
+        .find(|p| p["required"].is_array())
+        .unwrap_or_else(|| panic!("no Error schema with `required` in {error_schema}"));
+    let codes: BTreeSet<&str> = resolve(&doc, &base["properties"]["code"])["enum"]
+        .as_array()
+        .expect("Error.code enum")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(
+        codes,
+        BTreeSet::from([
+            "invalid_body",
+            "invalid_query",
+            "invalid_path",
+            "unauthorized",
+            "not_found",
+            "method_not_allowed",
+            "request_timeout",
+            "payload_too_large",
+            "unsupported_media_type",
+            "rate_limited",
+            "key_banned",
+            "internal",
+            "not_implemented",
+            "unavailable",
+        ])
+    );
+    let error_required: BTreeSet<&str> = base["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(
+        error_required,
+        BTreeSet::from(["code", "message", "status"])
+    );
+    assert_eq!(base["additionalProperties"], false, "{base}");
+
+    // The served document is the one in the repository.
+    let in_repo = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.json"))
+        .expect("petstore-server/openapi.json");
+    let mut in_repo: Value = serde_json::from_slice(&in_repo).unwrap();
+    let mut served = doc.clone();
+    // `servers` may be rewritten to the configured base address.
+    for d in [&mut in_repo, &mut served] {
+        d.as_object_mut().unwrap().remove("servers");
+    }
+    assert_eq!(served, in_repo, "served openapi.json differs from the file");
+}

@@ -1,0 +1,318 @@
+//! The process: its output, flags and environment, graceful shutdown,
+//! and the connection-level limits (header timeout, header size,
+//! connection count).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{wait_until, x_ratelimit, Conn, Server, ServerBuilder, KEY};
+
+#[test]
+fn prints_exactly_one_listening_line_and_no_dev_key_with_a_keys_file() {
+    let mut server = Server::start(&[]);
+    let lines = server.stdout_lines();
+    let listening: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("listening on"))
+        .collect();
+    assert_eq!(listening.len(), 1, "{lines:?}");
+    assert_eq!(
+        listening[0].as_str(),
+        format!("listening on http://127.0.0.1:{}", server.addr.port())
+    );
+    assert_ne!(server.addr.port(), 0, "port 0 means: pick a free one");
+    assert_eq!(server.get("/healthz", None).status, 200);
+    assert_eq!(server.get("/v1/pets", Some(KEY)).status, 200);
+
+    server.signal("TERM");
+    let status = server.wait_exit(Duration::from_secs(15));
+    assert_eq!(status.code(), Some(0));
+    let lines = server.stdout_lines();
+    assert_eq!(
+        lines.iter().filter(|l| l.contains("listening on")).count(),
+        1,
+        "{lines:?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.starts_with("dev key:")),
+        "no dev key when a keys file is given: {lines:?}"
+    );
+}
+
+#[test]
+fn without_keys_it_prints_a_working_dev_key_and_a_curl_line() {
+    let server = ServerBuilder::default().no_keys().start();
+    let line = server.wait_for_stdout_line(Duration::from_secs(5), |l| l.starts_with("dev key: "));
+    let key = line.strip_prefix("dev key: ").unwrap().trim();
+    assert!(
+        key.len() == 67
+            && key.starts_with("ps_")
+            && key[3..].bytes().all(|b| b.is_ascii_hexdigit()),
+        "dev key {key:?} is not ps_ + 64 hex"
+    );
+    let curl = server.wait_for_stdout_line(Duration::from_secs(5), |l| l.contains("curl"));
+    assert!(curl.contains(key), "curl line carries the key: {curl}");
+    assert!(curl.contains("Authorization: Bearer"), "{curl}");
+    let base = format!("http://127.0.0.1:{}", server.addr.port());
+    let url = curl
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c| c == '\'' || c == '"'))
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no URL in the curl line: {curl}"));
+    let path = url
+        .strip_prefix(&base)
+        .unwrap_or_else(|| panic!("curl URL {url} is not on {base}"));
+    assert!(path.starts_with("/v1/"), "{path}");
+
+    // What curl sends for that line.
+    let mut conn = server.connect();
+    conn.send(
+        format!(
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nUser-Agent: curl/8.5.0\r\nAccept: */*\r\nAuthorization: Bearer {key}\r\n\r\n",
+            server.addr.port()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let resp = conn.read_response();
+    assert_eq!(resp.status, 200, "{}", resp.describe());
+    assert_eq!(x_ratelimit(&resp).0, 300, "the dev key is on the pro plan");
+    let resp = server.post(
+        "/v1/pets",
+        Some(key),
+        Some("application/json"),
+        br#"{"name":"Rex","categoryId":1}"#,
+    );
+    assert_eq!(resp.status, 201, "{}", resp.describe());
+    assert_eq!(server.get("/v1/pets", Some("not-the-dev-key")).status, 401);
+}
+
+#[test]
+fn environment_variables_configure_it_and_flags_win() {
+    let server = ServerBuilder::default().via_env().start();
+    assert_eq!(
+        server.get("/v1/pets", Some(KEY)).status,
+        200,
+        "PETSTORE_KEYS read"
+    );
+    drop(server);
+
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let server = ServerBuilder::default()
+        .via_env()
+        .arg("--addr")
+        .arg(format!("127.0.0.1:{port}"))
+        .start();
+    assert_eq!(server.addr.port(), port, "--addr wins over PETSTORE_ADDR");
+    assert_eq!(server.get("/v1/pets", Some(KEY)).status, 200);
+}
+
+#[test]
+fn help_explains_every_flag() {
+    let out = Command::new(common::BIN).arg("--help").output().unwrap();
+    assert!(out.status.success(), "{}", out.status);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for word in [
+        "--addr",
+        "--keys",
+        "--base-url",
+        "--cors-origin",
+        "--header-timeout",
+        "--body-timeout",
+        "--max-connections",
+        "--in-memory",
+        "PETSTORE_ADDR",
+        "PETSTORE_KEYS",
+        "PETSTORE_BASE_URL",
+        "keygen",
+    ] {
+        assert!(
+            text.contains(word),
+            "--help does not mention {word}:\n{text}"
+        );
+    }
+    let bad = Command::new(common::BIN)
+        .arg("--no-such-flag")
+        .output()
+        .unwrap();
+    assert!(!bad.status.success(), "an unknown flag is an error");
+}
+
+#[test]
+fn sigterm_finishes_the_request_in_flight_then_exits_0() {
+    let mut server = Server::start(&[]);
+    let mut conn = server.connect();
+    // The connection is accepted and served...
+    conn.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    assert_eq!(conn.read_response().status, 200);
+    // ...and now carries a request whose body is on its way.
+    let body = br#"{"name":"Slowpoke","categoryId":1}"#;
+    let head = format!(
+        "POST /v1/pets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    conn.send(head.as_bytes()).unwrap();
+    conn.send(&body[..10]).unwrap();
+    thread::sleep(Duration::from_millis(300));
+    server.signal("TERM");
+
+    // New connections are no longer served.
+    let addr = server.addr;
+    let stopped = wait_until(Duration::from_secs(5), || match Conn::try_open(addr) {
+        Err(_) => true,
+        Ok(mut c) => {
+            if c.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                .is_err()
+            {
+                return true;
+            }
+            match c.try_read_response(Duration::from_millis(300)) {
+                Ok(r) => r.status != 200,
+                Err(_) => true,
+            }
+        }
+    });
+    assert!(stopped, "new connections still served after SIGTERM");
+    assert!(
+        server.try_exit().is_none(),
+        "exited with a request in flight; stderr:\n{}",
+        server.stderr_text()
+    );
+
+    conn.send(&body[10..]).unwrap();
+    let resp = conn.read_response();
+    assert_eq!(resp.status, 201, "{}", resp.describe());
+    assert_eq!(resp.json()["name"], "Slowpoke");
+
+    let status = server.wait_exit(Duration::from_secs(15));
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", server.stderr_text());
+    assert!(
+        Conn::try_open(addr).is_err(),
+        "connections refused after exit"
+    );
+}
+
+#[test]
+fn sigint_exits_0() {
+    let mut server = Server::start(&[]);
+    assert_eq!(server.get("/healthz", None).status, 200);
+    server.signal("INT");
+    let status = server.wait_exit(Duration::from_secs(15));
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", server.stderr_text());
+}
+
+#[test]
+fn a_header_trickle_is_cut_off_by_the_header_timeout() {
+    let server = Server::start(&["--header-timeout", "1"]);
+    let mut conn = server.connect();
+    conn.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n").unwrap();
+    let start = Instant::now();
+    let mut closed = false;
+    // One header line every 250 ms: a per-read timeout never fires, a
+    // deadline for the whole head does (after 1 s; the default is 10 s).
+    while start.elapsed() < Duration::from_secs(6) {
+        if conn.send(b"X-Slow: a\r\n").is_err() || conn.closed_within(Duration::from_millis(250)) {
+            closed = true;
+            break;
+        }
+    }
+    assert!(
+        closed,
+        "connection still open after 6 s of trickling headers"
+    );
+    let answer = String::from_utf8_lossy(conn.buffered()).into_owned();
+    assert!(
+        !answer.starts_with("HTTP/1.1 2"),
+        "the trickled request was served: {answer}"
+    );
+    // Others are still served.
+    assert_eq!(server.get("/healthz", None).status, 200);
+}
+
+#[test]
+fn oversized_headers_are_431() {
+    let server = Server::start(&[]);
+    let big = "a".repeat(17 * 1024);
+    let resp = server.raw(
+        format!("GET /v1/pets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\nX-Big: {big}\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    );
+    assert_eq!(resp.status, 431, "a 17 KiB header: {}", resp.describe());
+
+    let mut many = format!("GET /v1/pets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n");
+    // hyper's limit of 100 header fields (README, "Bodies").
+    for i in 0..98 {
+        many.push_str(&format!("X-Field-{i}: v\r\n"));
+    }
+    many.push_str("Connection: close\r\n\r\n");
+    let resp = server.raw(many.as_bytes());
+    assert_eq!(resp.status, 431, "101 header fields: {}", resp.describe());
+
+    // Within the limits: fine.
+    let medium = "a".repeat(8 * 1024);
+    let mut ok = format!(
+        "GET /v1/pets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\nX-Medium: {medium}\r\n"
+    );
+    for i in 0..96 {
+        ok.push_str(&format!("X-Field-{i}: v\r\n"));
+    }
+    ok.push_str("Connection: close\r\n\r\n");
+    let resp = server.raw(ok.as_bytes());
+    assert_eq!(resp.status, 200, "{}", resp.describe());
+}
+
+#[test]
+fn connections_over_the_maximum_wait_and_are_served_later() {
+    let mut server = Server::start(&["--max-connections", "2"]);
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut c = server.connect();
+        c.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        assert_eq!(c.read_response().status, 200);
+        held.push(c);
+    }
+    let mut waiting = server.connect();
+    waiting
+        .send(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let early = waiting.try_read_response(Duration::from_millis(700));
+    assert!(
+        early.is_err(),
+        "a third connection was served while two were open: {early:?}"
+    );
+    drop(held.pop());
+    let resp = waiting.read_response();
+    assert_eq!(resp.status, 200, "served once a slot is free");
+    drop(held);
+
+    let addr = server.addr;
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            thread::spawn(move || {
+                let mut c = Conn::open(addr);
+                c.send(
+                    format!(
+                        "GET /v1/pets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\nConnection: close\r\n\r\n"
+                    )
+                    .as_bytes(),
+                )
+                .unwrap();
+                c.read_response().status
+            })
+        })
+        .collect();
+    for c in clients {
+        assert_eq!(c.join().unwrap(), 200);
+    }
+    assert!(server.try_exit().is_none(), "still running");
+    assert_eq!(server.get("/healthz", None).status, 200);
+}
