@@ -40,7 +40,10 @@ pub fn value(text: String) -> Option<HeaderValue> {
 
 /// The `RateLimit-Policy` value of a key's windows, e.g.
 /// `"minute";q=60;w=60, "day";q=1000;w=86400`. It depends only on the
-/// quota, so it is built once per key (at load), not per request.
+/// quota, so it is built once per key (at load), not per request, and
+/// interned as a `'static` string: every request clones it, and cloning a
+/// static value touches no shared reference count (a shared one would be
+/// an atomic that every worker thread bounces).
 pub fn policy(decision: &Decision) -> HeaderValue {
     let mut policy = String::with_capacity(48);
     for (i, w) in decision.windows().enumerate() {
@@ -53,7 +56,34 @@ pub fn policy(decision: &Decision) -> HeaderValue {
             w.period.as_secs()
         );
     }
-    value(policy).unwrap_or_else(|| HeaderValue::from_static(""))
+    static_value(policy)
+}
+
+/// A header value for the life of the process, interned: the same text
+/// always gives the same leaked string, so reloading keys does not grow
+/// memory (one string per distinct quota or base URL).
+fn static_value(text: String) -> HeaderValue {
+    use std::collections::HashSet;
+    use std::sync::{Mutex, OnceLock};
+    static INTERNED: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    // Exactly what `from_static` accepts (it panics on anything else; it
+    // is stricter than `from_str`, which also takes bytes over 0x7f).
+    if !text.bytes().all(|b| b == b'\t' || (0x20..0x7f).contains(&b)) {
+        return HeaderValue::from_static("");
+    }
+    let mut set = INTERNED
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let interned: &'static str = match set.get(text.as_str()) {
+        Some(existing) => existing,
+        None => {
+            let leaked: &'static str = Box::leak(text.into_boxed_str());
+            set.insert(leaked);
+            leaked
+        }
+    };
+    HeaderValue::from_static(interned)
 }
 
 /// Adds the rate-limit headers describing `decision`; `policy` is the
@@ -112,8 +142,7 @@ pub fn push_u64(buf: &mut Vec<u8>, mut n: u64) -> std::ops::Range<usize> {
 
 /// The successor-version `Link` of `getPet`, built once at startup.
 pub fn successor_link(base_url: &str) -> HeaderValue {
-    value(format!("<{base_url}/pets>; rel=\"successor-version\""))
-        .unwrap_or_else(|| HeaderValue::from_static("</v1/pets>; rel=\"successor-version\""))
+    static_value(format!("<{base_url}/pets>; rel=\"successor-version\""))
 }
 
 /// Adds `getPet`'s `Deprecation`, `Sunset` and successor `Link`.
@@ -155,6 +184,16 @@ mod tests {
         assert_eq!(h[&X_RATELIMIT_REMAINING], "1");
         assert_eq!(h[&RATELIMIT], r#""day";r=1;t=43200"#);
         assert_eq!(h[&X_RATELIMIT_RESET], "1043201");
+    }
+
+    #[test]
+    fn interned_values_are_shared_not_leaked_again() {
+        let a = static_value("\"minute\";q=7;w=60".to_owned());
+        let b = static_value("\"minute\";q=7;w=60".to_owned());
+        assert_eq!(a, b);
+        assert_eq!(a.as_bytes().as_ptr(), b.as_bytes().as_ptr());
+        assert_eq!(static_value("bad\nvalue".to_owned()), "");
+        assert_eq!(static_value("caf\u{e9}".to_owned()), "");
     }
 
     #[test]

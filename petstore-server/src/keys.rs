@@ -215,7 +215,8 @@ impl Keys {
                 Some(name) => format!("keys[{i}] (name {name:?})"),
                 None => format!("keys[{i}]"),
             };
-            let entry: KeyFileEntry = serde_json::from_value(raw).map_err(|e| format!("{at}: {e}"))?;
+            let entry: KeyFileEntry =
+                serde_json::from_value(raw).map_err(|e| format!("{at}: {e}"))?;
             if entry.name.trim().is_empty() {
                 return Err(format!("keys[{i}]: name must not be empty"));
             }
@@ -296,7 +297,10 @@ impl Keys {
 
     /// The limiter of the entry with this name (for log lines).
     pub fn lookup_name(&self, name: &str) -> Option<&KeyLimiter> {
-        self.by_digest.values().find(|e| &*e.name == name).map(|e| &*e.limiter)
+        self.by_digest
+            .values()
+            .find(|e| &*e.name == name)
+            .map(|e| &*e.limiter)
     }
 
     /// How many keys are in force.
