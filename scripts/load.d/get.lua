@@ -1,0 +1,3 @@
+-- A plain GET of the URL given to wrk (the list scenarios): wrk's static
+-- request, so wrk spends nothing per request on Lua. Only report.lua's
+-- done() is added.

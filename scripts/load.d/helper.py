@@ -1,0 +1,497 @@
+#!/usr/bin/env python3
+"""Helper of scripts/load (Python 3 standard library only).
+
+Subcommands:
+  seed BASE KEY N THREADS      POST N pets (a third of each status), keep-alive
+  journal PATH N               write a durable journal of N pets
+  count BASE KEY AFTER         print how many pets have an id above AFTER
+  record ...                   turn one wrk run into a JSON line of results
+  memwatch ...                 sample VmRSS and the pet count while a load runs
+  report RESULTS [MEMORY]      print the Markdown tables; exit 3 on any error
+
+Everything talks to 127.0.0.1 only (the bash script refuses any other base).
+"""
+
+import argparse
+import http.client
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+import urllib.parse
+import zlib
+
+STATUSES = ("available", "pending", "sold")
+
+
+# --- HTTP -------------------------------------------------------------------
+
+def connect(base):
+    url = urllib.parse.urlsplit(base)
+    if url.hostname != "127.0.0.1":
+        raise SystemExit(f"refusing a non-loopback address: {base}")
+    return http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+
+
+def seed(args):
+    """POST N pets over THREADS keep-alive connections; pet i (0-based) gets
+    status STATUSES[i % 3], so each status gets a third."""
+    errors = []
+    counter = {"done": 0}
+    lock = threading.Lock()
+
+    def worker(first):
+        conn = connect(args.base)
+        headers = {
+            "Authorization": f"Bearer {args.key}",
+            "Content-Type": "application/json",
+        }
+        for i in range(first, args.n, args.threads):
+            body = json.dumps(
+                {"name": f"seed-{i + 1:06}", "categoryId": i % 10 + 1,
+                 "status": STATUSES[i % 3]},
+                separators=(",", ":"))
+            conn.request("POST", "/v1/pets", body=body, headers=headers)
+            response = conn.getresponse()
+            response.read()
+            if response.status != 201:
+                with lock:
+                    errors.append(response.status)
+                if len(errors) > 10:
+                    return
+        with lock:
+            counter["done"] += 1
+        conn.close()
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=worker, args=(t,), daemon=True)
+               for t in range(args.threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise SystemExit(f"seeding failed: statuses {errors[:10]}")
+    elapsed = time.monotonic() - started
+    print(f"seeded {args.n} pets in {elapsed:.1f} s "
+          f"({args.n / elapsed:.0f} pets/s)")
+
+
+def count_after(conn, key, after):
+    """Pets with an id above AFTER, paging with `after` (ids ascend)."""
+    total = 0
+    last = after
+    while True:
+        path = "/v1/pets?limit=100" + (f"&after={last}" if last > 0 else "")
+        conn.request("GET", path,
+                     headers={"Authorization": f"Bearer {key}"})
+        response = conn.getresponse()
+        body = response.read()
+        if response.status != 200:
+            raise RuntimeError(f"GET /v1/pets?after={last}: {response.status}")
+        page = json.loads(body)
+        total += len(page)
+        if not page or response.getheader("Link") is None:
+            return total, (page[-1]["id"] if page else last)
+        last = page[-1]["id"]
+
+
+def count(args):
+    conn = connect(args.base)
+    n, _ = count_after(conn, args.key, args.after)
+    print(n)
+
+
+# --- journal ----------------------------------------------------------------
+
+def journal(args):
+    """The durable journal format: one line per pet, ids 1..N in order,
+    `{"pet":{...},"crc32":"xxxxxxxx"}` with the CRC-32 of the pet bytes."""
+    started = time.monotonic()
+    os.makedirs(os.path.dirname(os.path.abspath(args.path)), exist_ok=True)
+    with open(args.path, "wb") as f:
+        chunk = []
+        for pid in range(1, args.n + 1):
+            pet = ('{"id":%d,"name":"pet-%06d","categoryId":%d,"status":"%s"}'
+                   % (pid, pid, pid % 10 + 1, STATUSES[pid % 3])).encode()
+            chunk.append(b'{"pet":%s,"crc32":"%08x"}\n'
+                         % (pet, zlib.crc32(pet)))
+            if len(chunk) == 50_000:
+                f.write(b"".join(chunk))
+                chunk = []
+        f.write(b"".join(chunk))
+    size = os.path.getsize(args.path)
+    print(f"wrote {args.n} pets ({size / 1e6:.1f} MB) in "
+          f"{time.monotonic() - started:.1f} s")
+
+
+# --- one wrk run ------------------------------------------------------------
+
+def record(args):
+    """Read the LOADSTATS line of report.lua from the wrk log and append one
+    JSON line of results; print a one-line summary."""
+    stats = None
+    with open(args.log, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.startswith("LOADSTATS "):
+                stats = json.loads(line[len("LOADSTATS "):])
+    row = {
+        "scenario": args.scenario, "conns": args.conns, "target": args.target,
+        "round": args.round, "log": args.log, "wrk_status": args.wrk_status,
+    }
+    if stats is None:
+        row["missing"] = True
+        row.update(requests=0, rps=0.0, p50_ms=0.0, p99_ms=0.0,
+                   non2xx=0, socket_errors=0, cpu_s=0.0, cpu_per_100k=None)
+        summary = f"NO RESULT (wrk exit {args.wrk_status}; see {args.log})"
+    else:
+        secs = stats["duration_us"] / 1e6
+        requests = stats["requests"]
+        cpu_s = args.cpu_ticks / args.clk_tck
+        row.update(
+            requests=requests,
+            rps=requests / secs if secs > 0 else 0.0,
+            p50_ms=stats["p50_us"] / 1000, p99_ms=stats["p99_us"] / 1000,
+            max_ms=stats["max_us"] / 1000,
+            non2xx=stats["status_errors"],
+            socket_errors=(stats["connect_errors"] + stats["read_errors"]
+                           + stats["write_errors"] + stats["timeout_errors"]),
+            socket_detail={k: stats[k + "_errors"]
+                           for k in ("connect", "read", "write", "timeout")},
+            cpu_s=cpu_s,
+            cpu_per_100k=cpu_s / requests * 100_000 if requests else None,
+        )
+        summary = (f"{row['rps']:>9.0f} req/s  p50 {row['p50_ms']:7.2f} ms  "
+                   f"p99 {row['p99_ms']:7.2f} ms  "
+                   f"cpu/100k {fmt(row['cpu_per_100k'], 2)} s  "
+                   f"non-2xx {row['non2xx']}  socket errors {row['socket_errors']}")
+    with open(args.results, "a", encoding="utf-8") as f:
+        f.write(json.dumps(row) + "\n")
+    print(f"{args.scenario:<13} c={args.conns:<4} {args.target:<8} "
+          f"r{args.round}: {summary}")
+
+
+# --- memory -----------------------------------------------------------------
+
+def vmrss_kib(pid):
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+def memwatch(args):
+    """VmRSS of PID and the pets added since START_ID: once before the load
+    (then READY_FILE is written), every INTERVAL s while it runs, and once
+    after it stopped (STOP_FILE appears)."""
+    conn = connect(args.base)
+    added = 0
+    last = args.start_id
+    started = time.monotonic()
+
+    def sample(recount=False):
+        nonlocal added, last, conn
+        rss = vmrss_kib(args.pid)
+        if recount:
+            added, last = 0, args.start_id
+        try:
+            n, last = count_after(conn, args.key, last)
+        except (OSError, http.client.HTTPException):
+            conn.close()
+            conn = connect(args.base)
+            n, last = count_after(conn, args.key, last)
+        added += n
+        s = {"t": round(time.monotonic() - started, 1), "rss_kib": rss,
+             "added": added}
+        with open(args.out, "a", encoding="utf-8") as f:
+            f.write(json.dumps(s) + "\n")
+        print(f"  t={s['t']:5.1f} s  VmRSS {rss / 1024:8.1f} MiB  "
+              f"pets added {added}", flush=True)
+
+    def stopped():
+        return os.path.exists(args.stop_file)
+
+    sample()
+    # The first sample is the one before the load: tell the script to start.
+    with open(args.ready_file, "w", encoding="ascii") as f:
+        f.write("ready\n")
+    k = 1
+    # A sample every INTERVAL s while the load runs; none at or after its
+    # end: the last one is taken once the load has stopped (exact count).
+    while not stopped() and k * args.interval < args.duration:
+        deadline = started + k * args.interval
+        while time.monotonic() < deadline and not stopped():
+            time.sleep(0.05)
+        if stopped():
+            break
+        sample()
+        k += 1
+    while not stopped() and time.monotonic() < started + args.duration + 60:
+        time.sleep(0.05)
+    # Count from the start again: exact even if a pet became visible after
+    # one with a higher id (the cursor would have stepped over it).
+    sample(recount=True)
+
+
+# --- the report -------------------------------------------------------------
+
+SCENARIOS = {
+    "list": "GET /v1/pets?limit=20",
+    "list_sold": "GET /v1/pets?status=sold&limit=20",
+    "get_id": "GET /v1/pets/{random id}",
+    "post_mem": "POST /v1/pets (in memory)",
+    "post_durable": "POST /v1/pets (durable, fsync always)",
+    "mixed": "mixed (memory check)",
+}
+# scenario: (minimum req/s ratio, maximum p99 ratio or None)
+TARGETS = {
+    "list": (0.85, 1.5),
+    "list_sold": (0.85, 1.5),
+    "get_id": (0.9, None),
+    "post_mem": (0.7, None),
+}
+# Steady-state RSS growth per added pet above this is called a leak: a pet
+# costs ~100 bytes (its JSON in the arena plus its index entries); the
+# margin covers allocator slack and vector growth.
+LEAK_BYTES_PER_PET = 400
+
+
+def fmt(x, digits=2):
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def report(args):
+    rows = []
+    with open(args.results, encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    failures = []
+    for r in rows:
+        if r.get("missing"):
+            failures.append(f"{r['scenario']} c={r['conns']} {r['target']} "
+                            f"round {r['round']}: wrk gave no result "
+                            f"(exit {r['wrk_status']}, log {r['log']})")
+        elif r["non2xx"] or r["socket_errors"]:
+            failures.append(f"{r['scenario']} c={r['conns']} {r['target']} "
+                            f"round {r['round']}: {r['non2xx']} non-2xx, "
+                            f"{r['socket_errors']} socket errors "
+                            f"{r.get('socket_detail')}")
+
+    keys = []
+    for r in rows:
+        k = (r["scenario"], r["conns"])
+        if k not in keys and r["scenario"] in SCENARIOS and r["scenario"] != "mixed":
+            keys.append(k)
+
+    print("| scenario | conns | req/s | p50 ms | p99 ms | CPU s/100k req "
+          "| baseline req/s | baseline p99 ms | baseline CPU s/100k "
+          "| ratio | per-round ratios | p99 ratio | CPU ratio | target "
+          "| verdict |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:"
+          "|---|---|")
+    verdicts = []
+    for scenario, conns in keys:
+        def runs(target):
+            return sorted((r for r in rows
+                           if (r["scenario"], r["conns"], r["target"])
+                           == (scenario, conns, target)
+                           and not r.get("missing")),
+                          key=lambda r: r["round"])
+        srv, base = runs("server"), runs("baseline")
+        rps = median([r["rps"] for r in srv])
+        p50 = median([r["p50_ms"] for r in srv])
+        p99 = median([r["p99_ms"] for r in srv])
+        cpu = median([r["cpu_per_100k"] for r in srv])
+        b_rps = median([r["rps"] for r in base])
+        b_p99 = median([r["p99_ms"] for r in base])
+        b_cpu = median([r["cpu_per_100k"] for r in base])
+        ratio = rps / b_rps if rps and b_rps else None
+        p99_ratio = p99 / b_p99 if p99 and b_p99 else None
+        cpu_ratio = cpu / b_cpu if cpu and b_cpu else None
+        # Each server run against the baseline run right after it: how
+        # much the ratio moved from round to round (the noise).
+        by_round = {r["round"]: r for r in base}
+        paired = " ".join(f"{r['rps'] / by_round[r['round']]['rps']:.2f}"
+                          for r in srv
+                          if r["round"] in by_round and by_round[r["round"]]["rps"])
+        target = TARGETS.get(scenario)
+        if target is None:
+            target_text, verdict = "(none)", "-"
+        else:
+            min_ratio, max_p99 = target
+            target_text = f"ratio >= {min_ratio}"
+            ok = ratio is not None and ratio >= min_ratio
+            if max_p99 is not None:
+                target_text += f", p99 ratio <= {max_p99}"
+                ok = ok and p99_ratio is not None and p99_ratio <= max_p99
+            verdict = "MET" if ok else "MISSED"
+            verdicts.append((SCENARIOS[scenario], conns, verdict))
+        print(f"| {SCENARIOS[scenario]} | {conns} | {fmt(rps, 0)} | {fmt(p50)} "
+              f"| {fmt(p99)} | {fmt(cpu, 3)} | {fmt(b_rps, 0)} | {fmt(b_p99)} "
+              f"| {fmt(b_cpu, 3)} | {fmt(ratio)} | {paired or 'n/a'} "
+              f"| {fmt(p99_ratio)} | {fmt(cpu_ratio)} | {target_text} "
+              f"| **{verdict}** |")
+    print()
+    n_rounds = max((r["round"] for r in rows), default=0)
+    print(f"{n_rounds} round(s) per row and target. req/s, p50, p99 and CPU "
+          "are medians over the rounds; ratio = server req/s / baseline "
+          "req/s (of the medians; the verdict uses it); per-round ratios = "
+          "each server run / the baseline run right after it (their spread "
+          "is the noise); p99 ratio = server p99 / baseline p99; CPU = "
+          "utime+stime of the process over the run per 100,000 requests, "
+          "CPU ratio = server / baseline.")
+    print()
+    met = sum(1 for v in verdicts if v[2] == "MET")
+    print(f"Targets: {met} of {len(verdicts)} MET: list (with and without "
+          "filter) >= 0.85 of baseline req/s and p99 <= 1.5x baseline's; "
+          "get by id >= 0.9; POST in memory >= 0.7; POST durable: no target.")
+    for name, conns, verdict in verdicts:
+        if verdict != "MET":
+            print(f"- MISSED: {name} at {conns} connections")
+
+    if args.memory and os.path.exists(args.memory):
+        failures += memory_report(args.memory, args.memory_meta)
+
+    print()
+    if failures:
+        for f in failures:
+            print(f"FAIL: {f}")
+        print(f"FAIL: {len(failures)} run(s) with errors: every run must have "
+              "zero non-2xx responses and zero socket errors")
+        sys.exit(3)
+    print("No errors: every run had zero non-2xx responses and zero socket "
+          "errors.")
+
+
+def memory_report(path, meta_path):
+    failures = []
+    with open(path, encoding="utf-8") as f:
+        samples = [json.loads(line) for line in f if line.strip()]
+    meta = {}
+    if meta_path and os.path.exists(meta_path):
+        with open(meta_path, encoding="utf-8") as f:
+            meta = json.load(f)
+    print()
+    print(f"### Memory: {meta.get('pets', '?'):,} pets replayed, "
+          f"{meta.get('secs', '?')} s mixed load at {meta.get('conns', '?')} "
+          "connections")
+    print()
+    if "rss_after_start_kib" in meta:
+        print(f"VmRSS after start (journal replayed): "
+              f"{meta['rss_after_start_kib'] / 1024:.1f} MiB "
+              f"({meta['rss_after_start_kib'] * 1024 / meta['pets']:.0f} "
+              "bytes per pet)")
+    mixed = []
+    if meta.get("mixed_results") and os.path.exists(meta["mixed_results"]):
+        with open(meta["mixed_results"], encoding="utf-8") as f:
+            mixed = [json.loads(line) for line in f if line.strip()]
+    if mixed and mixed[-1].get("missing"):
+        failures.append("mixed memory load: wrk gave no result")
+    elif mixed:
+        m = mixed[-1]
+        print(f"Mixed load: {m['rps']:.0f} req/s, p50 {m['p50_ms']:.2f} ms, "
+              f"p99 {m['p99_ms']:.2f} ms, non-2xx {m['non2xx']}, "
+              f"socket errors {m['socket_errors']}")
+        if m["non2xx"] or m["socket_errors"]:
+            failures.append(f"mixed memory load: {m['non2xx']} non-2xx, "
+                            f"{m['socket_errors']} socket errors")
+    print()
+    print("| t (s) | VmRSS MiB | pets added |")
+    print("|---:|---:|---:|")
+    for s in samples:
+        print(f"| {s['t']:.0f} | {s['rss_kib'] / 1024:.1f} | {s['added']} |")
+    print()
+    if len(samples) < 2:
+        print("Too few samples for a growth figure.")
+        return failures
+    first, last = samples[0], samples[-1]
+    added = last["added"]
+    growth = (last["rss_kib"] - first["rss_kib"]) * 1024
+    print(f"Pets added: {added} (final count {meta.get('pets', 0) + added:,}). "
+          f"RSS growth: {growth / 2**20:+.1f} MiB over the run"
+          + (f", {growth / added:.0f} bytes per added pet" if added else ""))
+    # Steady state: from the first sample under load (connection buffers,
+    # worker threads and allocator arenas are in place by then) to the end.
+    if len(samples) >= 3 and last["added"] > samples[1]["added"]:
+        s1 = samples[1]
+        d_pets = last["added"] - s1["added"]
+        d_rss = (last["rss_kib"] - s1["rss_kib"]) * 1024
+        per_pet = d_rss / d_pets
+        verdict = ("FLAT (growth explained by the added pets)"
+                   if per_pet <= LEAK_BYTES_PER_PET
+                   else "GROWING FASTER THAN THE PETS: possible leak")
+        print(f"Steady state (t={s1['t']:.0f} s to the end): "
+              f"{d_rss / 2**20:+.1f} MiB for {d_pets} pets = "
+              f"{per_pet:.0f} bytes per added pet (~100 expected, "
+              f"<= {LEAK_BYTES_PER_PET} called flat): **{verdict}**")
+    elif added == 0:
+        print("No pets were added: the growth is not explained by pets.")
+    return failures
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawTextHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    s = sub.add_parser("seed")
+    s.add_argument("base")
+    s.add_argument("key")
+    s.add_argument("n", type=int)
+    s.add_argument("threads", type=int)
+    s.set_defaults(func=seed)
+
+    s = sub.add_parser("journal")
+    s.add_argument("path")
+    s.add_argument("n", type=int)
+    s.set_defaults(func=journal)
+
+    s = sub.add_parser("count")
+    s.add_argument("base")
+    s.add_argument("key")
+    s.add_argument("after", type=int)
+    s.set_defaults(func=count)
+
+    s = sub.add_parser("record")
+    s.add_argument("--results", required=True)
+    s.add_argument("--log", required=True)
+    s.add_argument("--scenario", required=True)
+    s.add_argument("--conns", type=int, required=True)
+    s.add_argument("--target", required=True)
+    s.add_argument("--round", type=int, required=True)
+    s.add_argument("--cpu-ticks", type=int, required=True)
+    s.add_argument("--clk-tck", type=int, required=True)
+    s.add_argument("--wrk-status", type=int, default=0)
+    s.set_defaults(func=record)
+
+    s = sub.add_parser("memwatch")
+    s.add_argument("--pid", type=int, required=True)
+    s.add_argument("--base", required=True)
+    s.add_argument("--key", required=True)
+    s.add_argument("--start-id", type=int, required=True)
+    s.add_argument("--interval", type=float, default=5)
+    s.add_argument("--duration", type=float, required=True)
+    s.add_argument("--stop-file", required=True)
+    s.add_argument("--ready-file", required=True)
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=memwatch)
+
+    s = sub.add_parser("report")
+    s.add_argument("results")
+    s.add_argument("--memory")
+    s.add_argument("--memory-meta")
+    s.set_defaults(func=report)
+
+    args = p.parse_args()
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()
