@@ -54,16 +54,27 @@ fn rss_kb(pid: u32) -> u64 {
 }
 
 /// One request from `from`, on its own connection: (status, whole response).
-async fn request(server: SocketAddr, from: Ipv4Addr, path: &str, key: Option<&str>) -> (u16, String) {
+async fn request(
+    server: SocketAddr,
+    from: Ipv4Addr,
+    path: &str,
+    key: Option<&str>,
+) -> (u16, String) {
     let socket = TcpSocket::new_v4().unwrap();
     socket.bind(SocketAddr::new(IpAddr::V4(from), 0)).unwrap();
     let mut stream = socket.connect(server).await.unwrap();
-    let auth = key.map(|k| format!("Authorization: Bearer {k}\r\n")).unwrap_or_default();
+    let auth = key
+        .map(|k| format!("Authorization: Bearer {k}\r\n"))
+        .unwrap_or_default();
     let head = format!("GET {path} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n");
     stream.write_all(head.as_bytes()).await.unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).await.unwrap();
-    let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let status = response
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
     (status, response)
 }
 
@@ -76,15 +87,22 @@ fn header<'a>(response: &'a str, name: &str) -> Option<&'a str> {
 
 #[test]
 fn each_address_has_its_own_bucket_and_a_flood_stays_small() {
-    let server = start(r#"{"keys":[{"name":"k","key":"good-key","plan":"free"}],"anonymousPerMinute":3}"#);
+    let server =
+        start(r#"{"keys":[{"name":"k","key":"good-key","plan":"free"}],"anonymousPerMinute":3}"#);
     let addr = server.addr;
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     runtime.block_on(async move {
         let first = Ipv4Addr::new(127, 0, 0, 2);
         for _ in 0..3 {
             let (status, response) = request(addr, first, "/v1/pets", None).await;
             assert_eq!(status, 401, "{response}");
-            assert_eq!(header(&response, "ratelimit-policy"), Some(r#""minute";q=3;w=60"#));
+            assert_eq!(
+                header(&response, "ratelimit-policy"),
+                Some(r#""minute";q=3;w=60"#)
+            );
         }
         let (status, response) = request(addr, first, "/v1/pets", None).await;
         assert_eq!(status, 429, "{response}");
@@ -92,13 +110,23 @@ fn each_address_has_its_own_bucket_and_a_flood_stays_small() {
         let retry: u64 = header(&response, "retry-after").unwrap().parse().unwrap();
         assert!((1..=20).contains(&retry), "Retry-After {retry}");
         // Another address is another client...
-        assert_eq!(request(addr, Ipv4Addr::new(127, 0, 0, 3), "/v1/pets", None).await.0, 401);
+        assert_eq!(
+            request(addr, Ipv4Addr::new(127, 0, 0, 3), "/v1/pets", None)
+                .await
+                .0,
+            401
+        );
         // ...and a keyed client from the exhausted address is unaffected.
-        assert_eq!(request(addr, first, "/v1/pets", Some("good-key")).await.0, 200);
+        assert_eq!(
+            request(addr, first, "/v1/pets", Some("good-key")).await.0,
+            200
+        );
 
         // A flood from 3,000 more addresses.
         let before = rss_kb(server.child.id());
-        let addresses: Vec<Ipv4Addr> = (0..3_000u32).map(|i| Ipv4Addr::from(0x7f01_0000 + i)).collect();
+        let addresses: Vec<Ipv4Addr> = (0..3_000u32)
+            .map(|i| Ipv4Addr::from(0x7f01_0000 + i))
+            .collect();
         for chunk in addresses.chunks(50) {
             let batch: Vec<_> = chunk
                 .iter()
@@ -118,8 +146,14 @@ fn each_address_has_its_own_bucket_and_a_flood_stays_small() {
             .unwrap();
         // One entry per address seen (2 + 3,000), never more.
         assert_eq!(tracked, 3_002, "{metrics}");
-        assert!(after < before + 16 * 1024, "RSS grew from {before} kB to {after} kB");
+        assert!(
+            after < before + 16 * 1024,
+            "RSS grew from {before} kB to {after} kB"
+        );
         // The server is still answering keyed clients normally.
-        assert_eq!(request(addr, first, "/v1/pets", Some("good-key")).await.0, 200);
+        assert_eq!(
+            request(addr, first, "/v1/pets", Some("good-key")).await.0,
+            200
+        );
     });
 }
