@@ -1,1 +1,317 @@
-fn main() {}
+//! Criterion benchmarks of `petstore-core`: the inventory's reads and
+//! writes and the rate limiters' checks.
+//!
+//! ```sh
+//! cargo bench --bench core -- --warm-up-time 1 --measurement-time 3
+//! cargo bench --bench core -- get/          # only the `get` benchmarks
+//! ```
+//!
+//! Benchmark ids are `operation/size`: `get`; `list_*` (a `Vec<Pet>`) and
+//! `list_json_*` (the encoded body) of 20 pets, for the first page of all
+//! (`all`), of one status (`status`), after a random cursor (`after`) and
+//! both (`status_after`); `create`; `limiter/*`; `concurrent_*`. Each
+//! inventory (10,000 and 1,000,000 pets, 10-character names, statuses a
+//! third each) is built once, the first time a benchmark needs it. Results
+//! and targets are in `docs/core-benchmarks.md`.
+//!
+//! The `concurrent_*` benchmarks run two threads that each do N reads at
+//! once; the time criterion reports is wall time / N, i.e. the time one
+//! read takes while the other thread also reads, and the throughput
+//! (2 elements per iteration) is the two threads' combined rate.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::hint::black_box;
+use std::net::{IpAddr, Ipv4Addr};
+use std::num::NonZeroU32;
+use std::sync::{Barrier, LazyLock};
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use petstore_core::{
+    AnonymousLimiter, BanPolicy, CategoryId, Inventory, KeyLimiter, ListQuery, NewPet, PetId,
+    PetStatus, Quota, RateLimiter, SystemClock, Timestamp,
+};
+
+/// The inventory sizes every read benchmark runs on.
+const SIZES: [u64; 2] = [10_000, 1_000_000];
+
+/// A small, fast, seeded random number generator (SplitMix64), so the
+/// benchmarks need no extra dependency and every run draws the same ids.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `1..=n` (the bias of `%` is irrelevant here).
+    fn one_to(&mut self, n: u64) -> u64 {
+        self.next() % n + 1
+    }
+}
+
+/// The `i`-th pet of a benchmark inventory: a 10-character name, one of
+/// 100 categories, statuses in turn (a third each).
+fn new_pet(i: u64) -> NewPet {
+    let name = format!("pet{:07}", i % 10_000_000);
+    let category = CategoryId::new(i % 100 + 1).unwrap();
+    NewPet::new(name, category)
+        .unwrap()
+        .with_status(PetStatus::ALL[(i % 3) as usize])
+}
+
+fn build(n: u64) -> Inventory {
+    let inventory = Inventory::in_memory();
+    for i in 0..n {
+        inventory.create(new_pet(i)).unwrap();
+    }
+    assert_eq!(inventory.len() as u64, n);
+    inventory
+}
+
+static SMALL: LazyLock<Inventory> = LazyLock::new(|| build(SIZES[0]));
+static LARGE: LazyLock<Inventory> = LazyLock::new(|| build(SIZES[1]));
+
+fn inventory(n: u64) -> &'static Inventory {
+    if n == SIZES[0] {
+        &SMALL
+    } else {
+        &LARGE
+    }
+}
+
+fn id(n: u64) -> PetId {
+    PetId::new(n).unwrap()
+}
+
+/// The list queries benchmarked, each drawing what it needs from `rng`.
+#[derive(Clone, Copy)]
+enum Shape {
+    /// The first page of everything.
+    All,
+    /// The first page of one status (taking turns).
+    Status,
+    /// A page of everything after a random cursor.
+    After,
+    /// A page of one status after a random cursor.
+    StatusAfter,
+}
+
+impl Shape {
+    const ALL: [(Shape, &'static str); 4] = [
+        (Shape::All, "all"),
+        (Shape::Status, "status"),
+        (Shape::After, "after"),
+        (Shape::StatusAfter, "status_after"),
+    ];
+
+    fn query(self, rng: &mut Rng, n: u64) -> ListQuery {
+        let status = PetStatus::ALL[(rng.next() % 3) as usize];
+        // Leave room for a full page after the cursor.
+        let after = id(rng.one_to(n - 100));
+        match self {
+            Shape::All => ListQuery::new(),
+            Shape::Status => ListQuery::new().status(status),
+            Shape::After => ListQuery::new().after(after),
+            Shape::StatusAfter => ListQuery::new().status(status).after(after),
+        }
+    }
+}
+
+fn bench_get(c: &mut Criterion) {
+    let mut group = c.benchmark_group("get");
+    group.throughput(Throughput::Elements(1));
+    for n in SIZES {
+        let inv = inventory(n);
+        let mut rng = Rng(1);
+        group.bench_function(BenchmarkId::from_parameter(n), |b| {
+            b.iter(|| inv.get(black_box(id(rng.one_to(n)))))
+        });
+    }
+    group.finish();
+}
+
+fn bench_list(c: &mut Criterion) {
+    for (shape, shape_name) in Shape::ALL {
+        for json in [false, true] {
+            let name = match json {
+                false => format!("list_{shape_name}"),
+                true => format!("list_json_{shape_name}"),
+            };
+            let mut group = c.benchmark_group(name);
+            group.throughput(Throughput::Elements(1));
+            for n in SIZES {
+                let inv = inventory(n);
+                // Every benchmarked page is full.
+                let mut probe = Rng(2);
+                for _ in 0..100 {
+                    let q = shape.query(&mut probe, n);
+                    assert_eq!(inv.list_json(&q).count, 20);
+                }
+                let mut rng = Rng(2);
+                group.bench_function(BenchmarkId::from_parameter(n), |b| {
+                    if json {
+                        b.iter(|| inv.list_json(black_box(&shape.query(&mut rng, n))))
+                    } else {
+                        b.iter(|| inv.list(black_box(&shape.query(&mut rng, n))))
+                    }
+                });
+            }
+            group.finish();
+        }
+    }
+}
+
+fn bench_create(c: &mut Criterion) {
+    let mut group = c.benchmark_group("create");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function(BenchmarkId::from_parameter("empty"), |b| {
+        // A fresh inventory per sample keeps memory bounded; the NewPets
+        // (validated, names allocated) are made before the clock starts,
+        // the stored and returned pets' memory is part of the cost.
+        b.iter_custom(|iters| {
+            let inv = Inventory::in_memory();
+            let pets: Vec<NewPet> = (0..iters).map(new_pet).collect();
+            let start = Instant::now();
+            for pet in pets {
+                black_box(inv.create(black_box(pet)).unwrap());
+            }
+            start.elapsed()
+        })
+    });
+    group.finish();
+}
+
+/// A quota no benchmark can exhaust, so every check takes the common
+/// path: allowed, one token from each window.
+fn roomy_quota() -> Quota {
+    Quota::new(1_000_000_000, 1_000_000_000).unwrap()
+}
+
+fn bench_limiters(c: &mut Criterion) {
+    let mut group = c.benchmark_group("limiter");
+    group.throughput(Throughput::Elements(1));
+
+    let key = KeyLimiter::new(roomy_quota(), BanPolicy::default());
+    let mut t = Timestamp::from_unix_secs(1_000_000);
+    group.bench_function("key_check/1", |b| {
+        b.iter(|| {
+            t = t + Duration::from_micros(1);
+            let d = key.check(black_box(t));
+            debug_assert!(d.is_allowed());
+            d
+        })
+    });
+
+    // Keys as the server keeps them: SHA-256 digests, here made up from the
+    // key's number, so drawing one costs no memory access of its own.
+    let key_of = |n: u64| {
+        let mut rng = Rng(n);
+        let mut k = [0u8; 32];
+        for chunk in k.chunks_mut(8) {
+            chunk.copy_from_slice(&rng.next().to_le_bytes());
+        }
+        k
+    };
+    // One key (its state stays in cache: the cost of the code), then one
+    // of 100,000 at random (a 29 MB table: the cost of memory).
+    for keys in [1u64, 100_000] {
+        let limiter = RateLimiter::new(SystemClock::new());
+        for n in 0..keys {
+            limiter.insert(key_of(n), roomy_quota(), BanPolicy::default());
+        }
+        let mut rng = Rng(3);
+        group.bench_function(BenchmarkId::new("rate_limiter_check", keys), |b| {
+            b.iter(|| {
+                let key = key_of(rng.one_to(keys) - 1);
+                limiter.check(black_box(&key)).unwrap()
+            })
+        });
+    }
+
+    // Anonymous clients: one address, then 10,000 addresses at random, in
+    // a limiter with the server's capacity (100,000). The clock moves 1 ms
+    // per request, so buckets refill and checks take the allowed path.
+    for addresses in [1u32, 10_000] {
+        let anonymous = AnonymousLimiter::new(NonZeroU32::new(60).unwrap(), 100_000);
+        let mut t = Timestamp::from_unix_secs(1_000_000);
+        let mut rng = Rng(4);
+        group.bench_function(BenchmarkId::new("anonymous_check", addresses), |b| {
+            b.iter(|| {
+                t = t + Duration::from_millis(1);
+                let ip = IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + rng.next() as u32 % addresses));
+                anonymous.check(black_box(ip), black_box(t))
+            })
+        });
+    }
+    group.finish();
+}
+
+/// Two threads each doing `iters` reads at once; returns the wall time
+/// from the moment both start to the moment both are done.
+fn two_threads(iters: u64, op: impl Fn(&mut Rng) + Sync) -> Duration {
+    let barrier = Barrier::new(2);
+    let spans: Vec<(Instant, Instant)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..2)
+            .map(|seed| {
+                let (barrier, op) = (&barrier, &op);
+                s.spawn(move || {
+                    let mut rng = Rng(100 + seed);
+                    barrier.wait();
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        op(&mut rng);
+                    }
+                    (start, Instant::now())
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let start = spans.iter().map(|s| s.0).min().unwrap();
+    let end = spans.iter().map(|s| s.1).max().unwrap();
+    end - start
+}
+
+fn bench_concurrent_reads(c: &mut Criterion) {
+    for json in [false, true] {
+        let name = match json {
+            false => "concurrent_get",
+            true => "concurrent_list_json_after",
+        };
+        let mut group = c.benchmark_group(name);
+        // Two reads per iteration: the throughput is the combined rate.
+        group.throughput(Throughput::Elements(2));
+        for n in SIZES {
+            let inv = inventory(n);
+            group.bench_function(BenchmarkId::from_parameter(n), |b| {
+                b.iter_custom(|iters| {
+                    two_threads(iters, |rng| {
+                        if json {
+                            let q = Shape::After.query(rng, n);
+                            black_box(inv.list_json(black_box(&q)));
+                        } else {
+                            black_box(inv.get(black_box(id(rng.one_to(n)))));
+                        }
+                    })
+                })
+            });
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(
+    benches,
+    bench_get,
+    bench_list,
+    bench_create,
+    bench_limiters,
+    bench_concurrent_reads
+);
+criterion_main!(benches);
