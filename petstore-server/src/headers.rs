@@ -68,7 +68,10 @@ fn static_value(text: String) -> HeaderValue {
     static INTERNED: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
     // Exactly what `from_static` accepts (it panics on anything else; it
     // is stricter than `from_str`, which also takes bytes over 0x7f).
-    if !text.bytes().all(|b| b == b'\t' || (0x20..0x7f).contains(&b)) {
+    if !text
+        .bytes()
+        .all(|b| b == b'\t' || (0x20..0x7f).contains(&b))
+    {
         return HeaderValue::from_static("");
     }
     let mut set = INTERNED
