@@ -244,6 +244,8 @@ SCENARIOS = {
     "get_id": "GET /v1/pets/{random id}",
     "post_mem": "POST /v1/pets (in memory)",
     "post_durable": "POST /v1/pets (durable, fsync always)",
+    "list_nometrics": "GET /v1/pets?limit=20, --metrics false",
+    "list_accesslog": "GET /v1/pets?limit=20, --access-log",
     "mixed": "mixed (memory check)",
 }
 # scenario: (minimum req/s ratio, maximum p99 ratio or None)
@@ -347,6 +349,23 @@ def report(args):
           "is the noise); p99 ratio = server p99 / baseline p99; CPU = "
           "utime+stime of the process over the run per 100,000 requests, "
           "CPU ratio = server / baseline.")
+    print()
+    # The cost of the observability features: the same list scenario on
+    # servers that differ only in one flag, each as a ratio to its own
+    # interleaved baseline runs.
+    def ratio_of(scenario, conns):
+        srv = [r["rps"] for r in rows if (r["scenario"], r["conns"], r["target"]) == (scenario, conns, "server") and not r.get("missing")]
+        base = [r["rps"] for r in rows if (r["scenario"], r["conns"], r["target"]) == (scenario, conns, "baseline") and not r.get("missing")]
+        a, b = median(srv), median(base)
+        return a / b if a and b else None
+    for conns in sorted({r["conns"] for r in rows if r["scenario"] == "list_nometrics"}):
+        on, off, logged = ratio_of("list", conns), ratio_of("list_nometrics", conns), ratio_of("list_accesslog", conns)
+        if on and off:
+            print(f"Cost of metrics (list, {conns} connections): {100 * (1 - on / off):+.1f}% of "
+                  f"throughput (ratio to baseline {on:.2f} with, {off:.2f} without).")
+        if on and logged:
+            print(f"Cost of --access-log (list, {conns} connections): {100 * (1 - logged / on):+.1f}% of "
+                  f"throughput (ratio to baseline {logged:.2f} with, {on:.2f} without).")
     print()
     met = sum(1 for v in verdicts if v[2] == "MET")
     print(f"Targets: {met} of {len(verdicts)} MET: list (with and without "
