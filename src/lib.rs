@@ -3,3 +3,9 @@
 //! `petstore-server` binary.
 
 pub use petstore_core::*;
+
+/// The README's Rust examples, compiled and run by `cargo test` so they
+/// cannot drift from the code.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
