@@ -51,6 +51,11 @@ impl Bucket {
         Duration::from_nanos(self.period_ns)
     }
 
+    /// When a bucket whose stored TAT is `tat` is full again.
+    pub(crate) fn full_at(&self, tat: u128) -> Timestamp {
+        Timestamp::from_unix_nanos(tat.div_ceil(u128::from(self.capacity)) as u64)
+    }
+
     /// Judges one request at `now` against the stored `tat`; the caller
     /// stores `next_tat` only if it lets the request through.
     pub(crate) fn judge(&self, tat: u128, now: Timestamp) -> Verdict {
@@ -72,7 +77,7 @@ impl Bucket {
             (debt, tat, (debt + token - span).div_ceil(cap))
         };
         let remaining = ((span - used) / token) as u32;
-        let full_at = Timestamp::from_unix_nanos(next_tat.div_ceil(cap) as u64);
+        let full_at = self.full_at(next_tat);
         Verdict {
             allowed,
             remaining,

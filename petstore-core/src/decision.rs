@@ -100,8 +100,13 @@ impl Decision {
         match self.outcome {
             Outcome::Allowed => None,
             Outcome::Limited { retry_after } | Outcome::Banned { retry_after } => {
-                Some((retry_after.as_nanos().div_ceil(1_000_000_000) as u64).max(1))
+                Some(retry_after_secs(retry_after))
             }
         }
     }
+}
+
+/// A wait as `Retry-After` states it: whole seconds, rounded up, at least 1.
+pub(crate) fn retry_after_secs(wait: Duration) -> u64 {
+    (wait.as_nanos().div_ceil(1_000_000_000) as u64).max(1)
 }

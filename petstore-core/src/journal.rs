@@ -386,9 +386,8 @@ fn checked_body(line: &[u8]) -> Result<&[u8], String> {
     Ok(body)
 }
 
-/// Checks one line and returns its pet (the general, allocating path).
-fn decode_line(line: &[u8]) -> Result<Pet, String> {
-    let body = checked_body(line)?;
+/// A checked record's pet JSON, in any layout serde_json accepts.
+fn parse_pet(body: &[u8]) -> Result<Pet, String> {
     let pet: Pet = serde_json::from_slice(body).map_err(|e| format!("bad pet: {e}"))?;
     validate_name(pet.name()).map_err(|e| format!("bad pet: name {e}"))?;
     Ok(pet)
@@ -403,7 +402,7 @@ fn decode_record(line: &[u8], scratch: &mut Vec<u8>) -> Result<(PetId, PetStatus
         scratch.extend_from_slice(body);
         return Ok(found);
     }
-    let pet = decode_line(line)?;
+    let pet = parse_pet(body)?;
     encode(&pet, scratch);
     Ok((pet.id(), pet.status()))
 }
@@ -500,6 +499,11 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 mod tests {
     use super::*;
     use crate::pet::{CategoryId, PetStatus};
+
+    /// Checks one line and returns its pet (the general, allocating path).
+    fn decode_line(line: &[u8]) -> Result<Pet, String> {
+        parse_pet(checked_body(line)?)
+    }
 
     fn pet(id: u64, name: &str) -> Pet {
         let new = NewPet::new(name, CategoryId::MIN)

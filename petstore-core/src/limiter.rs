@@ -21,7 +21,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::bucket::{Bucket, Verdict};
 use crate::clock::{Clock, Timestamp};
-use crate::decision::{Decision, Outcome, WindowState};
+use crate::decision::{retry_after_secs, Decision, Outcome, WindowState};
 use crate::quota::{BanPolicy, Quota};
 
 pub(crate) const MINUTE: Duration = Duration::from_secs(60);
@@ -72,11 +72,6 @@ struct KeyState {
     retry_at: Option<Timestamp>,
 }
 
-/// A wait as `Retry-After` states it: whole seconds, rounded up, at least 1.
-fn whole_seconds(wait: Duration) -> Duration {
-    Duration::from_secs((wait.as_nanos().div_ceil(1_000_000_000) as u64).max(1))
-}
-
 impl KeyLimiter {
     /// A limiter with full buckets.
     pub fn new(quota: Quota, ban: BanPolicy) -> Self {
@@ -125,7 +120,7 @@ impl KeyLimiter {
             // use of its plan still meets about one refusal per wait, and
             // must not be banned for it.
             let ignored_retry_after = state.retry_at.is_some_and(|at| now < at);
-            state.retry_at = Some(now + whole_seconds(retry_after));
+            state.retry_at = Some(now + Duration::from_secs(retry_after_secs(retry_after)));
             match ignored_retry_after {
                 true => match state.strike(now, &self.ban) {
                     Some(banned) => {
@@ -140,8 +135,18 @@ impl KeyLimiter {
 
         // A request that took nothing reports the buckets as they stand;
         // while banned, nothing is left until the ban ends.
-        let (minute_left, day_left, minute_full, day_full) = match outcome {
-            Outcome::Allowed => (minute.remaining, day.remaining, minute.full_at, day.full_at),
+        let full = |floor: Timestamp| {
+            (
+                self.minute.full_at(state.minute_tat).max(floor),
+                self.day.full_at(state.day_tat).max(floor),
+            )
+        };
+        let (minute_left, day_left, (minute_full, day_full)) = match outcome {
+            Outcome::Allowed => (
+                minute.remaining,
+                day.remaining,
+                (minute.full_at, day.full_at),
+            ),
             Outcome::Limited { .. } => {
                 let keep = |v: Verdict| {
                     if v.allowed {
@@ -150,30 +155,9 @@ impl KeyLimiter {
                         v.remaining
                     }
                 };
-                let full = |tat: u128, b: &Bucket| {
-                    Timestamp::from_unix_nanos(tat.div_ceil(u128::from(b.capacity())) as u64)
-                        .max(now)
-                };
-                (
-                    keep(minute),
-                    keep(day),
-                    full(state.minute_tat, &self.minute),
-                    full(state.day_tat, &self.day),
-                )
+                (keep(minute), keep(day), full(now))
             }
-            Outcome::Banned { retry_after } => {
-                let until = now + retry_after;
-                let full = |tat: u128, b: &Bucket| {
-                    Timestamp::from_unix_nanos(tat.div_ceil(u128::from(b.capacity())) as u64)
-                        .max(until)
-                };
-                (
-                    0,
-                    0,
-                    full(state.minute_tat, &self.minute),
-                    full(state.day_tat, &self.day),
-                )
-            }
+            Outcome::Banned { retry_after } => (0, 0, full(now + retry_after)),
         };
         Decision {
             outcome,

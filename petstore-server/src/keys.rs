@@ -295,14 +295,6 @@ impl Keys {
             .filter(|entry| bool::from(entry.digest.ct_eq(&presented)))
     }
 
-    /// The limiter of the entry with this name (for log lines).
-    pub fn lookup_name(&self, name: &str) -> Option<&KeyLimiter> {
-        self.by_digest
-            .values()
-            .find(|e| &*e.name == name)
-            .map(|e| &*e.limiter)
-    }
-
     /// How many keys are in force.
     pub fn len(&self) -> usize {
         self.by_digest.len()

@@ -212,9 +212,8 @@ fn operation(
             if decision.ban_started {
                 let name = caller.as_ref().map_or("?", |name| &**name);
                 crate::log_info!(
-                    "key {name:?} banned for {} s: {} refusals within the ban window came back before their Retry-After",
-                    crate::error::secs(retry_after),
-                    state.keys().lookup_name(name).map_or(0, |l| l.ban_policy().strikes().get())
+                    "key {name:?} banned for {} s: too many requests came back before their Retry-After",
+                    crate::error::secs(retry_after)
                 );
             }
             served.refusal = Some("key_banned");
