@@ -9,6 +9,8 @@ use hyper::body::Bytes;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, LINK};
 use petstore_core::Decision;
 
+use crate::intern::intern;
+
 /// `X-RateLimit-Limit`.
 pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 /// `X-RateLimit-Remaining`.
@@ -41,9 +43,8 @@ pub fn value(text: String) -> Option<HeaderValue> {
 /// The `RateLimit-Policy` value of a key's windows, e.g.
 /// `"minute";q=60;w=60, "day";q=1000;w=86400`. It depends only on the
 /// quota, so it is built once per key (at load), not per request, and
-/// interned as a `'static` string: every request clones it, and cloning a
-/// static value touches no shared reference count (a shared one would be
-/// an atomic that every worker thread bounces).
+/// [`intern`]ed: every request clones it, and cloning a static value
+/// touches no shared reference count.
 pub fn policy(decision: &Decision) -> HeaderValue {
     let mut policy = String::with_capacity(48);
     for (i, w) in decision.windows().enumerate() {
@@ -59,13 +60,9 @@ pub fn policy(decision: &Decision) -> HeaderValue {
     static_value(policy)
 }
 
-/// A header value for the life of the process, interned: the same text
-/// always gives the same leaked string, so reloading keys does not grow
-/// memory (one string per distinct quota or base URL).
+/// A header value for the life of the process ([`intern`]ed). Text that
+/// is not a valid static header value gives an empty value.
 fn static_value(text: String) -> HeaderValue {
-    use std::collections::HashSet;
-    use std::sync::{Mutex, OnceLock};
-    static INTERNED: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
     // Exactly what `from_static` accepts (it panics on anything else; it
     // is stricter than `from_str`, which also takes bytes over 0x7f).
     if !text
@@ -74,19 +71,7 @@ fn static_value(text: String) -> HeaderValue {
     {
         return HeaderValue::from_static("");
     }
-    let mut set = INTERNED
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    let interned: &'static str = match set.get(text.as_str()) {
-        Some(existing) => existing,
-        None => {
-            let leaked: &'static str = Box::leak(text.into_boxed_str());
-            set.insert(leaked);
-            leaked
-        }
-    };
-    HeaderValue::from_static(interned)
+    HeaderValue::from_static(intern(&text))
 }
 
 /// Adds the rate-limit headers describing `decision`; `policy` is the

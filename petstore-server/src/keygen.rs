@@ -35,7 +35,7 @@ mod tests {
         let file = format!(r#"{{"keys":[{}]}}"#, entry(&a, "shop", Plan::Pro));
         assert!(!file.contains(&a));
         let keys = Keys::parse(file.as_bytes(), None).unwrap();
-        assert_eq!(keys.lookup(&a).map(|e| &*e.name), Some("shop"));
+        assert_eq!(keys.lookup(&a).map(|e| e.name), Some("shop"));
         assert!(keys.lookup(&b).is_none());
     }
 }

@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::headers;
+use crate::intern::intern;
 
 /// Anonymous clients remembered at most (see `AnonymousLimiter`): about
 /// 5 MB, and far more than the addresses one server sees in a minute.
@@ -91,8 +92,8 @@ struct BanFile {
 /// One key's entry: who it is, its plan, and its limiter.
 #[derive(Debug)]
 pub struct KeyEntry {
-    /// The entry's name (logged instead of the key).
-    pub name: Arc<str>,
+    /// The entry's name (logged instead of the key), [`intern`]ed.
+    pub name: &'static str,
     /// The plan.
     pub plan: Plan,
     /// The key's buckets; shared with the next table on reload when the
@@ -106,7 +107,9 @@ pub struct KeyEntry {
 /// The key table in force, and the limits of requests without a key.
 #[derive(Debug)]
 pub struct Keys {
-    by_digest: HashMap<[u8; 32], KeyEntry>,
+    // Entries are shared so that a connection can remember the entry of
+    // the key it presented (`connection.rs`) across requests.
+    by_digest: HashMap<[u8; 32], Arc<KeyEntry>>,
     /// Limits of requests without a valid key, per client address.
     pub anonymous: Arc<AnonymousLimiter>,
     /// The `RateLimit-Policy` of requests without a valid key.
@@ -160,7 +163,7 @@ impl Keys {
     /// without a keys file).
     pub fn single(name: &str, key: &str, quota: Quota) -> Keys {
         let entry = KeyEntry {
-            name: Arc::from(name),
+            name: intern(name),
             plan: Plan::Pro,
             limiter: Arc::new(KeyLimiter::new(quota, BanPolicy::default())),
             policy: key_policy(quota, BanPolicy::default()),
@@ -171,7 +174,7 @@ impl Keys {
             ANONYMOUS_CAPACITY,
         );
         Keys {
-            by_digest: HashMap::from([(entry.digest, entry)]),
+            by_digest: HashMap::from([(entry.digest, Arc::new(entry))]),
             anonymous_policy: anonymous_policy(&anonymous),
             anonymous: Arc::new(anonymous),
         }
@@ -209,7 +212,8 @@ impl Keys {
             .ok_or("anonymousPerMinute must be at least 1")?;
 
         let mut names = HashSet::new();
-        let mut by_digest = HashMap::new();
+        let mut digests = HashSet::new();
+        let mut staged = Vec::new();
         for (i, raw) in file.keys.into_iter().enumerate() {
             let at = match raw.get("name").and_then(serde_json::Value::as_str) {
                 Some(name) => format!("keys[{i}] (name {name:?})"),
@@ -258,19 +262,28 @@ impl Keys {
                 .filter(|old| old.limiter.quota() == quota && old.limiter.ban_policy() == ban)
                 .map(|old| old.limiter.clone())
                 .unwrap_or_else(|| Arc::new(KeyLimiter::new(quota, ban)));
-            let entry = KeyEntry {
-                name: Arc::from(entry.name),
-                plan,
-                limiter,
-                policy: key_policy(quota, ban),
-                digest,
-            };
-            if by_digest.insert(digest, entry).is_some() {
+            if !digests.insert(digest) {
                 return Err(format!(
                     "{at}: duplicate key (same key as an earlier entry)"
                 ));
             }
+            staged.push((entry.name, digest, plan, quota, ban, limiter));
         }
+        // Only a file that is valid as a whole interns its names and
+        // policies (interned text lives as long as the process).
+        let by_digest = staged
+            .into_iter()
+            .map(|(name, digest, plan, quota, ban, limiter)| {
+                let entry = KeyEntry {
+                    name: intern(&name),
+                    plan,
+                    limiter,
+                    policy: key_policy(quota, ban),
+                    digest,
+                };
+                (digest, Arc::new(entry))
+            })
+            .collect();
         let anonymous = previous
             .map(|p| p.anonymous.clone())
             .filter(|a| a.per_minute() == anonymous_per_minute.get())
@@ -288,7 +301,7 @@ impl Keys {
     }
 
     /// The entry of a presented key.
-    pub fn lookup(&self, key: &str) -> Option<&KeyEntry> {
+    pub fn lookup(&self, key: &str) -> Option<&Arc<KeyEntry>> {
         let presented = digest(key);
         self.by_digest
             .get(&presented)
@@ -327,10 +340,7 @@ mod tests {
              "anonymousPerMinute":60}}"#
         );
         let keys = parse(&json).unwrap();
-        assert_eq!(
-            keys.lookup("secret").map(|e| &*e.name),
-            Some("shop-frontend")
-        );
+        assert_eq!(keys.lookup("secret").map(|e| e.name), Some("shop-frontend"));
         assert_eq!(keys.lookup("dev-123").map(|e| e.plan), Some(Plan::Free));
         let big = keys.lookup("big").unwrap();
         assert_eq!(big.limiter.quota(), Quota::new(5000, 2_000_000).unwrap());

@@ -10,9 +10,11 @@
 //! | [`server`] | accept loop, connection limits, body reading, graceful shutdown |
 //! | [`routes`] | [`routes::respond`]: one parsed request in, one response out |
 //! | [`auth`] | the `Authorization: Bearer` header |
+//! | [`connection`] | one client connection: its address, the key it presented last |
 //! | [`keys`] | the keys file, key lookup, reload |
 //! | [`query`] | query-string and path-parameter parsing |
 //! | [`headers`] | rate-limit and deprecation headers |
+//! | [`intern`] | process-lifetime strings (no shared reference counts per request) |
 //! | [`cors`] | CORS preflight and response headers |
 //! | [`error`] | [`error::ApiError`]: every error's status, code and body |
 //! | [`state`] | [`state::AppState`], shared by all requests |
@@ -26,9 +28,11 @@
 pub mod access_log;
 pub mod auth;
 pub mod cli;
+pub mod connection;
 pub mod cors;
 pub mod error;
 pub mod headers;
+pub mod intern;
 pub mod keygen;
 pub mod keys;
 pub mod log;

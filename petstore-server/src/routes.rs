@@ -6,9 +6,6 @@
 //! Order of checks for the operations (README, "Routing and order of
 //! checks"): route, method, key, rate limit, query, path, body.
 
-use std::net::IpAddr;
-use std::sync::Arc;
-
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::header::{HeaderMap, HeaderValue, CONTENT_TYPE, LINK, LOCATION};
@@ -17,6 +14,7 @@ use hyper::{Method, Response, StatusCode};
 use petstore_core::{Decision, ListQuery, NewPet, Outcome, PetError};
 
 use crate::auth::{credential, Credential};
+use crate::connection::Connection;
 use crate::error::{ApiError, HttpResponse};
 use crate::state::AppState;
 use crate::{cors, headers, query};
@@ -48,7 +46,7 @@ pub struct Served {
     /// The route template, e.g. `/v1/pets/{petId}`; `unknown` for no route.
     pub route: &'static str,
     /// The name of the key's entry, when a valid key was sent.
-    pub key: Option<Arc<str>>,
+    pub key: Option<&'static str>,
     /// `rate_limited` or `key_banned` when refused with 429.
     pub refusal: Option<&'static str>,
 }
@@ -110,15 +108,10 @@ enum Operation<'a> {
     ListOrders,
 }
 
-/// Answers one request. `body` is what the server read of the body;
-/// `peer` is the client address (for the limits of requests without a key).
-/// Also returns what the access log and metrics record of it.
-pub fn respond(
-    state: &AppState,
-    head: &Parts,
-    body: BodyRead,
-    peer: IpAddr,
-) -> (HttpResponse, Served) {
+/// Answers one request on `connection`. `body` is what the server read of
+/// the body. Also returns what the access log and metrics record of it.
+pub fn respond(connection: &Connection, head: &Parts, body: BodyRead) -> (HttpResponse, Served) {
+    let state = &*connection.state;
     let cors_on = !state.options.cors_origins.is_empty();
     let origin = cors::allowed_origin(&state.options.cors_origins, &head.headers);
     let route =
@@ -146,16 +139,16 @@ pub fn respond(
         }
         (&Method::GET, Route::Metrics) => metrics(state),
         (&Method::GET, Route::Pets) => {
-            operation(state, head, body, peer, Operation::ListPets, &mut served)
+            operation(connection, head, body, Operation::ListPets, &mut served)
         }
         (&Method::POST, Route::Pets) => {
-            operation(state, head, body, peer, Operation::CreatePet, &mut served)
+            operation(connection, head, body, Operation::CreatePet, &mut served)
         }
         (&Method::GET, Route::Pet(id)) => {
-            operation(state, head, body, peer, Operation::GetPet(id), &mut served)
+            operation(connection, head, body, Operation::GetPet(id), &mut served)
         }
         (&Method::GET, Route::Orders) => {
-            operation(state, head, body, peer, Operation::ListOrders, &mut served)
+            operation(connection, head, body, Operation::ListOrders, &mut served)
         }
         (&Method::OPTIONS, route) if cors_on => {
             let mut response = empty(StatusCode::NO_CONTENT);
@@ -195,14 +188,14 @@ fn metrics(state: &AppState) -> HttpResponse {
 /// Key, rate limit, then the operation itself; the rate-limit headers go
 /// on whatever comes out.
 fn operation(
-    state: &AppState,
+    connection: &Connection,
     head: &Parts,
     body: BodyRead,
-    peer: IpAddr,
     op: Operation<'_>,
     served: &mut Served,
 ) -> HttpResponse {
-    let (decision, policy, caller) = authorize(state, &head.headers, peer);
+    let state = &*connection.state;
+    let (decision, policy, caller) = authorize(connection, &head.headers);
     let result = match decision.outcome {
         Outcome::Limited { retry_after } => {
             served.refusal = Some("rate_limited");
@@ -210,7 +203,7 @@ fn operation(
         }
         Outcome::Banned { retry_after } => {
             if decision.ban_started {
-                let name = caller.as_ref().map_or("?", |name| &**name);
+                let name = caller.as_ref().map_or("?", |name| *name);
                 crate::log_info!(
                     "key {name:?} banned for {} s: too many requests came back before their Retry-After",
                     crate::error::secs(retry_after)
@@ -224,11 +217,7 @@ fn operation(
             Ok(_) => run(state, head, body, op),
         },
     };
-    // The name is only for the access log; cloning the Arc would be an
-    // atomic shared by every request of the key.
-    if state.options.access_log {
-        served.key = caller.ok();
-    }
+    served.key = caller.ok();
     let mut response = result.unwrap_or_else(|e| e.to_response());
     headers::rate_limit(response.headers_mut(), &decision, &policy);
     if let Operation::GetPet(_) = op {
@@ -241,27 +230,26 @@ fn operation(
 /// valid key. Returns the decision, the `RateLimit-Policy` of the charged
 /// limiter, and the key's entry name (or why there is no valid key).
 fn authorize(
-    state: &AppState,
+    connection: &Connection,
     request: &HeaderMap,
-    peer: IpAddr,
-) -> (Decision, HeaderValue, Result<Arc<str>, ApiError>) {
+) -> (Decision, HeaderValue, Result<&'static str, ApiError>) {
+    let state = &*connection.state;
     let now = state.clock.now();
-    let keys = state.keys();
     let key_sent = match credential(request) {
-        Credential::Bearer(key) => match keys.lookup(key) {
-            Some(entry) => {
-                return (
-                    entry.limiter.check(now),
-                    entry.policy.clone(),
-                    Ok(entry.name.clone()),
-                );
+        Credential::Bearer(key) => {
+            let charged = connection.with_key(key, |entry| {
+                (entry.limiter.check(now), entry.policy.clone(), entry.name)
+            });
+            match charged {
+                Some((decision, policy, name)) => return (decision, policy, Ok(name)),
+                None => true,
             }
-            None => true,
-        },
+        }
         Credential::Malformed => true,
         Credential::Missing => false,
     };
-    let decision = keys.anonymous.check(peer, now);
+    let keys = state.keys();
+    let decision = keys.anonymous.check(connection.peer, now);
     (
         decision,
         keys.anonymous_policy.clone(),
@@ -437,20 +425,22 @@ mod tests {
     use crate::keys::Keys;
     use crate::state::Options;
     use petstore_core::{FakeClock, Inventory, Quota, Timestamp};
-    use std::net::Ipv4Addr;
+    use std::net::{IpAddr, Ipv4Addr};
+    use std::sync::Arc;
 
     const KEY: &str = "test-key";
 
-    fn state() -> AppState {
+    fn state() -> Connection {
         let keys = Keys::single("test", KEY, Quota::new(1000, 10_000).unwrap());
         let clock = Arc::new(FakeClock::new(Timestamp::from_unix_secs(1_000_000)));
-        AppState::new(
+        let state = AppState::new(
             Arc::new(Inventory::in_memory()),
             keys,
             None,
             clock,
             Options::default(),
-        )
+        );
+        Connection::new(Arc::new(state), IpAddr::V4(Ipv4Addr::LOCALHOST))
     }
 
     fn request(method: &str, uri: &str, headers: &[(&str, &str)]) -> Parts {
@@ -461,7 +451,7 @@ mod tests {
         builder.body(()).unwrap().into_parts().0
     }
 
-    fn call(state: &AppState, method: &str, uri: &str, body: &str) -> HttpResponse {
+    fn call(connection: &Connection, method: &str, uri: &str, body: &str) -> HttpResponse {
         let auth = format!("Bearer {KEY}");
         let head = request(
             method,
@@ -472,7 +462,7 @@ mod tests {
             ],
         );
         let body = BodyRead::Complete(Bytes::from(body.to_owned()));
-        respond(state, &head, body, IpAddr::V4(Ipv4Addr::LOCALHOST)).0
+        respond(connection, &head, body).0
     }
 
     #[test]
@@ -520,7 +510,7 @@ mod tests {
             call(&s, "POST", "/v1/pets?x=1", r#"{"name":"a","categoryId":2}"#).status(),
             StatusCode::BAD_REQUEST
         );
-        assert!(s.inventory.is_empty());
+        assert!(s.state.inventory.is_empty());
     }
 
     #[test]
@@ -539,7 +529,7 @@ mod tests {
                     ("content-type", "text/plain"),
                 ],
             );
-            let (response, _) = respond(&s, &head, body.clone(), IpAddr::V4(Ipv4Addr::LOCALHOST));
+            let (response, _) = respond(&s, &head, body.clone());
             assert_eq!(
                 response.status(),
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -550,19 +540,9 @@ mod tests {
             ("authorization", "Bearer test-key"),
             ("content-type", "application/json"),
         ];
-        let (r, _) = respond(
-            &s,
-            &request("POST", "/v1/pets", &json),
-            BodyRead::TooLarge,
-            IpAddr::V4(Ipv4Addr::LOCALHOST),
-        );
+        let (r, _) = respond(&s, &request("POST", "/v1/pets", &json), BodyRead::TooLarge);
         assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
-        let (r, _) = respond(
-            &s,
-            &request("POST", "/v1/pets", &json),
-            BodyRead::TimedOut,
-            IpAddr::V4(Ipv4Addr::LOCALHOST),
-        );
+        let (r, _) = respond(&s, &request("POST", "/v1/pets", &json), BodyRead::TimedOut);
         assert_eq!(r.status(), StatusCode::REQUEST_TIMEOUT);
     }
 

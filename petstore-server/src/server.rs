@@ -35,6 +35,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::access_log;
+use crate::connection::Connection;
 use crate::error::{ApiError, HttpResponse};
 use crate::routes::{respond, BodyRead, Served, MAX_BODY};
 use crate::state::AppState;
@@ -73,23 +74,30 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) {
     let body_timeout = limits.body_timeout;
-    serve(listener, limits, shutdown, move |request, peer| {
-        handle(state.clone(), request, peer, body_timeout)
+    serve(listener, limits, shutdown, move |peer| {
+        // One Arc per connection, cloned per request: its count is touched
+        // by that connection's requests only, where cloning the shared
+        // state's Arc per request would bounce one cache line between all
+        // worker threads.
+        let connection = Arc::new(Connection::new(state.clone(), peer));
+        move |request| handle(connection.clone(), request, body_timeout)
     })
     .await;
 }
 
-/// The accept loop with all the limits, around any handler. [`run`] uses
-/// it with the API; the load benchmark's baseline server uses it with a
-/// handler that does no work, so both have the same runtime and connection
-/// settings.
-pub async fn serve<H, F>(
+/// The accept loop with all the limits, around any handler:
+/// `connect(peer)` makes the handler of one connection's requests. [`run`]
+/// uses it with the API; the load benchmark's baseline server uses it with
+/// a handler that does no work, so both have the same runtime and
+/// connection settings.
+pub async fn serve<C, H, F>(
     listener: TcpListener,
     limits: Limits,
     shutdown: impl Future<Output = ()>,
-    handler: H,
+    mut connect: C,
 ) where
-    H: Fn(Request<Incoming>, IpAddr) -> F + Clone + Send + 'static,
+    C: FnMut(IpAddr) -> H,
+    H: Fn(Request<Incoming>) -> F + Send + 'static,
     F: Future<Output = Result<HttpResponse, Infallible>> + Send + 'static,
 {
     let mut http = http1::Builder::new();
@@ -122,8 +130,7 @@ pub async fn serve<H, F>(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let handler = handler.clone();
-        let service = service_fn(move |request| handler(request, peer.ip()));
+        let service = service_fn(connect(peer.ip()));
         let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
             let _permit = permit;
@@ -147,12 +154,12 @@ pub async fn serve<H, F>(
 }
 
 async fn handle(
-    state: Arc<AppState>,
+    connection: Arc<Connection>,
     request: Request<Incoming>,
-    peer: IpAddr,
     body_timeout: Duration,
 ) -> Result<HttpResponse, Infallible> {
     let started = Instant::now();
+    let state = &*connection.state;
     let (head, body) = request.into_parts();
     let method = method_label(&head.method);
     let body = read_body(&head, body, body_timeout).await;
@@ -160,18 +167,25 @@ async fn handle(
     // so the runtime's workers keep serving reads meanwhile.
     let blocks = head.method == Method::POST && state.inventory.journal_path().is_some();
     let (response, served) = if blocks {
-        let state = state.clone();
+        let connection = connection.clone();
         let path = head.uri.path().to_owned();
-        tokio::task::spawn_blocking(move || answer(&state, &head, body, peer))
+        tokio::task::spawn_blocking(move || answer(&connection, &head, body))
             .await
             .unwrap_or_else(|_| {
                 log_error!("handler panicked on {method} {path}; answered 500");
                 (ApiError::Internal.to_response(), Served::default())
             })
     } else {
-        answer(&state, &head, body, peer)
+        answer(&connection, &head, body)
     };
-    record(&state, method, peer, &response, &served, started.elapsed());
+    record(
+        state,
+        method,
+        connection.peer,
+        &response,
+        &served,
+        started.elapsed(),
+    );
     Ok(response)
 }
 
@@ -198,7 +212,7 @@ fn record(
             route: served.route,
             status,
             micros: access_log::micros(elapsed),
-            key: served.key.as_deref(),
+            key: served.key,
             client: peer,
         }
         .write();
@@ -223,8 +237,8 @@ fn method_label(method: &Method) -> &'static str {
 }
 
 /// [`respond`], with a panic turned into a logged 500 `internal`.
-fn answer(state: &AppState, head: &Parts, body: BodyRead, peer: IpAddr) -> (HttpResponse, Served) {
-    std::panic::catch_unwind(AssertUnwindSafe(|| respond(state, head, body, peer))).unwrap_or_else(
+fn answer(connection: &Connection, head: &Parts, body: BodyRead) -> (HttpResponse, Served) {
+    std::panic::catch_unwind(AssertUnwindSafe(|| respond(connection, head, body))).unwrap_or_else(
         |_| {
             log_error!(
                 "handler panicked on {} {}; answered 500",

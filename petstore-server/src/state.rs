@@ -2,6 +2,7 @@
 //! key table in force, the clock and the server's options.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,6 +56,9 @@ pub struct AppState {
     /// one limiter check; a reload builds the new table outside the lock
     /// and swaps it in.
     keys: RwLock<Arc<Keys>>,
+    /// Bumped after every reload, so that connections know the key entry
+    /// they remember may be stale (`connection.rs`).
+    keys_generation: AtomicU64,
     keys_path: Option<PathBuf>,
     successor_link: HeaderValue,
 }
@@ -78,6 +82,7 @@ impl AppState {
             clock,
             options,
             keys: RwLock::new(Arc::new(keys)),
+            keys_generation: AtomicU64::new(0),
             keys_path,
         }
     }
@@ -92,6 +97,11 @@ impl AppState {
         self.keys.read()
     }
 
+    /// Changes with every reload of the key table.
+    pub fn keys_generation(&self) -> u64 {
+        self.keys_generation.load(Ordering::Acquire)
+    }
+
     /// Re-reads the keys file. On error the old table stays in force.
     /// Returns the number of keys now in force, or `None` when the server
     /// has no keys file.
@@ -103,6 +113,9 @@ impl AppState {
         let fresh = Keys::load(path, Some(&previous))?;
         let count = fresh.len();
         *self.keys.write() = Arc::new(fresh);
+        // Release: a connection that sees the new generation and looks
+        // the key up again finds the new table.
+        self.keys_generation.fetch_add(1, Ordering::Release);
         Ok(Some(count))
     }
 }

@@ -5,6 +5,7 @@ Subcommands:
   seed BASE KEY N THREADS      POST N pets (a third of each status), keep-alive
   journal PATH N               write a durable journal of N pets
   count BASE KEY AFTER         print how many pets have an id above AFTER
+  drive BASE KEY METHOD PATH N send N requests on one keep-alive connection
   record ...                   turn one wrk run into a JSON line of results
   memwatch ...                 sample VmRSS and the pet count while a load runs
   report RESULTS [MEMORY]      print the Markdown tables; exit 3 on any error
@@ -102,6 +103,32 @@ def count(args):
     conn = connect(args.base)
     n, _ = count_after(conn, args.key, args.after)
     print(n)
+
+
+def drive(args):
+    """N requests, one at a time, on one keep-alive connection (for
+    scripts/profile, where the server runs under callgrind and the
+    requests' order and content must be the same every run). `{id}` in
+    PATH becomes a pseudo-random id in 1..--ids (a fixed LCG sequence);
+    POST sends a fixed valid pet. Any status but 2xx fails the run."""
+    conn = connect(args.base)
+    headers = {"Authorization": f"Bearer {args.key}"}
+    body = None
+    if args.method == "POST":
+        headers["Content-Type"] = "application/json"
+        body = b'{"name":"profiled","categoryId":3,"status":"sold"}'
+    state = 12345
+    for _ in range(args.n):
+        path = args.path
+        if "{id}" in path:
+            state = (state * 1103515245 + 12345) % 2**31
+            path = path.replace("{id}", str(state % args.ids + 1))
+        conn.request(args.method, path, body=body, headers=headers)
+        response = conn.getresponse()
+        response.read()
+        if not 200 <= response.status < 300:
+            raise SystemExit(f"{args.method} {path}: {response.status}")
+    conn.close()
 
 
 # --- journal ----------------------------------------------------------------
@@ -477,6 +504,15 @@ def main():
     s.add_argument("key")
     s.add_argument("after", type=int)
     s.set_defaults(func=count)
+
+    s = sub.add_parser("drive")
+    s.add_argument("base")
+    s.add_argument("key")
+    s.add_argument("method", choices=["GET", "POST"])
+    s.add_argument("path")
+    s.add_argument("n", type=int)
+    s.add_argument("--ids", type=int, default=10000)
+    s.set_defaults(func=drive)
 
     s = sub.add_parser("record")
     s.add_argument("--results", required=True)
