@@ -20,6 +20,7 @@
 //! | [`state`] | [`state::AppState`], shared by all requests |
 //! | [`keygen`] | `petstore-server keygen` |
 //! | [`metrics`] | `GET /metrics` (Prometheus) |
+//! | [`recorder`] | per-thread request counters behind `/metrics` |
 //! | [`access_log`] | `--access-log`: one JSON line per request |
 //! | [`log`] | log lines on stderr |
 
@@ -38,6 +39,7 @@ pub mod keys;
 pub mod log;
 pub mod metrics;
 pub mod query;
+pub mod recorder;
 pub mod routes;
 pub mod server;
 pub mod state;
