@@ -404,9 +404,11 @@ fn no_body(body: &BodyRead) -> Result<(), ApiError> {
 fn json(status: StatusCode, body: Bytes) -> HttpResponse {
     let mut response = Response::new(Full::new(body));
     *response.status_mut() = status;
-    // Room for the rate-limit, paging and deprecation headers without
-    // the map growing as they go in.
-    *response.headers_mut() = HeaderMap::with_capacity(16);
+    // Room for the most an operation adds without the map growing as they
+    // go in: this one, five rate-limit headers, and `Link` (a list page)
+    // or `Deprecation`, `Sunset` and `Link` (`getPet`). CORS, when on,
+    // adds a few more and the map grows once.
+    *response.headers_mut() = HeaderMap::with_capacity(9);
     response
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
