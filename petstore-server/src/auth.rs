@@ -13,7 +13,9 @@ pub enum Credential<'a> {
     Bearer(&'a str),
 }
 
-/// Reads the bearer token of a request.
+/// Reads the bearer token of a request: `Bearer`, in any case, one or
+/// more spaces, and a token68. One pass over the bytes (this runs on
+/// every request).
 pub fn credential(headers: &HeaderMap) -> Credential<'_> {
     let mut values = headers.get_all(AUTHORIZATION).iter();
     let Some(value) = values.next() else {
@@ -22,26 +24,44 @@ pub fn credential(headers: &HeaderMap) -> Credential<'_> {
     if values.next().is_some() {
         return Credential::Malformed;
     }
-    let Ok(text) = value.to_str() else {
+    let bytes = value.as_bytes();
+    let Some((scheme, rest)) = bytes.split_at_checked(6) else {
         return Credential::Malformed;
     };
-    let Some((scheme, token)) = text.split_once(' ') else {
-        return Credential::Malformed;
-    };
-    let token = token.trim_start_matches(' ');
-    if !scheme.eq_ignore_ascii_case("bearer") || !is_token68(token) {
+    if !scheme.eq_ignore_ascii_case(b"bearer") || rest.first() != Some(&b' ') {
         return Credential::Malformed;
     }
-    Credential::Bearer(token)
+    let spaces = rest.iter().take_while(|b| **b == b' ').count();
+    let token = &rest[spaces..];
+    if !is_token68(token) {
+        return Credential::Malformed;
+    }
+    // A token68 is ASCII, so this cannot fail.
+    match std::str::from_utf8(token) {
+        Ok(token) => Credential::Bearer(token),
+        Err(_) => Credential::Malformed,
+    }
 }
 
+/// The bytes of token68 before its padding: `ALPHA / DIGIT / "-" / "." /
+/// "_" / "~" / "+" / "/"`.
+const TOKEN68: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] =
+            c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~' | b'+' | b'/');
+        b += 1;
+    }
+    table
+};
+
 /// `token68 = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="`
-fn is_token68(s: &str) -> bool {
-    let body = s.trim_end_matches('=');
-    !body.is_empty()
-        && body.bytes().all(|b| {
-            b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'+' | b'/')
-        })
+fn is_token68(token: &[u8]) -> bool {
+    let padding = token.iter().rev().take_while(|b| **b == b'=').count();
+    let body = &token[..token.len() - padding];
+    !body.is_empty() && body.iter().all(|b| TOKEN68[usize::from(*b)])
 }
 
 #[cfg(test)]
@@ -76,6 +96,12 @@ mod tests {
             "Bearer ==",
             "Token abc",
             "abc",
+            "Bearerx abc",
+            "Bearer\tabc",
+            "Bearer a=b",
+            "Bearer abc ",
+            "Bear abc",
+            "Bearer caf\u{e9}",
         ] {
             assert_eq!(credential(&with(&[bad])), Credential::Malformed, "{bad:?}");
         }

@@ -11,13 +11,12 @@ use std::num::NonZeroU32;
 use std::path::Path;
 use std::sync::Arc;
 
-use hyper::header::HeaderValue;
 use petstore_core::{AnonymousLimiter, BanPolicy, KeyLimiter, Plan, Plans, Quota, Timestamp};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::headers;
+use crate::headers::QuotaHeaders;
 use crate::intern::intern;
 
 /// Anonymous clients remembered at most (see `AnonymousLimiter`): about
@@ -99,8 +98,8 @@ pub struct KeyEntry {
     /// The key's buckets; shared with the next table on reload when the
     /// entry is unchanged, so a reload does not refill them.
     pub limiter: Arc<KeyLimiter>,
-    /// Its `RateLimit-Policy` header value.
-    pub policy: HeaderValue,
+    /// Its quota's rate-limit header values.
+    pub quota_headers: QuotaHeaders,
     digest: [u8; 32],
 }
 
@@ -112,22 +111,23 @@ pub struct Keys {
     by_digest: HashMap<[u8; 32], Arc<KeyEntry>>,
     /// Limits of requests without a valid key, per client address.
     pub anonymous: Arc<AnonymousLimiter>,
-    /// The `RateLimit-Policy` of requests without a valid key.
-    pub anonymous_policy: HeaderValue,
+    /// The quota's rate-limit header values of requests without a valid
+    /// key.
+    pub anonymous_headers: QuotaHeaders,
 }
 
 /// The policy header of a limiter, from a decision it made at time zero
 /// on a throwaway copy (the numbers depend only on the quota).
-fn key_policy(quota: Quota, ban: BanPolicy) -> HeaderValue {
-    headers::policy(&KeyLimiter::new(quota, ban).check(Timestamp::default()))
+fn key_headers(quota: Quota, ban: BanPolicy) -> QuotaHeaders {
+    QuotaHeaders::of(&KeyLimiter::new(quota, ban).check(Timestamp::default()))
 }
 
-fn anonymous_policy(limiter: &AnonymousLimiter) -> HeaderValue {
+fn anonymous_headers(limiter: &AnonymousLimiter) -> QuotaHeaders {
     let probe = AnonymousLimiter::new(
         NonZeroU32::new(limiter.per_minute()).unwrap_or(NonZeroU32::MIN),
         2,
     );
-    headers::policy(&probe.check(std::net::IpAddr::from([0, 0, 0, 0]), Timestamp::default()))
+    QuotaHeaders::of(&probe.check(std::net::IpAddr::from([0, 0, 0, 0]), Timestamp::default()))
 }
 
 /// SHA-256 of a presented key.
@@ -166,7 +166,7 @@ impl Keys {
             name: intern(name),
             plan: Plan::Pro,
             limiter: Arc::new(KeyLimiter::new(quota, BanPolicy::default())),
-            policy: key_policy(quota, BanPolicy::default()),
+            quota_headers: key_headers(quota, BanPolicy::default()),
             digest: digest(key),
         };
         let anonymous = AnonymousLimiter::new(
@@ -175,7 +175,7 @@ impl Keys {
         );
         Keys {
             by_digest: HashMap::from([(entry.digest, Arc::new(entry))]),
-            anonymous_policy: anonymous_policy(&anonymous),
+            anonymous_headers: anonymous_headers(&anonymous),
             anonymous: Arc::new(anonymous),
         }
     }
@@ -278,7 +278,7 @@ impl Keys {
                     name: intern(&name),
                     plan,
                     limiter,
-                    policy: key_policy(quota, ban),
+                    quota_headers: key_headers(quota, ban),
                     digest,
                 };
                 (digest, Arc::new(entry))
@@ -295,7 +295,7 @@ impl Keys {
             });
         Ok(Keys {
             by_digest,
-            anonymous_policy: anonymous_policy(&anonymous),
+            anonymous_headers: anonymous_headers(&anonymous),
             anonymous,
         })
     }

@@ -16,6 +16,7 @@ use petstore_core::{Decision, ListQuery, NewPet, Outcome, PetError};
 use crate::auth::{credential, Credential};
 use crate::connection::Connection;
 use crate::error::{ApiError, HttpResponse};
+use crate::headers::QuotaHeaders;
 use crate::state::AppState;
 use crate::{cors, headers, query};
 
@@ -195,7 +196,7 @@ fn operation(
     served: &mut Served,
 ) -> HttpResponse {
     let state = &*connection.state;
-    let (decision, policy, caller) = authorize(connection, &head.headers);
+    let (decision, quota, caller) = authorize(connection, &head.headers);
     let result = match decision.outcome {
         Outcome::Limited { retry_after } => {
             served.refusal = Some("rate_limited");
@@ -219,7 +220,7 @@ fn operation(
     };
     served.key = caller.ok();
     let mut response = result.unwrap_or_else(|e| e.to_response());
-    headers::rate_limit(response.headers_mut(), &decision, &policy);
+    headers::rate_limit(response.headers_mut(), &decision, &quota);
     if let Operation::GetPet(_) = op {
         headers::deprecation(response.headers_mut(), state.successor_link());
     }
@@ -227,18 +228,19 @@ fn operation(
 }
 
 /// Charges the key's buckets, or the client address's when there is no
-/// valid key. Returns the decision, the `RateLimit-Policy` of the charged
-/// limiter, and the key's entry name (or why there is no valid key).
+/// valid key. Returns the decision, the quota's header values of the
+/// charged limiter, and the key's entry name (or why there is no valid
+/// key).
 fn authorize(
     connection: &Connection,
     request: &HeaderMap,
-) -> (Decision, HeaderValue, Result<&'static str, ApiError>) {
+) -> (Decision, QuotaHeaders, Result<&'static str, ApiError>) {
     let state = &*connection.state;
     let now = state.clock.now();
     let key_sent = match credential(request) {
         Credential::Bearer(key) => {
             let charged = connection.with_key(key, |entry| {
-                (entry.limiter.check(now), entry.policy.clone(), entry.name)
+                (entry.limiter.check(now), entry.quota_headers, entry.name)
             });
             match charged {
                 Some((decision, policy, name)) => return (decision, policy, Ok(name)),
@@ -252,7 +254,7 @@ fn authorize(
     let decision = keys.anonymous.check(connection.peer, now);
     (
         decision,
-        keys.anonymous_policy.clone(),
+        keys.anonymous_headers,
         Err(ApiError::Unauthorized { key_sent }),
     )
 }
