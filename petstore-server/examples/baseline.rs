@@ -17,14 +17,6 @@ use hyper::Response;
 use petstore_server::server::{serve, Limits};
 use tokio::net::TcpListener;
 
-// mimalloc, not glibc's malloc: under load, glibc's arena locks were the
-// main source of futex waits (a worker freeing what another allocated;
-// tokio moves connections between workers). README, "Performance".
-// The baseline uses the same allocator as the server, so that the ratio
-// measures the server's work, not the allocator.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// 20 pets, as `GET /v1/pets?limit=20` answers them on a seeded server.
 /// Static (leaked once), so handing it to a response touches no shared
 /// reference count: the ruler does no avoidable work.

@@ -12,12 +12,6 @@ use petstore_server::keys::Keys;
 use petstore_server::server::{self, Limits};
 use petstore_server::state::{AppState, Options};
 use petstore_server::{keygen, log_error, log_info};
-
-// mimalloc, not glibc's malloc: under load, glibc's arena locks were the
-// main source of futex waits (a worker freeing what another allocated;
-// tokio moves connections between workers). README, "Performance".
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 
