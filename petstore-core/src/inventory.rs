@@ -34,7 +34,7 @@ use parking_lot::RwLock;
 use crate::error::{CreateError, OpenError};
 use crate::journal::{Journal, JournalOptions, JournalStats, Recovery};
 use crate::pet::{CategoryId, NewPet, Pet, PetId, PetStatus};
-use crate::query::{JsonPage, ListQuery, Page};
+use crate::query::{JsonPage, Limit, ListQuery, Page};
 
 /// The pet inventory. `Send + Sync`: share it with an `Arc` and call it
 /// through `&self` from any thread.
@@ -176,6 +176,9 @@ impl Inventory {
     /// response body (a bare array of Pet). Byte for byte the same as
     /// `serde_json::to_vec(&inventory.list(query).pets)`.
     ///
+    /// The body's capacity is exactly its length, so a server can hand it
+    /// on (`bytes::Bytes::from`, say) without another allocation.
+    ///
     /// # Examples
     ///
     /// ```
@@ -194,7 +197,8 @@ impl Inventory {
         if query.status.is_none() {
             // Consecutive ids are consecutive in the arena: one copy.
             let (range, next_after) = records.all_range(query);
-            let mut body = Vec::with_capacity(2 + records.arena_span(&range));
+            // `[`, the pets with their commas, the last comma becoming `]`.
+            let mut body = Vec::with_capacity((1 + records.arena_span(&range)).max(2));
             body.push(b'[');
             if !range.is_empty() {
                 let start = records.start(range.start);
@@ -208,13 +212,25 @@ impl Inventory {
                 next_after,
             };
         }
-        let mut body = Vec::with_capacity(2 + 80 * query.limit.get());
-        body.push(b'[');
+        // The matches first, so that the body is allocated once, exactly.
+        let mut picked = [0usize; Limit::MAX.get()];
         let mut count = 0;
         let next_after = records.select(query, |index| {
-            count += 1;
-            body.extend_from_slice(&records.arena[records.start(index)..records.end(index)]);
+            if let Some(slot) = picked.get_mut(count) {
+                *slot = index;
+                count += 1;
+            }
         });
+        let picked = &picked[..count];
+        let span: usize = picked
+            .iter()
+            .map(|&index| records.end(index) - records.start(index))
+            .sum();
+        let mut body = Vec::with_capacity((1 + span).max(2));
+        body.push(b'[');
+        for &index in picked {
+            body.extend_from_slice(&records.arena[records.start(index)..records.end(index)]);
+        }
         close_array(&mut body);
         JsonPage {
             body,
@@ -744,6 +760,7 @@ mod tests {
                 let want = naive(&all, &q);
                 prop_assert_eq!(&inv.list(&q), &want);
                 let json = inv.list_json(&q);
+                prop_assert_eq!(json.body.capacity(), json.body.len());
                 prop_assert_eq!(Some(json.body), serde_json::to_vec(&want.pets).ok());
                 prop_assert_eq!(json.next_after, want.next_after);
                 // And the rest of the pages, by the cursor.
@@ -776,6 +793,7 @@ mod tests {
                 let want = naive(&all, q);
                 prop_assert_eq!(&inv.list(q), &want);
                 let json = inv.list_json(q);
+                prop_assert_eq!(json.body.capacity(), json.body.len());
                 prop_assert_eq!(Some(json.body), serde_json::to_vec(&want.pets).ok());
                 prop_assert_eq!(json.count, want.pets.len());
                 prop_assert_eq!(json.next_after, want.next_after);

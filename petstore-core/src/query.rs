@@ -35,8 +35,8 @@ impl Limit {
     }
 
     /// The page size.
-    pub fn get(self) -> usize {
-        usize::from(self.0)
+    pub const fn get(self) -> usize {
+        self.0 as usize
     }
 }
 

@@ -8,7 +8,7 @@
 
 use http_body_util::Full;
 use hyper::body::Bytes;
-use hyper::header::{HeaderMap, HeaderValue, CONTENT_TYPE, LINK, LOCATION};
+use hyper::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
 use hyper::http::request::Parts;
 use hyper::{Method, Response, StatusCode};
 use petstore_core::{Decision, ListQuery, NewPet, Outcome, PetError};
@@ -16,7 +16,7 @@ use petstore_core::{Decision, ListQuery, NewPet, Outcome, PetError};
 use crate::auth::{credential, Credential};
 use crate::connection::Connection;
 use crate::error::{ApiError, HttpResponse};
-use crate::headers::QuotaHeaders;
+use crate::headers::{Extra, QuotaHeaders};
 use crate::state::AppState;
 use crate::{cors, headers, query};
 
@@ -219,12 +219,30 @@ fn operation(
         },
     };
     served.key = caller.ok();
-    let mut response = result.unwrap_or_else(|e| e.to_response());
-    headers::rate_limit(response.headers_mut(), &decision, &quota);
-    if let Operation::GetPet(_) = op {
-        headers::deprecation(response.headers_mut(), state.successor_link());
+    match result {
+        Ok(success) => {
+            let mut response = Response::new(Full::new(success.body));
+            *response.status_mut() = success.status;
+            *response.headers_mut() = quota.success(&decision, success.extra);
+            response
+        }
+        Err(error) => {
+            let mut response = error.to_response();
+            headers::rate_limit(response.headers_mut(), &decision, &quota);
+            if let Operation::GetPet(_) = op {
+                headers::deprecation(response.headers_mut(), state.successor_link());
+            }
+            response
+        }
     }
-    response
+}
+
+/// A 2xx answer of an operation; [`QuotaHeaders::success`] makes its
+/// headers.
+struct Success {
+    status: StatusCode,
+    body: Bytes,
+    extra: Extra,
 }
 
 /// Charges the key's buckets, or the client address's when there is no
@@ -264,7 +282,7 @@ fn run(
     head: &Parts,
     body: BodyRead,
     op: Operation<'_>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Success, ApiError> {
     let query = head.uri.query();
     match op {
         Operation::ListPets => {
@@ -281,7 +299,11 @@ fn run(
             let id = query::pet_id(segment)?;
             no_body(&body)?;
             match state.inventory.get_json(id) {
-                Some(pet) => Ok(json(StatusCode::OK, Bytes::from(pet))),
+                Some(pet) => Ok(Success {
+                    status: StatusCode::OK,
+                    body: Bytes::from(pet),
+                    extra: Extra::Deprecated(state.successor_link().clone()),
+                }),
                 None => Err(ApiError::NotFound(format!("no pet with id {id}"))),
             }
         }
@@ -295,37 +317,40 @@ fn run(
     }
 }
 
-fn list_pets(state: &AppState, list: &ListQuery) -> HttpResponse {
+fn list_pets(state: &AppState, list: &ListQuery) -> Success {
     let page = state.inventory.list_json(list);
-    let mut response = json(StatusCode::OK, Bytes::from(page.body));
-    if let Some(after) = page.next_after {
-        // `<{base}/pets?limit=N[&status=S]&after=ID>; rel="next"`, without
-        // `format!` (this is the hot path of the service).
-        let base = state.options.base_url.as_bytes();
-        let mut link = Vec::with_capacity(base.len() + 64);
-        link.push(b'<');
-        link.extend_from_slice(base);
-        link.extend_from_slice(b"/pets?limit=");
-        headers::push_u64(&mut link, list.limit.get() as u64);
-        if let Some(status) = list.status {
-            link.extend_from_slice(b"&status=");
-            link.extend_from_slice(status.as_str().as_bytes());
+    // `<{base}/pets?limit=N[&status=S]&after=ID>; rel="next"`, without
+    // `format!` (this is the hot path of the service), in a buffer of
+    // exactly its length (`Bytes` takes that without allocating again).
+    let next = page.next_after.and_then(|after| {
+        let mut limit_digits = itoa::Buffer::new();
+        let mut after_digits = itoa::Buffer::new();
+        let status = list.status.map(|s| s.as_str().as_bytes());
+        let parts: [&[u8]; 8] = [
+            b"<",
+            state.options.base_url.as_bytes(),
+            b"/pets?limit=",
+            limit_digits.format(list.limit.get()).as_bytes(),
+            if status.is_some() { b"&status=" } else { b"" },
+            status.unwrap_or_default(),
+            b"&after=",
+            after_digits.format(after.get()).as_bytes(),
+        ];
+        let mut link = Vec::with_capacity(parts.iter().map(|p| p.len()).sum::<usize>() + 13);
+        for part in parts {
+            link.extend_from_slice(part);
         }
-        link.extend_from_slice(b"&after=");
-        headers::push_u64(&mut link, after.get());
         link.extend_from_slice(b">; rel=\"next\"");
-        if let Ok(v) = HeaderValue::from_maybe_shared(Bytes::from(link)) {
-            response.headers_mut().insert(LINK, v);
-        }
+        HeaderValue::from_maybe_shared(Bytes::from(link)).ok()
+    });
+    Success {
+        status: StatusCode::OK,
+        body: Bytes::from(page.body),
+        extra: Extra::Next(next),
     }
-    response
 }
 
-fn create_pet(
-    state: &AppState,
-    request: &HeaderMap,
-    body: BodyRead,
-) -> Result<HttpResponse, ApiError> {
+fn create_pet(state: &AppState, request: &HeaderMap, body: BodyRead) -> Result<Success, ApiError> {
     // 415 first (README, "order of checks"): a body of the wrong type is
     // refused whatever its size or pace. Without a Content-Type, a body
     // that is known to be empty is simply missing (400 below).
@@ -365,12 +390,12 @@ fn create_pet(
         .create(new)
         .map_err(|e| ApiError::Unavailable(e.to_string()))?;
     let body = serde_json::to_vec(&pet).map_err(|_| ApiError::Internal)?;
-    let mut response = json(StatusCode::CREATED, Bytes::from(body));
     let location = format!("{}/pets/{}", state.options.base_url, pet.id());
-    if let Some(v) = headers::value(location) {
-        response.headers_mut().insert(LOCATION, v);
-    }
-    Ok(response)
+    Ok(Success {
+        status: StatusCode::CREATED,
+        body: Bytes::from(body),
+        extra: Extra::Location(headers::value(location)),
+    })
 }
 
 /// `application/json`, optionally with parameters; a charset must be UTF-8.
@@ -406,11 +431,6 @@ fn no_body(body: &BodyRead) -> Result<(), ApiError> {
 fn json(status: StatusCode, body: Bytes) -> HttpResponse {
     let mut response = Response::new(Full::new(body));
     *response.status_mut() = status;
-    // Room for the most an operation adds without the map growing as they
-    // go in: this one, five rate-limit headers, and `Link` (a list page)
-    // or `Deprecation`, `Sunset` and `Link` (`getPet`). CORS, when on,
-    // adds a few more and the map grows once.
-    *response.headers_mut() = HeaderMap::with_capacity(9);
     response
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -428,6 +448,7 @@ mod tests {
     use super::*;
     use crate::keys::Keys;
     use crate::state::Options;
+    use hyper::header::LOCATION;
     use petstore_core::{FakeClock, Inventory, Quota, Timestamp};
     use std::net::{IpAddr, Ipv4Addr};
     use std::sync::Arc;
