@@ -557,6 +557,7 @@ mod tests {
                     let mut ours = Vec::new();
                     encode(&p, &mut ours);
                     assert_eq!(Some(ours.clone()), serde_json::to_vec(&p).ok(), "{name:?}");
+                    assert_eq!(p.to_json(), ours);
                     assert_eq!(decode(p.id(), status, &ours), Some(p));
                 }
             }

@@ -344,6 +344,27 @@ impl Pet {
         self.status
     }
 
+    /// The pet as the API's JSON: byte for byte what
+    /// `serde_json::to_vec(&pet)` writes, from the inventory's own encoder
+    /// (a few times faster than serde's, and the same bytes `list_json`
+    /// and `get_json` answer).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use petstore_core::{CategoryId, Inventory, NewPet};
+    ///
+    /// let inventory = Inventory::in_memory();
+    /// let pet = inventory.create(NewPet::new("Rex \"2\"", CategoryId::MIN).unwrap()).unwrap();
+    /// assert_eq!(pet.to_json(), serde_json::to_vec(&pet).unwrap());
+    /// assert_eq!(Some(pet.to_json()), inventory.get_json(pet.id()));
+    /// ```
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(80 + self.name.len());
+        crate::inventory::encode(self, &mut out);
+        out
+    }
+
     pub(crate) fn from_parts(
         id: PetId,
         name: String,

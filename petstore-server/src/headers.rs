@@ -33,13 +33,6 @@ pub const DEPRECATION_VALUE: &str = "@1764892800";
 /// `getPet`'s announced removal.
 pub const GET_PET_SUNSET: &str = "Thu, 05 Dec 2030 00:00:00 GMT";
 
-/// A header value from text this server formatted itself (digits, quoted
-/// tokens, URLs checked at startup). Such text is always a valid value;
-/// if it ever were not, the header is left out rather than panicking.
-pub fn value(text: String) -> Option<HeaderValue> {
-    HeaderValue::try_from(text).ok()
-}
-
 /// The rate-limit header values of a limiter that depend only on its
 /// quota: `RateLimit-Policy` (e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`)
 /// and each window's `X-RateLimit-Limit`. Built once per key (at load),

@@ -389,12 +389,17 @@ fn create_pet(state: &AppState, request: &HeaderMap, body: BodyRead) -> Result<S
         .inventory
         .create(new)
         .map_err(|e| ApiError::Unavailable(e.to_string()))?;
-    let body = serde_json::to_vec(&pet).map_err(|_| ApiError::Internal)?;
-    let location = format!("{}/pets/{}", state.options.base_url, pet.id());
+    let mut id = itoa::Buffer::new();
+    let id = id.format(pet.id().get()).as_bytes();
+    let base = state.options.base_url.as_bytes();
+    let mut location = Vec::with_capacity(base.len() + 6 + id.len());
+    for part in [base, b"/pets/", id] {
+        location.extend_from_slice(part);
+    }
     Ok(Success {
         status: StatusCode::CREATED,
-        body: Bytes::from(body),
-        extra: Extra::Location(headers::value(location)),
+        body: Bytes::from(pet.to_json()),
+        extra: Extra::Location(HeaderValue::from_maybe_shared(Bytes::from(location)).ok()),
     })
 }
 
