@@ -193,12 +193,33 @@ impl Inventory {
     /// );
     /// ```
     pub fn list_json(&self, query: &ListQuery) -> JsonPage {
+        self.list_json_into(query, Vec::new())
+    }
+
+    /// [`list_json`](Self::list_json), written into `body` (cleared
+    /// first) and returned in the page: a server can hand out buffers it
+    /// reuses, instead of allocating one per page. It grows `body` only
+    /// when its capacity is short, and then to exactly the page's length.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use petstore_core::{CategoryId, Inventory, ListQuery, NewPet};
+    /// let inventory = Inventory::in_memory();
+    /// inventory.create(NewPet::new("Rex", CategoryId::MIN).unwrap()).unwrap();
+    /// let reused = Vec::with_capacity(4096);
+    /// let page = inventory.list_json_into(&ListQuery::new(), reused);
+    /// assert_eq!(page.body, inventory.list_json(&ListQuery::new()).body);
+    /// assert_eq!(page.body.capacity(), 4096);
+    /// ```
+    pub fn list_json_into(&self, query: &ListQuery, mut body: Vec<u8>) -> JsonPage {
+        body.clear();
         let records = self.records.read();
         if query.status.is_none() {
             // Consecutive ids are consecutive in the arena: one copy.
             let (range, next_after) = records.all_range(query);
             // `[`, the pets with their commas, the last comma becoming `]`.
-            let mut body = Vec::with_capacity((1 + records.arena_span(&range)).max(2));
+            body.reserve_exact((1 + records.arena_span(&range)).max(2));
             body.push(b'[');
             if !range.is_empty() {
                 let start = records.start(range.start);
@@ -226,7 +247,7 @@ impl Inventory {
             .iter()
             .map(|&index| records.end(index) - records.start(index))
             .sum();
-        let mut body = Vec::with_capacity((1 + span).max(2));
+        body.reserve_exact((1 + span).max(2));
         body.push(b'[');
         for &index in picked {
             body.extend_from_slice(&records.arena[records.start(index)..records.end(index)]);
@@ -795,6 +816,9 @@ mod tests {
                 prop_assert_eq!(&inv.list(q), &want);
                 let json = inv.list_json(q);
                 prop_assert_eq!(json.body.capacity(), json.body.len());
+                let reused = inv.list_json_into(q, b"left over from another page".to_vec());
+                prop_assert_eq!(&reused.body, &json.body);
+                prop_assert_eq!(reused.next_after, json.next_after);
                 prop_assert_eq!(Some(json.body), serde_json::to_vec(&want.pets).ok());
                 prop_assert_eq!(json.count, want.pets.len());
                 prop_assert_eq!(json.next_after, want.next_after);

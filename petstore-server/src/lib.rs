@@ -10,6 +10,7 @@
 //! | [`server`] | accept loop, connection limits, body reading, graceful shutdown |
 //! | [`routes`] | [`routes::respond`]: one parsed request in, one response out |
 //! | [`auth`] | the `Authorization: Bearer` header |
+//! | [`buffers`] | reused buffers for list pages |
 //! | [`connection`] | one client connection: its address, the key it presented last |
 //! | [`keys`] | the keys file, key lookup, reload |
 //! | [`query`] | query-string and path-parameter parsing |
@@ -28,6 +29,7 @@
 
 pub mod access_log;
 pub mod auth;
+pub mod buffers;
 pub mod cli;
 pub mod connection;
 pub mod cors;
