@@ -233,24 +233,31 @@ impl Inventory {
                 next_after,
             };
         }
-        // The matches first, so that the body is allocated once, exactly.
-        let mut picked = [0usize; Limit::MAX.get()];
+        // The matches' bytes first, so that the body is allocated once,
+        // exactly. Pets next to each other in the arena (runs of one
+        // status) become one range, one copy.
+        let mut ranges = [(0usize, 0usize); Limit::MAX.get()];
+        let mut runs = 0usize;
         let mut count = 0;
+        let mut span = 0;
         let next_after = records.select(query, |index| {
-            if let Some(slot) = picked.get_mut(count) {
-                *slot = index;
-                count += 1;
+            let (start, end) = (records.start(index), records.end(index));
+            count += 1;
+            span += end - start;
+            match runs.checked_sub(1).and_then(|last| ranges.get_mut(last)) {
+                Some(last) if last.1 == start => last.1 = end,
+                _ => {
+                    if let Some(slot) = ranges.get_mut(runs) {
+                        *slot = (start, end);
+                        runs += 1;
+                    }
+                }
             }
         });
-        let picked = &picked[..count];
-        let span: usize = picked
-            .iter()
-            .map(|&index| records.end(index) - records.start(index))
-            .sum();
         body.reserve_exact((1 + span).max(2));
         body.push(b'[');
-        for &index in picked {
-            body.extend_from_slice(&records.arena[records.start(index)..records.end(index)]);
+        for &(start, end) in &ranges[..runs] {
+            body.extend_from_slice(&records.arena[start..end]);
         }
         close_array(&mut body);
         JsonPage {
@@ -369,8 +376,11 @@ impl Records {
                 let mut last = None;
                 // Every pet below `index` has been looked at.
                 let mut index = from;
-                while index < budget && count < limit {
-                    if self.statuses[index] == status {
+                for &s in &self.statuses[from..budget] {
+                    if count == limit {
+                        break;
+                    }
+                    if s == status {
                         visit(index);
                         count += 1;
                         last = Some(index);

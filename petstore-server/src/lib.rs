@@ -14,7 +14,7 @@
 //! | [`connection`] | one client connection: its address, the key it presented last |
 //! | [`keys`] | the keys file, key lookup, reload |
 //! | [`query`] | query-string and path-parameter parsing |
-//! | [`headers`] | rate-limit and deprecation headers |
+//! | [`headers`] | rate-limit and deprecation headers; per-quota templates of 2xx headers |
 //! | [`intern`] | process-lifetime strings (no shared reference counts per request) |
 //! | [`cors`] | CORS preflight and response headers |
 //! | [`error`] | [`error::ApiError`]: every error's status, code and body |
