@@ -1,8 +1,9 @@
 //! The ruler of the load benchmark (`scripts/load`): raw hyper with the
 //! same runtime and connection settings as petstore-server
-//! ([`petstore_server::server::serve`]), answering every request with one
-//! fixed, pre-encoded page of 20 pets and doing no other work. It is the
-//! physical limit the server is measured against, not a product.
+//! ([`petstore_server::server::runtime`], [`petstore_server::server::serve`]),
+//! answering every request with one fixed, pre-encoded page of 20 pets and
+//! doing no other work. It is the physical limit the server is measured
+//! against, not a product.
 //!
 //! Run: `cargo run --release -p petstore-server --example baseline -- 127.0.0.1:0`
 //! (prints `listening on http://IP:PORT` like the server).
@@ -14,7 +15,7 @@ use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::Response;
-use petstore_server::server::{serve, Limits};
+use petstore_server::server::{self, serve, Limits};
 use tokio::net::TcpListener;
 
 /// 20 pets, as `GET /v1/pets?limit=20` answers them on a seeded server.
@@ -38,10 +39,7 @@ fn main() -> ExitCode {
     let addr = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:8081".into());
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match server::runtime() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("cannot start the runtime: {e}");

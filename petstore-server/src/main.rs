@@ -30,10 +30,7 @@ fn main() -> ExitCode {
             }
         };
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match server::runtime() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("cannot start the runtime: {e}");

@@ -41,6 +41,15 @@ use crate::routes::{respond, BodyRead, Served, MAX_BODY};
 use crate::state::AppState;
 use crate::{log_error, log_info};
 
+/// The runtime the server runs on: tokio's multi-threaded scheduler with
+/// its defaults (one worker per core). The load benchmark's baseline
+/// builds its runtime here too, so both run on the same settings.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+}
+
 /// Limits of the HTTP layer.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {

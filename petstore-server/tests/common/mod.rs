@@ -214,15 +214,15 @@ impl ServerBuilder {
         (cmd, keys_path)
     }
 
-    /// Starts the server and waits for its `listening on` line.
-    pub fn start(self) -> Server {
+    /// Spawns the server with its output readers; not yet listening.
+    fn spawn(self) -> Server {
         let dir = unique_temp_dir();
         let (mut cmd, keys_path) = self.command(&dir);
         let mut child = cmd.spawn().expect("spawn petstore-server");
         let stdout = Arc::new(Mutex::new(Vec::new()));
         let stderr = Arc::new(Mutex::new(Vec::new()));
         let readers = spawn_readers(&mut child, &stdout, &stderr);
-        let mut server = Server {
+        Server {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             dir,
@@ -231,7 +231,12 @@ impl ServerBuilder {
             stderr,
             readers,
             exit: None,
-        };
+        }
+    }
+
+    /// Starts the server and waits for its `listening on` line.
+    pub fn start(self) -> Server {
+        let mut server = self.spawn();
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         loop {
             if let Some(addr) = server.listening_addr() {
@@ -260,22 +265,7 @@ impl ServerBuilder {
 
     /// Runs a server that must refuse to start; returns how it ended.
     pub fn expect_startup_failure(self) -> Failure {
-        let dir = unique_temp_dir();
-        let (mut cmd, _) = self.command(&dir);
-        let mut child = cmd.spawn().expect("spawn petstore-server");
-        let stdout = Arc::new(Mutex::new(Vec::new()));
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let readers = spawn_readers(&mut child, &stdout, &stderr);
-        let mut server = Server {
-            child,
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            dir,
-            keys_path: None,
-            stdout,
-            stderr,
-            readers,
-            exit: None,
-        };
+        let mut server = self.spawn();
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         loop {
             if let Some(status) = server.child.try_wait().unwrap() {
