@@ -235,9 +235,10 @@ pub fn rate_limit(headers: &mut HeaderMap, decision: &Decision, quota: &QuotaHea
 
 /// `X-RateLimit-Remaining`, `X-RateLimit-Reset` and `RateLimit`: the
 /// values that change with every request. Written as digits into one
-/// buffer of exactly their length and handed out as slices of it: one
-/// allocation for the three, and no `fmt` (which cost more than the rest
-/// of a list request; README, "Performance").
+/// buffer of exactly their length and handed out as slices of it: two
+/// allocations for the three (the buffer, and the reference count its
+/// slices share), and no `fmt` (which cost more than the rest of a list
+/// request; README, "Performance").
 fn changing_values(decision: &Decision) -> [HeaderValue; 3] {
     let binding = decision.binding();
     let mut remaining = itoa::Buffer::new();

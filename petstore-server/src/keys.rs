@@ -267,13 +267,13 @@ impl Keys {
                     "{at}: duplicate key (same key as an earlier entry)"
                 ));
             }
-            staged.push((entry.name, digest, plan, quota, ban, limiter));
+            staged.push((entry.name, digest, plan, quota, limiter));
         }
         // Only a file that is valid as a whole interns its names and
         // policies (interned text lives as long as the process).
         let by_digest = staged
             .into_iter()
-            .map(|(name, digest, plan, quota, ban, limiter)| {
+            .map(|(name, digest, plan, quota, limiter)| {
                 let entry = KeyEntry {
                     name: intern(&name),
                     plan,

@@ -261,7 +261,7 @@ fn authorize(
                 (entry.limiter.check(now), entry.quota_headers, entry.name)
             });
             match charged {
-                Some((decision, policy, name)) => return (decision, policy, Ok(name)),
+                Some((decision, quota, name)) => return (decision, quota, Ok(name)),
                 None => true,
             }
         }

@@ -52,9 +52,10 @@ pub struct AppState {
     pub options: Options,
     /// The metrics, unless turned off.
     pub metrics: Option<Arc<Metrics>>,
-    /// The key table in force. A read lock is held only for one lookup and
-    /// one limiter check; a reload builds the new table outside the lock
-    /// and swaps it in.
+    /// The key table in force. A read lock is held only for one lookup
+    /// (a connection's first request with a key, or one without a valid
+    /// key); a reload builds the new table outside the lock and swaps it
+    /// in.
     keys: RwLock<Arc<Keys>>,
     /// Bumped after every reload, so that connections know the key entry
     /// they remember may be stale (`connection.rs`).
