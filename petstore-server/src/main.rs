@@ -74,7 +74,6 @@ async fn serve(cli: Cli) -> Result<(), String> {
     let options = Options {
         base_url: cli.base_url.clone().unwrap_or_else(|| "/v1".into()),
         cors_origins: cli.cors_origins.clone(),
-        body_timeout: Duration::from_secs(cli.body_timeout),
         metrics: cli.metrics,
         access_log: cli.access_log,
     };

@@ -6,6 +6,8 @@
 //! Order of checks for the operations (README, "Routing and order of
 //! checks"): route, method, key, rate limit, query, path, body.
 
+use std::time::Duration;
+
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
@@ -34,8 +36,9 @@ pub enum BodyRead {
     Complete(Bytes),
     /// Over [`MAX_BODY`]; not read (or not to the end).
     TooLarge,
-    /// Did not arrive within the body timeout.
-    TimedOut,
+    /// Did not arrive within the body timeout, which is given (the 408
+    /// says it).
+    TimedOut(Duration),
     /// The connection broke or the framing was invalid.
     Broken,
 }
@@ -373,11 +376,7 @@ fn create_pet(state: &AppState, request: &HeaderMap, body: BodyRead) -> Result<S
     let bytes = match body {
         BodyRead::Complete(bytes) => bytes,
         BodyRead::TooLarge => return Err(ApiError::PayloadTooLarge(MAX_BODY)),
-        BodyRead::TimedOut => {
-            return Err(ApiError::RequestTimeout(
-                state.options.body_timeout.as_secs(),
-            ))
-        }
+        BodyRead::TimedOut(after) => return Err(ApiError::RequestTimeout(after.as_secs())),
         BodyRead::Broken => {
             return Err(ApiError::InvalidBody(
                 "the request body could not be read".into(),
@@ -548,7 +547,7 @@ mod tests {
         let s = state();
         for body in [
             BodyRead::TooLarge,
-            BodyRead::TimedOut,
+            BodyRead::TimedOut(Duration::from_secs(10)),
             BodyRead::Complete(Bytes::from_static(b"x")),
         ] {
             let head = request(
@@ -572,7 +571,11 @@ mod tests {
         ];
         let (r, _) = respond(&s, &request("POST", "/v1/pets", &json), BodyRead::TooLarge);
         assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
-        let (r, _) = respond(&s, &request("POST", "/v1/pets", &json), BodyRead::TimedOut);
+        let (r, _) = respond(
+            &s,
+            &request("POST", "/v1/pets", &json),
+            BodyRead::TimedOut(Duration::from_secs(7)),
+        );
         assert_eq!(r.status(), StatusCode::REQUEST_TIMEOUT);
     }
 

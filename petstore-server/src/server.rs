@@ -274,7 +274,7 @@ pub async fn read_body(head: &Parts, body: Incoming, timeout: Duration) -> BodyR
         return BodyRead::TooLarge;
     }
     match tokio::time::timeout(timeout, Limited::new(body, MAX_BODY).collect()).await {
-        Err(_) => BodyRead::TimedOut,
+        Err(_) => BodyRead::TimedOut(timeout),
         Ok(Ok(collected)) => BodyRead::Complete(collected.to_bytes()),
         Ok(Err(e)) if e.is::<LengthLimitError>() => BodyRead::TooLarge,
         Ok(Err(_)) => BodyRead::Broken,

@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use hyper::header::HeaderValue;
 use parking_lot::RwLock;
@@ -21,8 +20,6 @@ pub struct Options {
     pub base_url: String,
     /// Origins allowed by CORS; empty: CORS off.
     pub cors_origins: Vec<String>,
-    /// How long a request body may take to arrive.
-    pub body_timeout: Duration,
     /// Serve `GET /metrics`.
     pub metrics: bool,
     /// Write one access-log line per request on stderr.
@@ -34,7 +31,6 @@ impl Default for Options {
         Options {
             base_url: "/v1".into(),
             cors_origins: Vec::new(),
-            body_timeout: Duration::from_secs(10),
             metrics: true,
             access_log: false,
         }

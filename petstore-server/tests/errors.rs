@@ -224,7 +224,9 @@ fn body_that_does_not_arrive_in_time_is_408() {
         let resp = conn
             .try_read_response(Duration::from_secs(8))
             .unwrap_or_else(|e| panic!("no 408 after a 1 s body timeout: {e}"));
-        assert_error(&resp, 408, "request_timeout");
+        let message = assert_error(&resp, 408, "request_timeout");
+        // The timeout that expired, as configured.
+        assert!(message.contains("within 1 s"), "{message}");
         assert_has_ratelimit_headers(&resp);
     }
     // A complete body is still accepted.
