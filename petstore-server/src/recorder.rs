@@ -17,17 +17,9 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-/// The route templates, as `routes.rs` names them; the last is for
-/// requests that match no route.
-pub const ROUTES: [&str; 7] = [
-    "/healthz",
-    "/v1/openapi.json",
-    "/v1/pets",
-    "/v1/pets/{petId}",
-    "/v1/store/orders",
-    "/metrics",
-    "unknown",
-];
+/// The route templates (`routes.rs`); the last is for requests that
+/// match no route.
+use crate::routes::TEMPLATES as ROUTES;
 
 /// Method labels; the last is for any other method (a client must not be
 /// able to mint label values).
@@ -41,7 +33,8 @@ pub const STATUSES: [u16; 14] = [
     200, 201, 204, 400, 401, 404, 405, 408, 413, 415, 429, 500, 501, 503,
 ];
 
-/// Refusal reasons of `petstore_rate_limit_refusals`.
+/// Refusal reasons of `petstore_rate_limit_refusals`: the `code` of the
+/// two 429 errors (`ApiError::code`).
 pub const REFUSALS: [&str; 2] = ["rate_limited", "key_banned"];
 
 /// Upper bounds of the latency buckets: 50 µs doubling to about 1.6 s
@@ -301,6 +294,19 @@ mod tests {
         assert_eq!(latency_bucket(Duration::ZERO), 0);
         assert_eq!(latency_bucket(Duration::from_secs(3600)), LATENCY_BUCKETS);
         assert_eq!(latency_bucket(Duration::MAX), LATENCY_BUCKETS);
+    }
+
+    #[test]
+    fn refusal_labels_are_the_429_codes() {
+        use crate::error::ApiError;
+        let retry_after = Duration::from_secs(1);
+        assert_eq!(
+            REFUSALS,
+            [
+                ApiError::RateLimited { retry_after }.code(),
+                ApiError::KeyBanned { retry_after }.code(),
+            ]
+        );
     }
 
     #[test]

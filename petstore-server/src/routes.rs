@@ -66,25 +66,37 @@ enum Route<'a> {
     Metrics,
 }
 
+const HEALTH: &str = "/healthz";
+const OPENAPI_JSON: &str = "/v1/openapi.json";
+const PETS: &str = "/v1/pets";
+const PET: &str = "/v1/pets/{petId}";
+const ORDERS: &str = "/v1/store/orders";
+const METRICS: &str = "/metrics";
+const UNKNOWN: &str = "unknown";
+
+/// Every route template, as the metrics and the access log name a
+/// request's route; the last, `unknown`, is for requests that match none.
+pub const TEMPLATES: [&str; 7] = [HEALTH, OPENAPI_JSON, PETS, PET, ORDERS, METRICS, UNKNOWN];
+
 impl<'a> Route<'a> {
     fn template(self) -> &'static str {
         match self {
-            Route::Health => "/healthz",
-            Route::OpenApi => "/v1/openapi.json",
-            Route::Pets => "/v1/pets",
-            Route::Pet(_) => "/v1/pets/{petId}",
-            Route::Orders => "/v1/store/orders",
-            Route::Metrics => "/metrics",
+            Route::Health => HEALTH,
+            Route::OpenApi => OPENAPI_JSON,
+            Route::Pets => PETS,
+            Route::Pet(_) => PET,
+            Route::Orders => ORDERS,
+            Route::Metrics => METRICS,
         }
     }
 
     fn find(path: &'a str) -> Option<Route<'a>> {
         match path {
-            "/healthz" => Some(Route::Health),
-            "/v1/openapi.json" => Some(Route::OpenApi),
-            "/v1/pets" => Some(Route::Pets),
-            "/v1/store/orders" => Some(Route::Orders),
-            "/metrics" => Some(Route::Metrics),
+            HEALTH => Some(Route::Health),
+            OPENAPI_JSON => Some(Route::OpenApi),
+            PETS => Some(Route::Pets),
+            ORDERS => Some(Route::Orders),
+            METRICS => Some(Route::Metrics),
             _ => match path.strip_prefix("/v1/pets/") {
                 Some(id) if !id.is_empty() && !id.contains('/') => Some(Route::Pet(id)),
                 _ => None,
@@ -125,7 +137,7 @@ pub fn respond(connection: &Connection, head: &Parts, body: BodyRead) -> (HttpRe
             ApiError::NotFound(format!("no route for {}", head.uri.path())).to_response();
         cors::decorate(response.headers_mut(), origin, cors_on);
         let served = Served {
-            route: "unknown",
+            route: UNKNOWN,
             ..Served::default()
         };
         return (response, served);
@@ -202,8 +214,9 @@ fn operation(
     let (decision, quota, caller) = authorize(connection, &head.headers);
     let result = match decision.outcome {
         Outcome::Limited { retry_after } => {
-            served.refusal = Some("rate_limited");
-            Err(ApiError::RateLimited { retry_after })
+            let refused = ApiError::RateLimited { retry_after };
+            served.refusal = Some(refused.code());
+            Err(refused)
         }
         Outcome::Banned { retry_after } => {
             if decision.ban_started {
@@ -213,8 +226,9 @@ fn operation(
                     crate::error::secs(retry_after)
                 );
             }
-            served.refusal = Some("key_banned");
-            Err(ApiError::KeyBanned { retry_after })
+            let refused = ApiError::KeyBanned { retry_after };
+            served.refusal = Some(refused.code());
+            Err(refused)
         }
         Outcome::Allowed => match &caller {
             Err(error) => Err(error.clone()),

@@ -37,6 +37,7 @@ use tokio::sync::Semaphore;
 use crate::access_log;
 use crate::connection::Connection;
 use crate::error::{ApiError, HttpResponse};
+use crate::recorder::METHODS;
 use crate::routes::{respond, BodyRead, Served, MAX_BODY};
 use crate::state::AppState;
 use crate::{log_error, log_info};
@@ -228,21 +229,16 @@ fn record(
     }
 }
 
-/// A `'static` name for the method, for labels: the standard ones, else
-/// `other` (a client must not be able to mint label values).
+/// A `'static` name for the method, for labels: one of
+/// [`METHODS`], the last (`other`) for any method not listed (a
+/// client must not be able to mint label values).
 fn method_label(method: &Method) -> &'static str {
-    match *method {
-        Method::GET => "GET",
-        Method::POST => "POST",
-        Method::PUT => "PUT",
-        Method::DELETE => "DELETE",
-        Method::HEAD => "HEAD",
-        Method::OPTIONS => "OPTIONS",
-        Method::PATCH => "PATCH",
-        Method::TRACE => "TRACE",
-        Method::CONNECT => "CONNECT",
-        _ => "other",
-    }
+    const OTHER: usize = METHODS.len() - 1;
+    METHODS[..OTHER]
+        .iter()
+        .copied()
+        .find(|label| *label == method.as_str())
+        .unwrap_or(METHODS[OTHER])
 }
 
 /// [`respond`], with a panic turned into a logged 500 `internal`.
@@ -278,5 +274,21 @@ pub async fn read_body(head: &Parts, body: Incoming, timeout: Duration) -> BodyR
         Ok(Ok(collected)) => BodyRead::Complete(collected.to_bytes()),
         Ok(Err(e)) if e.is::<LengthLimitError>() => BodyRead::TooLarge,
         Ok(Err(_)) => BodyRead::Broken,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn method_labels_are_the_recorders() {
+        assert_eq!(method_label(&Method::GET), "GET");
+        assert_eq!(method_label(&Method::CONNECT), "CONNECT");
+        let brew = Method::from_bytes(b"BREW").unwrap();
+        assert_eq!(method_label(&brew), "other");
+        // A method that happens to be named like the fallback label.
+        let other = Method::from_bytes(b"other").unwrap();
+        assert_eq!(method_label(&other), "other");
     }
 }
