@@ -16,14 +16,16 @@
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::future::{ready, Ready};
 use std::net::IpAddr;
 use std::panic::AssertUnwindSafe;
-use std::pin::pin;
+use std::pin::{pin, Pin};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use hyper::body::{Body as _, Incoming};
+use hyper::body::{Body as _, Bytes, Incoming};
 use hyper::header::CONTENT_LENGTH;
 use hyper::http::request::Parts;
 use hyper::server::conn::http1;
@@ -85,14 +87,91 @@ pub async fn run(
 ) {
     let body_timeout = limits.body_timeout;
     serve(listener, limits, shutdown, move |peer| {
-        // One Arc per connection, cloned per request: its count is touched
-        // by that connection's requests only, where cloning the shared
-        // state's Arc per request would bounce one cache line between all
-        // worker threads.
+        // One Arc per connection, cloned only by requests that must wait
+        // (a body to read, an fsync): its count is touched by that
+        // connection alone, where cloning the shared state's Arc per
+        // request would bounce one cache line between all worker threads.
         let connection = Arc::new(Connection::new(state.clone(), peer));
-        move |request| handle(connection.clone(), request, body_timeout)
+        move |request| reply(&connection, request, body_timeout)
     })
     .await;
+}
+
+/// The future hyper gets for one request: the response itself when it
+/// could be made at once, or the work that has to wait for something.
+pub enum Reply {
+    /// Answered before hyper saw the future: no body to wait for.
+    Now(Ready<Result<HttpResponse, Infallible>>),
+    /// A body still to read, or a durable create waiting for its fsync.
+    Later(Pin<Box<dyn Future<Output = Result<HttpResponse, Infallible>> + Send>>),
+}
+
+impl std::fmt::Debug for Reply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Reply::Now(_) => "Reply::Now",
+            Reply::Later(_) => "Reply::Later",
+        })
+    }
+}
+
+impl Future for Reply {
+    type Output = Result<HttpResponse, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // Both variants are `Unpin` (a `Ready`, a `Pin<Box<_>>`).
+        match self.get_mut() {
+            Reply::Now(ready) => Pin::new(ready).poll(cx),
+            Reply::Later(later) => later.as_mut().poll(cx),
+        }
+    }
+}
+
+/// hyper's service call for one request. A request without a body (every
+/// GET) is answered right here, and the request is dropped before this
+/// returns.
+///
+/// Why at once, and not in an `async fn`: hyper parses the request head
+/// out of its connection read buffer, and the head's URI and header
+/// values are slices of that buffer. Before it first polls the returned
+/// future, hyper reads ahead on the connection (to notice a client that
+/// hangs up mid-request), which reserves room in the buffer. While the
+/// request is alive inside a not-yet-polled future the buffer is shared,
+/// so that reserve allocated a fresh 8 KiB buffer on every request, and
+/// the split of the next head another shared header: two allocations and
+/// cold memory per request that raw hyper, which drops its request in the
+/// call, never pays (`scripts/profile`: `BytesMut::reserve_inner`).
+fn reply(
+    connection: &Arc<Connection>,
+    request: Request<Incoming>,
+    body_timeout: Duration,
+) -> Reply {
+    let started = Instant::now();
+    let (head, body) = request.into_parts();
+    // A durable create waits for an fsync: run it where blocking is
+    // allowed, so the runtime's workers keep serving reads meanwhile.
+    let durable_create =
+        head.method == Method::POST && connection.state.inventory.journal_path().is_some();
+    if !body.is_end_stream() || durable_create {
+        let connection = connection.clone();
+        return Reply::Later(Box::pin(async move {
+            let body = read_body(&head, body, body_timeout).await;
+            Ok(answer_later(connection, head, body, durable_create, started).await)
+        }));
+    }
+    drop(body);
+    let method = method_label(&head.method);
+    let (response, served) = answer(connection, &head, BodyRead::Complete(Bytes::new()));
+    drop(head);
+    record(
+        &connection.state,
+        method,
+        connection.peer,
+        &response,
+        &served,
+        started.elapsed(),
+    );
+    Reply::Now(ready(Ok(response)))
 }
 
 /// The accept loop with all the limits, around any handler:
@@ -163,19 +242,16 @@ pub async fn serve<C, H, F>(
     }
 }
 
-async fn handle(
+/// The rest of [`reply`] for a request that had to wait for its body:
+/// answers it (on the blocking pool for a durable create) and records it.
+async fn answer_later(
     connection: Arc<Connection>,
-    request: Request<Incoming>,
-    body_timeout: Duration,
-) -> Result<HttpResponse, Infallible> {
-    let started = Instant::now();
-    let state = &*connection.state;
-    let (head, body) = request.into_parts();
+    head: Parts,
+    body: BodyRead,
+    blocks: bool,
+    started: Instant,
+) -> HttpResponse {
     let method = method_label(&head.method);
-    let body = read_body(&head, body, body_timeout).await;
-    // A durable create waits for an fsync: run it where blocking is allowed,
-    // so the runtime's workers keep serving reads meanwhile.
-    let blocks = head.method == Method::POST && state.inventory.journal_path().is_some();
     let (response, served) = if blocks {
         let connection = connection.clone();
         let path = head.uri.path().to_owned();
@@ -189,14 +265,14 @@ async fn handle(
         answer(&connection, &head, body)
     };
     record(
-        state,
+        &connection.state,
         method,
         connection.peer,
         &response,
         &served,
         started.elapsed(),
     );
-    Ok(response)
+    response
 }
 
 /// Metrics and the access log of one answered request.
