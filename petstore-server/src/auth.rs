@@ -2,45 +2,43 @@
 
 use hyper::header::{HeaderMap, AUTHORIZATION};
 
-/// What the request presented.
+/// The `Authorization` header of a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Credential<'a> {
-    /// No `Authorization` header.
+pub enum Authorization<'a> {
+    /// None was sent.
     Missing,
-    /// A header that is not one `Bearer <token68>`.
-    Malformed,
-    /// A bearer token.
-    Bearer(&'a str),
+    /// More than one was sent: not a credential (RFC 9110 allows one).
+    Several,
+    /// The one value sent, still to be read with [`bearer_token`].
+    Value(&'a [u8]),
 }
 
-/// Reads the bearer token of a request: `Bearer`, in any case, one or
-/// more spaces, and a token68. One pass over the bytes (this runs on
-/// every request).
-pub fn credential(headers: &HeaderMap) -> Credential<'_> {
+/// The request's `Authorization` header, unread: a connection compares it
+/// whole with the one it saw last before paying to parse it (see
+/// `connection.rs`).
+pub fn authorization(headers: &HeaderMap) -> Authorization<'_> {
     let mut values = headers.get_all(AUTHORIZATION).iter();
-    let Some(value) = values.next() else {
-        return Credential::Missing;
-    };
-    if values.next().is_some() {
-        return Credential::Malformed;
+    match (values.next(), values.next()) {
+        (None, _) => Authorization::Missing,
+        (Some(_), Some(_)) => Authorization::Several,
+        (Some(value), None) => Authorization::Value(value.as_bytes()),
     }
-    let bytes = value.as_bytes();
-    let Some((scheme, rest)) = bytes.split_at_checked(6) else {
-        return Credential::Malformed;
-    };
+}
+
+/// The token of an `Authorization` value: `Bearer`, in any case, one or
+/// more spaces, and a token68. `None` for anything else.
+pub fn bearer_token(value: &[u8]) -> Option<&str> {
+    let (scheme, rest) = value.split_at_checked(6)?;
     if !scheme.eq_ignore_ascii_case(b"bearer") || rest.first() != Some(&b' ') {
-        return Credential::Malformed;
+        return None;
     }
     let spaces = rest.iter().take_while(|b| **b == b' ').count();
     let token = &rest[spaces..];
     if !is_token68(token) {
-        return Credential::Malformed;
+        return None;
     }
     // A token68 is ASCII, so this cannot fail.
-    match std::str::from_utf8(token) {
-        Ok(token) => Credential::Bearer(token),
-        Err(_) => Credential::Malformed,
-    }
+    std::str::from_utf8(token).ok()
 }
 
 /// The bytes of token68 before its padding: `ALPHA / DIGIT / "-" / "." /
@@ -77,16 +75,23 @@ mod tests {
         h
     }
 
+    /// `None` without a header; `Some(None)` for one that is no bearer
+    /// token (or several headers).
+    fn token_of(values: &[&str]) -> Option<Option<String>> {
+        match authorization(&with(values)) {
+            Authorization::Missing => None,
+            Authorization::Several => Some(None),
+            Authorization::Value(v) => Some(bearer_token(v).map(str::to_owned)),
+        }
+    }
+
     #[test]
     fn reads_bearer_tokens() {
-        assert_eq!(credential(&with(&[])), Credential::Missing);
+        assert_eq!(token_of(&[]), None);
+        assert_eq!(token_of(&["Bearer abc"]), Some(Some("abc".into())));
         assert_eq!(
-            credential(&with(&["Bearer abc"])),
-            Credential::Bearer("abc")
-        );
-        assert_eq!(
-            credential(&with(&["bearer  a.b-c_d~e+f/g=="])),
-            Credential::Bearer("a.b-c_d~e+f/g==")
+            token_of(&["bearer  a.b-c_d~e+f/g=="]),
+            Some(Some("a.b-c_d~e+f/g==".into()))
         );
         for bad in [
             "Bearer",
@@ -103,11 +108,11 @@ mod tests {
             "Bear abc",
             "Bearer caf\u{e9}",
         ] {
-            assert_eq!(credential(&with(&[bad])), Credential::Malformed, "{bad:?}");
+            assert_eq!(token_of(&[bad]), Some(None), "{bad:?}");
         }
         assert_eq!(
-            credential(&with(&["Bearer a", "Bearer b"])),
-            Credential::Malformed
+            authorization(&with(&["Bearer a", "Bearer b"])),
+            Authorization::Several
         );
     }
 }

@@ -1,6 +1,6 @@
 //! [`Connection`]: what the server keeps for one client connection: the
-//! state, the client's address, and the key entry of the last valid key
-//! the connection presented.
+//! state, the client's address, and the key entry of the last valid
+//! `Authorization` header the connection presented.
 //!
 //! Why remember the key: finding a key's entry takes a SHA-256 of the
 //! presented key (the table is indexed by digest, so the keys file can
@@ -8,14 +8,16 @@
 //! (about 3,600 of the 12,000 instructions `respond` took for a list
 //! page; `scripts/profile`). A keep-alive client sends the same key on
 //! every request of its connection, so the connection remembers it and
-//! pays the digest once.
+//! pays the digest once. It remembers the whole header value, so that a
+//! repeated header is not even parsed again.
 //!
 //! What keeps this safe:
-//! - The presented key is compared with the remembered one in constant
-//!   time, as the digests are: a connection shared by several clients (a
-//!   proxy's) must not learn another client's key from response timing.
-//! - Only valid keys are remembered; an invalid key is looked up (and
-//!   refused) every time.
+//! - The presented header is compared with the remembered one in
+//!   constant time, as the digests are: a connection shared by several
+//!   clients (a proxy's) must not learn another client's key from
+//!   response timing.
+//! - Only headers with a valid key are remembered; any other header is
+//!   parsed and looked up (and refused) every time.
 //! - A reload of the keys file bumps the state's key generation; a
 //!   remembered entry from an older generation is looked up again, so a
 //!   revoked key stops working on open connections too.
@@ -26,6 +28,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use subtle::{Choice, ConstantTimeEq};
 
+use crate::auth::bearer_token;
 use crate::keys::KeyEntry;
 use crate::state::AppState;
 
@@ -44,7 +47,8 @@ pub struct Connection {
 
 #[derive(Debug)]
 struct Remembered {
-    key: Box<[u8]>,
+    /// The whole `Authorization` value, e.g. `Bearer ps_1f...`.
+    header: Box<[u8]>,
     generation: u64,
     entry: Arc<KeyEntry>,
 }
@@ -59,22 +63,29 @@ impl Connection {
         }
     }
 
-    /// Calls `f` with the entry of `key` when the key is valid: the
-    /// remembered entry when `key` is the one this connection presented
-    /// last (and no reload happened since), else the key table's.
-    /// Returns `None`, without calling `f`, for an invalid key.
-    pub fn with_key<R>(&self, key: &str, f: impl FnOnce(&KeyEntry) -> R) -> Option<R> {
+    /// Calls `f` with the entry of the key in `authorization` (the raw
+    /// `Authorization` header value) when it holds a valid bearer key: the
+    /// remembered entry when the header is byte for byte the one this
+    /// connection presented last (and no reload happened since), else the
+    /// key table's. Returns `None`, without calling `f`, for a header
+    /// that holds no valid key.
+    ///
+    /// The header is remembered whole, not the key in it, so that a
+    /// keep-alive client's next request costs one comparison: neither
+    /// the parse of `Bearer <token68>` nor the digest.
+    pub fn with_key<R>(&self, authorization: &[u8], f: impl FnOnce(&KeyEntry) -> R) -> Option<R> {
         let generation = self.state.keys_generation();
         let mut remembered = self.remembered.lock();
         if let Some(r) = remembered.as_ref() {
-            if r.generation == generation && same_key(&r.key, key.as_bytes()) {
+            if r.generation == generation && same_bytes(&r.header, authorization) {
                 return Some(f(&r.entry));
             }
         }
+        let key = bearer_token(authorization)?;
         let entry = self.state.keys().lookup(key).cloned()?;
         let result = f(&entry);
         *remembered = Some(Remembered {
-            key: key.as_bytes().into(),
+            header: authorization.into(),
             generation,
             entry,
         });
@@ -82,26 +93,27 @@ impl Connection {
     }
 }
 
-/// Constant-time equality of two keys (their lengths are not secret).
-/// Compared a word at a time: `subtle`'s byte-slice comparison does a
-/// masked select per byte, which cost 900 instructions a request
+/// Constant-time equality of two header values (their lengths are not
+/// secret). Compared a word at a time: `subtle`'s byte-slice comparison
+/// does a masked select per byte, which cost 900 instructions a request
 /// (`scripts/profile`); eight bytes per step cost a ninth of that and
 /// are just as free of data-dependent branches.
-fn same_key(a: &[u8], b: &[u8]) -> bool {
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
-    let word = |chunk: &[u8]| {
-        let mut bytes = [0u8; 8];
-        bytes[..chunk.len()].copy_from_slice(chunk);
-        u64::from_le_bytes(bytes)
-    };
-    let equal = a
-        .chunks(8)
-        .zip(b.chunks(8))
+    let (a_words, a_tail) = a.as_chunks::<8>();
+    let (b_words, b_tail) = b.as_chunks::<8>();
+    let words = a_words
+        .iter()
+        .zip(b_words)
         .fold(Choice::from(1), |equal, (x, y)| {
-            equal & word(x).ct_eq(&word(y))
+            equal & u64::from_ne_bytes(*x).ct_eq(&u64::from_ne_bytes(*y))
         });
+    let equal = a_tail
+        .iter()
+        .zip(b_tail)
+        .fold(words, |equal, (x, y)| equal & x.ct_eq(y));
     bool::from(equal)
 }
 
@@ -123,11 +135,11 @@ mod tests {
     }
 
     fn name_of(connection: &Connection, key: &str) -> Option<&'static str> {
-        connection.with_key(key, |entry| entry.name)
+        connection.with_key(format!("Bearer {key}").as_bytes(), |entry| entry.name)
     }
 
     #[test]
-    fn same_key_is_equality() {
+    fn same_bytes_is_equality() {
         let keys: [&[u8]; 7] = [
             b"",
             b"a",
@@ -139,7 +151,7 @@ mod tests {
         ];
         for a in keys {
             for b in keys {
-                assert_eq!(same_key(a, b), a == b, "{a:?} {b:?}");
+                assert_eq!(same_bytes(a, b), a == b, "{a:?} {b:?}");
             }
         }
     }
@@ -167,6 +179,13 @@ mod tests {
         assert_eq!(name_of(&connection, "key-"), None);
         assert_eq!(name_of(&connection, ""), None);
         assert_eq!(name_of(&connection, "key-b"), Some("two"));
+        // The same key written another way is the same key; a header that
+        // only starts like the remembered one is not.
+        let with = |header: &[u8]| connection.with_key(header, |entry| entry.name);
+        assert_eq!(with(b"bearer   key-b"), Some("two"));
+        assert_eq!(with(b"bearer   key-b "), None);
+        assert_eq!(with(b"Basic key-b"), None);
+        assert_eq!(with(b""), None);
 
         // Revoked by a reload: refused on this open connection too.
         keys_file(&path, &[("one", "key-a"), ("three", "key-c")]);

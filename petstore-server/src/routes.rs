@@ -15,7 +15,7 @@ use hyper::http::request::Parts;
 use hyper::{Method, Response, StatusCode};
 use petstore_core::{Decision, ListQuery, NewPet, Outcome, PetError};
 
-use crate::auth::{credential, Credential};
+use crate::auth::{authorization, Authorization};
 use crate::connection::Connection;
 use crate::error::{ApiError, HttpResponse};
 use crate::headers::{Extra, QuotaHeaders};
@@ -272,18 +272,19 @@ fn authorize(
 ) -> (Decision, QuotaHeaders, Result<&'static str, ApiError>) {
     let state = &*connection.state;
     let now = state.clock.now();
-    let key_sent = match credential(request) {
-        Credential::Bearer(key) => {
-            let charged = connection.with_key(key, |entry| {
+    let key_sent = match authorization(request) {
+        Authorization::Value(header) => {
+            let charged = connection.with_key(header, |entry| {
                 (entry.limiter.check(now), entry.quota_headers, entry.name)
             });
             match charged {
                 Some((decision, quota, name)) => return (decision, quota, Ok(name)),
+                // Malformed, or not a key of ours: the same 401.
                 None => true,
             }
         }
-        Credential::Malformed => true,
-        Credential::Missing => false,
+        Authorization::Several => true,
+        Authorization::Missing => false,
     };
     let keys = state.keys();
     let decision = keys.anonymous.check(connection.peer, now);
