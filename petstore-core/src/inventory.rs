@@ -233,6 +233,14 @@ impl Inventory {
                 next_after,
             };
         }
+        if let Some((ids, next_after)) = records.first_page_of_status(query) {
+            records.write_pets(ids, &mut body);
+            return JsonPage {
+                body,
+                count: ids.len(),
+                next_after,
+            };
+        }
         // The matches' bytes first, so that the body is allocated once,
         // exactly. Pets next to each other in the arena (runs of one
         // status) become one range, one copy.
@@ -337,6 +345,38 @@ impl Records {
         self.ends.push(self.arena.len() as u64);
         self.statuses.push(status);
         self.by_status[status.index()].push(id);
+    }
+
+    /// The first page of a status (a filter and no cursor): the first ids
+    /// of the status's index, found without a scan or a search, and the
+    /// cursor of the next page. `None` for any other query.
+    fn first_page_of_status(&self, query: &ListQuery) -> Option<(&[PetId], Option<PetId>)> {
+        let status = query.status.filter(|_| query.after.is_none())?;
+        let ids = &self.by_status[status.index()];
+        let page = &ids[..query.limit.get().min(ids.len())];
+        let next = page.last().copied().filter(|_| ids.len() > page.len());
+        Some((page, next))
+    }
+
+    /// Writes the JSON array of the pets `ids` (ascending) into `body`,
+    /// growing it at most once, to exactly its length. Pets next to each
+    /// other in the arena are copied as one run.
+    fn write_pets(&self, ids: &[PetId], body: &mut Vec<u8>) {
+        let at = |id: &PetId| id.get() as usize - 1;
+        let span: usize = ids.iter().map(|id| self.end(at(id)) - self.start(at(id))).sum();
+        body.reserve_exact((1 + span).max(2));
+        body.push(b'[');
+        let mut run = 0..0;
+        for id in ids {
+            let (start, end) = (self.start(at(id)), self.end(at(id)));
+            if run.end != start {
+                body.extend_from_slice(&self.arena[run]);
+                run = start..start;
+            }
+            run.end = end;
+        }
+        body.extend_from_slice(&self.arena[run]);
+        close_array(body);
     }
 
     /// Indices of the first page of all pets (no status filter).
