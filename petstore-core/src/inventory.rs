@@ -363,7 +363,10 @@ impl Records {
     /// other in the arena are copied as one run.
     fn write_pets(&self, ids: &[PetId], body: &mut Vec<u8>) {
         let at = |id: &PetId| id.get() as usize - 1;
-        let span: usize = ids.iter().map(|id| self.end(at(id)) - self.start(at(id))).sum();
+        let span: usize = ids
+            .iter()
+            .map(|id| self.end(at(id)) - self.start(at(id)))
+            .sum();
         body.reserve_exact((1 + span).max(2));
         body.push(b'[');
         let mut run = 0..0;

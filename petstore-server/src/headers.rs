@@ -5,10 +5,10 @@
 
 use std::fmt::Write as _;
 
-use hyper::body::Bytes;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, LINK, LOCATION};
-use petstore_core::Decision;
+use petstore_core::{Decision, ListQuery, PetId};
 
+use crate::buffers;
 use crate::intern::intern;
 
 /// `X-RateLimit-Limit`.
@@ -118,14 +118,68 @@ impl Templates {
 }
 
 /// What a 2xx operation response carries after the rate-limit headers.
-#[derive(Clone, Debug)]
-pub enum Extra {
-    /// A list page: its next page's `Link`, if there is one.
-    Next(Option<HeaderValue>),
+#[derive(Clone, Copy, Debug)]
+pub enum Extra<'a> {
+    /// A list page, and the query of the next page if there is one: its
+    /// `Link: <{base_url}/pets?limit=N[&status=S]&after=ID>; rel="next"`.
+    Next {
+        /// The public base address, including `/v1`.
+        base_url: &'a str,
+        /// The next page's query; `None` on the last page (no `Link`).
+        next: Option<ListQuery>,
+    },
     /// `getPet`: `Deprecation`, `Sunset`, and this successor `Link`.
-    Deprecated(HeaderValue),
-    /// A created pet's `Location`.
-    Location(Option<HeaderValue>),
+    Deprecated(&'a HeaderValue),
+    /// A created pet: its `Location: {base_url}/pets/{id}`.
+    Location {
+        /// The public base address, including `/v1`.
+        base_url: &'a str,
+        /// The created pet's id.
+        id: PetId,
+    },
+}
+
+impl Extra<'_> {
+    /// Writes the value of the response's own last header (`Link` next,
+    /// `Location`) into `buf`; `false` when it has none that changes per
+    /// request. Digits by `itoa`, no `fmt`: this is on every list and
+    /// create response.
+    fn write(&self, buf: &mut Vec<u8>) -> bool {
+        match *self {
+            Extra::Next {
+                base_url,
+                next: Some(next),
+            } => {
+                let mut limit = itoa::Buffer::new();
+                let mut after = itoa::Buffer::new();
+                let status = next.status.map(|s| s.as_str().as_bytes());
+                let parts: [&[u8]; 9] = [
+                    b"<",
+                    base_url.as_bytes(),
+                    b"/pets?limit=",
+                    limit.format(next.limit.get()).as_bytes(),
+                    if status.is_some() { b"&status=" } else { b"" },
+                    status.unwrap_or_default(),
+                    b"&after=",
+                    after.format(next.after.map_or(0, PetId::get)).as_bytes(),
+                    b">; rel=\"next\"",
+                ];
+                parts.iter().for_each(|part| buf.extend_from_slice(part));
+                true
+            }
+            Extra::Location { base_url, id } => {
+                let mut digits = itoa::Buffer::new();
+                let parts: [&[u8]; 3] = [
+                    base_url.as_bytes(),
+                    b"/pets/",
+                    digits.format(id.get()).as_bytes(),
+                ];
+                parts.iter().for_each(|part| buf.extend_from_slice(part));
+                true
+            }
+            Extra::Next { next: None, .. } | Extra::Deprecated(_) => false,
+        }
+    }
 }
 
 impl QuotaHeaders {
@@ -159,14 +213,18 @@ impl QuotaHeaders {
 
     /// The headers of a 2xx operation response: content type, the
     /// rate-limit headers describing `decision`, and `extra`.
-    pub fn success(&self, decision: &Decision, extra: Extra) -> HeaderMap {
-        let (template, last) = match extra {
-            Extra::Next(link) => (&self.templates.list, link),
-            Extra::Deprecated(link) => (&self.templates.get, Some(link)),
-            Extra::Location(location) => (&self.templates.created, location),
+    pub fn success(&self, decision: &Decision, extra: Extra<'_>) -> HeaderMap {
+        let template = match extra {
+            Extra::Next { .. } => &self.templates.list,
+            Extra::Deprecated(_) => &self.templates.get,
+            Extra::Location { .. } => &self.templates.created,
         };
         let mut map = template.clone();
-        let [remaining, reset, current] = changing_values(decision);
+        let ([remaining, reset, current], own) = changing_values(decision, |buf| extra.write(buf));
+        let last = match extra {
+            Extra::Deprecated(link) => Some(link.clone()),
+            _ => own,
+        };
         let limit = self.limit(decision.binding().limit);
         let mut last_value = None;
         for (i, value) in map.values_mut().enumerate() {
@@ -225,7 +283,7 @@ fn static_text(text: String) -> &'static str {
 /// response; `quota` holds the values that depend only on the limiter's
 /// quota. (A 2xx response gets them from [`QuotaHeaders::success`].)
 pub fn rate_limit(headers: &mut HeaderMap, decision: &Decision, quota: &QuotaHeaders) {
-    let [remaining, reset, current] = changing_values(decision);
+    let ([remaining, reset, current], _) = changing_values(decision, |_| false);
     headers.insert(X_RATELIMIT_LIMIT, quota.limit(decision.binding().limit));
     headers.insert(X_RATELIMIT_REMAINING, remaining);
     headers.insert(X_RATELIMIT_RESET, reset);
@@ -233,13 +291,17 @@ pub fn rate_limit(headers: &mut HeaderMap, decision: &Decision, quota: &QuotaHea
     headers.insert(RATELIMIT_POLICY, quota.policy());
 }
 
-/// `X-RateLimit-Remaining`, `X-RateLimit-Reset` and `RateLimit`: the
-/// values that change with every request. Written as digits into one
-/// buffer of exactly their length and handed out as slices of it: two
-/// allocations for the three (the buffer, and the reference count its
-/// slices share), and no `fmt` (which cost more than the rest of a list
-/// request; README, "Performance").
-fn changing_values(decision: &Decision) -> [HeaderValue; 3] {
+/// The values of a response that change with every request:
+/// `X-RateLimit-Remaining`, `X-RateLimit-Reset`, `RateLimit`, and what
+/// `tail` writes (the operation's own `Link` or `Location`; `None` when it
+/// writes nothing, or not a valid header value). Written as digits, without `fmt`, into one
+/// reused buffer ([`buffers`]) and handed out as slices of it: one
+/// allocation for all of them, where a buffer each (and the reference
+/// count their slices share) cost three (`scripts/profile`).
+fn changing_values(
+    decision: &Decision,
+    tail: impl FnOnce(&mut Vec<u8>) -> bool,
+) -> ([HeaderValue; 3], Option<HeaderValue>) {
     let binding = decision.binding();
     let mut remaining = itoa::Buffer::new();
     let remaining = remaining.format(binding.remaining).as_bytes();
@@ -247,9 +309,7 @@ fn changing_values(decision: &Decision) -> [HeaderValue; 3] {
     let reset = reset.format(binding.reset_at.unix_secs_ceil()).as_bytes();
     let mut after = itoa::Buffer::new();
     let after = after.format(decision.reset_after_secs()).as_bytes();
-    let parts: [&[u8]; 8] = [
-        remaining,
-        reset,
+    let current: [&[u8]; 6] = [
         b"\"",
         binding.name.as_bytes(),
         b"\";r=",
@@ -257,16 +317,21 @@ fn changing_values(decision: &Decision) -> [HeaderValue; 3] {
         b";t=",
         after,
     ];
-    let mut buf = Vec::with_capacity(parts.iter().map(|p| p.len()).sum());
-    for part in parts {
-        buf.extend_from_slice(part);
+    let mut buf = buffers::take();
+    let mut ends = [0; 4];
+    for (end, parts) in ends.iter_mut().zip([&[remaining], &[reset], &current[..]]) {
+        parts.iter().for_each(|part| buf.extend_from_slice(part));
+        *end = buf.len();
     }
-    let buf = Bytes::from(buf);
-    let split = [0, remaining.len(), remaining.len() + reset.len(), buf.len()];
-    std::array::from_fn(|i| {
-        HeaderValue::from_maybe_shared(buf.slice(split[i]..split[i + 1]))
-            .unwrap_or_else(|_| HeaderValue::from_static(""))
-    })
+    let own = tail(&mut buf);
+    ends[3] = buf.len();
+    let buf = buffers::into_bytes(buf);
+    let value = |i: usize| {
+        let start = i.checked_sub(1).map_or(0, |before| ends[before]);
+        HeaderValue::from_maybe_shared(buf.slice(start..ends[i])).ok()
+    };
+    let digits = |i| value(i).unwrap_or_else(|| HeaderValue::from_static(""));
+    ([digits(0), digits(1), digits(2)], value(3).filter(|_| own))
 }
 
 /// The successor-version `Link` of `getPet`, built once at startup.
@@ -348,8 +413,18 @@ mod tests {
                 .collect::<Vec<_>>()
         };
 
-        let next = HeaderValue::from_static("</v1/pets?limit=20&after=20>; rel=\"next\"");
-        let h = quota.success(&d, Extra::Next(Some(next.clone())));
+        let last_page = Extra::Next {
+            base_url: "/v1",
+            next: None,
+        };
+        let next = ListQuery::new().after(PetId::new(20).unwrap());
+        let h = quota.success(
+            &d,
+            Extra::Next {
+                base_url: "/v1",
+                next: Some(next),
+            },
+        );
         assert_eq!(names(&h), with(&["link"]));
         assert_eq!(h[CONTENT_TYPE], "application/json");
         assert_eq!(h[&X_RATELIMIT_LIMIT], "60");
@@ -360,14 +435,29 @@ mod tests {
             h[&RATELIMIT_POLICY],
             r#""minute";q=60;w=60, "day";q=1000;w=86400"#
         );
-        assert_eq!(h[LINK], next);
+        assert_eq!(h[LINK], "</v1/pets?limit=20&after=20>; rel=\"next\"");
+        let filtered = ListQuery::new()
+            .limit(petstore_core::Limit::new(5).unwrap())
+            .status(petstore_core::PetStatus::Sold)
+            .after(PetId::new(1234).unwrap());
+        let h = quota.success(
+            &d,
+            Extra::Next {
+                base_url: "https://x.example/v1",
+                next: Some(filtered),
+            },
+        );
+        assert_eq!(
+            h[LINK],
+            "<https://x.example/v1/pets?limit=5&status=sold&after=1234>; rel=\"next\""
+        );
 
         // The last page has no Link at all, not an empty one.
-        let h = quota.success(&d, Extra::Next(None));
+        let h = quota.success(&d, last_page);
         assert_eq!(names(&h), with(&[]));
 
         let successor = successor_link("/v1");
-        let h = quota.success(&d, Extra::Deprecated(successor.clone()));
+        let h = quota.success(&d, Extra::Deprecated(&successor));
         assert_eq!(names(&h), with(&["deprecation", "sunset", "link"]));
         assert_eq!(h[&DEPRECATION], DEPRECATION_VALUE);
         assert_eq!(h[&SUNSET], GET_PET_SUNSET);
@@ -376,7 +466,10 @@ mod tests {
 
         let h = quota.success(
             &d,
-            Extra::Location(Some(HeaderValue::from_static("/v1/pets/7"))),
+            Extra::Location {
+                base_url: "/v1",
+                id: PetId::new(7).unwrap(),
+            },
         );
         assert_eq!(names(&h), with(&["location"]));
         assert_eq!(h[LOCATION], "/v1/pets/7");
@@ -384,7 +477,7 @@ mod tests {
         // The same as the error path writes, value for value.
         let mut errors = HeaderMap::new();
         rate_limit(&mut errors, &d, &quota);
-        let h = quota.success(&d, Extra::Next(None));
+        let h = quota.success(&d, last_page);
         for name in &base[1..] {
             assert_eq!(errors.get(*name), h.get(*name), "{name}");
         }
@@ -396,7 +489,11 @@ mod tests {
         let t = Timestamp::from_unix_secs(1_000_000);
         let quota = QuotaHeaders::of(&tight.check(t));
         let d = tight.check(t + Duration::from_millis(500));
-        let h = quota.success(&d, Extra::Next(None));
+        let last_page = Extra::Next {
+            base_url: "/v1",
+            next: None,
+        };
+        let h = quota.success(&d, last_page);
         assert_eq!(h[&X_RATELIMIT_LIMIT], "2");
         assert_eq!(h[&X_RATELIMIT_REMAINING], "0");
         assert_eq!(h[&RATELIMIT], r#""day";r=0;t=86400"#);

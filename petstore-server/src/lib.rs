@@ -10,7 +10,7 @@
 //! | [`server`] | accept loop, connection limits, body reading, graceful shutdown |
 //! | [`routes`] | [`routes::respond`]: one parsed request in, one response out |
 //! | [`auth`] | the `Authorization: Bearer` header |
-//! | [`buffers`] | reused buffers for list pages |
+//! | [`buffers`] | reused buffers for list pages and per-response header values |
 //! | [`connection`] | one client connection: its address, the key it presented last |
 //! | [`keys`] | the keys file, key lookup, reload |
 //! | [`query`] | query-string and path-parameter parsing |

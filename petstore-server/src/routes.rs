@@ -256,10 +256,10 @@ fn operation(
 
 /// A 2xx answer of an operation; [`QuotaHeaders::success`] makes its
 /// headers.
-struct Success {
+struct Success<'a> {
     status: StatusCode,
     body: Bytes,
-    extra: Extra,
+    extra: Extra<'a>,
 }
 
 /// Charges the key's buckets, or the client address's when there is no
@@ -295,12 +295,12 @@ fn authorize(
     )
 }
 
-fn run(
-    state: &AppState,
+fn run<'a>(
+    state: &'a AppState,
     head: &Parts,
     body: BodyRead,
     op: Operation<'_>,
-) -> Result<Success, ApiError> {
+) -> Result<Success<'a>, ApiError> {
     let query = head.uri.query();
     match op {
         Operation::ListPets => {
@@ -320,7 +320,7 @@ fn run(
                 Some(pet) => Ok(Success {
                     status: StatusCode::OK,
                     body: Bytes::from(pet),
-                    extra: Extra::Deprecated(state.successor_link().clone()),
+                    extra: Extra::Deprecated(state.successor_link()),
                 }),
                 None => Err(ApiError::NotFound(format!("no pet with id {id}"))),
             }
@@ -335,40 +335,23 @@ fn run(
     }
 }
 
-fn list_pets(state: &AppState, list: &ListQuery) -> Success {
+fn list_pets<'a>(state: &'a AppState, list: &ListQuery) -> Success<'a> {
     let page = state.inventory.list_json_into(list, buffers::take());
-    // `<{base}/pets?limit=N[&status=S]&after=ID>; rel="next"`, without
-    // `format!` (this is the hot path of the service), in a buffer of
-    // exactly its length (`Bytes` takes that without allocating again).
-    let next = page.next_after.and_then(|after| {
-        let mut limit_digits = itoa::Buffer::new();
-        let mut after_digits = itoa::Buffer::new();
-        let status = list.status.map(|s| s.as_str().as_bytes());
-        let parts: [&[u8]; 8] = [
-            b"<",
-            state.options.base_url.as_bytes(),
-            b"/pets?limit=",
-            limit_digits.format(list.limit.get()).as_bytes(),
-            if status.is_some() { b"&status=" } else { b"" },
-            status.unwrap_or_default(),
-            b"&after=",
-            after_digits.format(after.get()).as_bytes(),
-        ];
-        let mut link = Vec::with_capacity(parts.iter().map(|p| p.len()).sum::<usize>() + 13);
-        for part in parts {
-            link.extend_from_slice(part);
-        }
-        link.extend_from_slice(b">; rel=\"next\"");
-        HeaderValue::from_maybe_shared(Bytes::from(link)).ok()
-    });
     Success {
         status: StatusCode::OK,
         body: buffers::into_bytes(page.body),
-        extra: Extra::Next(next),
+        extra: Extra::Next {
+            base_url: &state.options.base_url,
+            next: page.next_after.map(|after| list.after(after)),
+        },
     }
 }
 
-fn create_pet(state: &AppState, request: &HeaderMap, body: BodyRead) -> Result<Success, ApiError> {
+fn create_pet<'a>(
+    state: &'a AppState,
+    request: &HeaderMap,
+    body: BodyRead,
+) -> Result<Success<'a>, ApiError> {
     // 415 first (README, "order of checks"): a body of the wrong type is
     // refused whatever its size or pace. Without a Content-Type, a body
     // that is known to be empty is simply missing (400 below).
@@ -403,17 +386,13 @@ fn create_pet(state: &AppState, request: &HeaderMap, body: BodyRead) -> Result<S
         .inventory
         .create(new)
         .map_err(|e| ApiError::Unavailable(e.to_string()))?;
-    let mut id = itoa::Buffer::new();
-    let id = id.format(pet.id().get()).as_bytes();
-    let base = state.options.base_url.as_bytes();
-    let mut location = Vec::with_capacity(base.len() + 6 + id.len());
-    for part in [base, b"/pets/", id] {
-        location.extend_from_slice(part);
-    }
     Ok(Success {
         status: StatusCode::CREATED,
         body: Bytes::from(pet.to_json()),
-        extra: Extra::Location(HeaderValue::from_maybe_shared(Bytes::from(location)).ok()),
+        extra: Extra::Location {
+            base_url: &state.options.base_url,
+            id: pet.id(),
+        },
     })
 }
 
