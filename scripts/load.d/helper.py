@@ -6,6 +6,7 @@ Subcommands:
   journal PATH N               write a durable journal of N pets
   count BASE KEY AFTER         print how many pets have an id above AFTER
   drive BASE KEY METHOD PATH N send N requests on one keep-alive connection
+  capture BASE KEY PATH OUT    write one GET's response as sent (the ruler's)
   record ...                   turn one wrk run into a JSON line of results
   memwatch ...                 sample VmRSS and the pet count while a load runs
   report RESULTS [MEMORY]      print the Markdown tables; exit 3 on any error
@@ -129,6 +130,26 @@ def drive(args):
         if not 200 <= response.status < 300:
             raise SystemExit(f"{args.method} {path}: {response.status}")
     conn.close()
+
+
+def capture(args):
+    """GET PATH once and write the response as the server sent it: status
+    line, header lines (names, order and values as received), a blank
+    line, the body. The baseline answers every request with exactly this
+    (examples/baseline.rs), so that the ruler sends the same bytes as the
+    server."""
+    conn = connect(args.base)
+    conn.request("GET", args.path, headers={"Authorization": f"Bearer {args.key}"})
+    response = conn.getresponse()
+    body = response.read()
+    conn.close()
+    if response.status != 200:
+        raise SystemExit(f"GET {args.path}: {response.status}, not 200")
+    lines = [f"HTTP/1.1 {response.status} {response.reason}"]
+    lines += [f"{name}: {value}" for name, value in response.getheaders()]
+    with open(args.out, "wb") as f:
+        f.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+    print(f"captured GET {args.path}: {len(lines) - 1} headers, {len(body)} bytes of body")
 
 
 # --- journal ----------------------------------------------------------------
@@ -322,9 +343,9 @@ def report(args):
     print("| scenario | conns | req/s | p50 ms | p99 ms | CPU s/100k req "
           "| baseline req/s | baseline p99 ms | baseline CPU s/100k "
           "| ratio | per-round ratios | p99 ratio | CPU ratio | target "
-          "| verdict |")
+          "| verdict | page-only req/s | ratio to page-only |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:"
-          "|---|---|")
+          "|---|---|---:|---:|")
     verdicts = []
     for scenario, conns in keys:
         def runs(target):
@@ -333,7 +354,7 @@ def report(args):
                            == (scenario, conns, target)
                            and not r.get("missing")),
                           key=lambda r: r["round"])
-        srv, base = runs("server"), runs("baseline")
+        srv, base, page = runs("server"), runs("baseline"), runs("page_only")
         rps = median([r["rps"] for r in srv])
         p50 = median([r["p50_ms"] for r in srv])
         p99 = median([r["p99_ms"] for r in srv])
@@ -344,6 +365,8 @@ def report(args):
         ratio = rps / b_rps if rps and b_rps else None
         p99_ratio = p99 / b_p99 if p99 and b_p99 else None
         cpu_ratio = cpu / b_cpu if cpu and b_cpu else None
+        p_rps = median([r["rps"] for r in page])
+        page_ratio = rps / p_rps if rps and p_rps else None
         # Each server run against the baseline run right after it: how
         # much the ratio moved from round to round (the noise).
         by_round = {r["round"]: r for r in base}
@@ -366,7 +389,8 @@ def report(args):
               f"| {fmt(p99)} | {fmt(cpu, 3)} | {fmt(b_rps, 0)} | {fmt(b_p99)} "
               f"| {fmt(b_cpu, 3)} | {fmt(ratio)} | {paired or 'n/a'} "
               f"| {fmt(p99_ratio)} | {fmt(cpu_ratio)} | {target_text} "
-              f"| **{verdict}** |")
+              f"| **{verdict}** | {fmt(p_rps, 0) if page else '-'} "
+              f"| {fmt(page_ratio) if page else '-'} |")
     print()
     n_rounds = max((r["round"] for r in rows), default=0)
     print(f"{n_rounds} round(s) per row and target. req/s, p50, p99 and CPU "
@@ -375,7 +399,10 @@ def report(args):
           "each server run / the baseline run right after it (their spread "
           "is the noise); p99 ratio = server p99 / baseline p99; CPU = "
           "utime+stime of the process over the run per 100,000 requests, "
-          "CPU ratio = server / baseline.")
+          "CPU ratio = server / baseline. The baseline answers the server's "
+          "own list response, headers included (the same bytes); page-only "
+          "answers the page with only a Content-Type (the ruler of earlier "
+          "reports), at the first connection count only.")
     print()
     # The cost of the observability features: the same list scenario on
     # servers that differ only in one flag, each as a ratio to its own
@@ -513,6 +540,13 @@ def main():
     s.add_argument("n", type=int)
     s.add_argument("--ids", type=int, default=10000)
     s.set_defaults(func=drive)
+
+    s = sub.add_parser("capture")
+    s.add_argument("base")
+    s.add_argument("key")
+    s.add_argument("path")
+    s.add_argument("out")
+    s.set_defaults(func=capture)
 
     s = sub.add_parser("record")
     s.add_argument("--results", required=True)
