@@ -340,39 +340,35 @@ def report(args):
         if k not in keys and r["scenario"] in SCENARIOS and r["scenario"] != "mixed":
             keys.append(k)
 
-    print("| scenario | conns | req/s | p50 ms | p99 ms | CPU s/100k req "
-          "| baseline req/s | baseline p99 ms | baseline CPU s/100k "
-          "| ratio | per-round ratios | p99 ratio | CPU ratio | target "
-          "| verdict | page-only req/s | ratio to page-only |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:"
-          "|---|---|---:|---:|")
+    print("| scenario | conns | req/s | baseline req/s | ratio | per-round ratios "
+          "| p50 ms | p99 ms | p99 ratio | CPU s/100k req | CPU ratio | target "
+          "| verdict | ratio to page-only |")
+    print("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---|---:|")
     verdicts = []
     for scenario, conns in keys:
         def runs(target):
-            return sorted((r for r in rows
-                           if (r["scenario"], r["conns"], r["target"])
-                           == (scenario, conns, target)
-                           and not r.get("missing")),
-                          key=lambda r: r["round"])
+            return {r["round"]: r for r in rows
+                    if (r["scenario"], r["conns"], r["target"])
+                    == (scenario, conns, target)
+                    and not r.get("missing")}
         srv, base, page = runs("server"), runs("baseline"), runs("page_only")
-        rps = median([r["rps"] for r in srv])
-        p50 = median([r["p50_ms"] for r in srv])
-        p99 = median([r["p99_ms"] for r in srv])
-        cpu = median([r["cpu_per_100k"] for r in srv])
-        b_rps = median([r["rps"] for r in base])
-        b_p99 = median([r["p99_ms"] for r in base])
-        b_cpu = median([r["cpu_per_100k"] for r in base])
-        ratio = rps / b_rps if rps and b_rps else None
-        p99_ratio = p99 / b_p99 if p99 and b_p99 else None
-        cpu_ratio = cpu / b_cpu if cpu and b_cpu else None
-        p_rps = median([r["rps"] for r in page])
-        page_ratio = rps / p_rps if rps and p_rps else None
-        # Each server run against the baseline run right after it: how
-        # much the ratio moved from round to round (the noise).
-        by_round = {r["round"]: r for r in base}
-        paired = " ".join(f"{r['rps'] / by_round[r['round']]['rps']:.2f}"
-                          for r in srv
-                          if r["round"] in by_round and by_round[r["round"]]["rps"])
+
+        def paired(other, field):
+            """Each server run over the `other` run of its round (run right
+            after it): the ratios, in round order."""
+            return [srv[n][field] / other[n][field] for n in sorted(srv)
+                    if n in other and srv[n].get(field) and other[n].get(field)]
+
+        rps = median([r["rps"] for r in srv.values()])
+        b_rps = median([r["rps"] for r in base.values()])
+        p50 = median([r["p50_ms"] for r in srv.values()])
+        p99 = median([r["p99_ms"] for r in srv.values()])
+        cpu = median([r["cpu_per_100k"] for r in srv.values()])
+        per_round = paired(base, "rps")
+        ratio = median(per_round)
+        p99_ratio = median(paired(base, "p99_ms"))
+        cpu_ratio = median(paired(base, "cpu_per_100k"))
+        page_ratio = median(paired(page, "rps"))
         target = TARGETS.get(scenario)
         if target is None:
             target_text, verdict = "(none)", "-"
@@ -385,33 +381,36 @@ def report(args):
                 ok = ok and p99_ratio is not None and p99_ratio <= max_p99
             verdict = "MET" if ok else "MISSED"
             verdicts.append((SCENARIOS[scenario], conns, verdict))
-        print(f"| {SCENARIOS[scenario]} | {conns} | {fmt(rps, 0)} | {fmt(p50)} "
-              f"| {fmt(p99)} | {fmt(cpu, 3)} | {fmt(b_rps, 0)} | {fmt(b_p99)} "
-              f"| {fmt(b_cpu, 3)} | {fmt(ratio)} | {paired or 'n/a'} "
-              f"| {fmt(p99_ratio)} | {fmt(cpu_ratio)} | {target_text} "
-              f"| **{verdict}** | {fmt(p_rps, 0) if page else '-'} "
-              f"| {fmt(page_ratio) if page else '-'} |")
+        rounds_text = " ".join(f"{x:.2f}" for x in per_round) or "n/a"
+        print(f"| {SCENARIOS[scenario]} | {conns} | {fmt(rps, 0)} | {fmt(b_rps, 0)} "
+              f"| {fmt(ratio)} | {rounds_text} | {fmt(p50)} | {fmt(p99)} "
+              f"| {fmt(p99_ratio)} | {fmt(cpu, 3)} | {fmt(cpu_ratio)} "
+              f"| {target_text} | **{verdict}** "
+              f"| {fmt(page_ratio) if page_ratio is not None else '-'} |")
     print()
     n_rounds = max((r["round"] for r in rows), default=0)
-    print(f"{n_rounds} round(s) per row and target. req/s, p50, p99 and CPU "
-          "are medians over the rounds; ratio = server req/s / baseline "
-          "req/s (of the medians; the verdict uses it); per-round ratios = "
-          "each server run / the baseline run right after it (their spread "
-          "is the noise); p99 ratio = server p99 / baseline p99; CPU = "
-          "utime+stime of the process over the run per 100,000 requests, "
-          "CPU ratio = server / baseline. The baseline answers the server's "
-          "own list response, headers included (the same bytes); page-only "
-          "answers the page with only a Content-Type (the ruler of earlier "
-          "reports), at the first connection count only.")
+    print(f"{n_rounds} round(s) per row and target, interleaved. req/s, p50, "
+          "p99 and CPU (utime+stime of the process per 100,000 requests) "
+          "are the server's medians over the rounds; baseline req/s is the "
+          "baseline's. Each round pairs a server run with the baseline run "
+          "right after it: per-round ratios = server req/s / baseline req/s "
+          "of each round (their spread is the noise), and ratio, p99 ratio "
+          "and CPU ratio are the medians of the rounds' ratios (the verdict "
+          "uses them). The baseline answers the server's own list response, "
+          "headers included (the same bytes); page-only answers the page "
+          "with only a Content-Type (the ruler of earlier reports), at the "
+          "first connection count only, two runs after each server run.")
     print()
     # The cost of the observability features: the same list scenario on
     # servers that differ only in one flag, each as a ratio to its own
     # interleaved baseline runs.
     def ratio_of(scenario, conns):
-        srv = [r["rps"] for r in rows if (r["scenario"], r["conns"], r["target"]) == (scenario, conns, "server") and not r.get("missing")]
-        base = [r["rps"] for r in rows if (r["scenario"], r["conns"], r["target"]) == (scenario, conns, "baseline") and not r.get("missing")]
-        a, b = median(srv), median(base)
-        return a / b if a and b else None
+        def of(target):
+            return {r["round"]: r["rps"] for r in rows
+                    if (r["scenario"], r["conns"], r["target"]) == (scenario, conns, target)
+                    and not r.get("missing")}
+        srv, base = of("server"), of("baseline")
+        return median([srv[n] / base[n] for n in srv if base.get(n)])
     for conns in sorted({r["conns"] for r in rows if r["scenario"] == "list_nometrics"}):
         on, off, logged = ratio_of("list", conns), ratio_of("list_nometrics", conns), ratio_of("list_accesslog", conns)
         if on and off:
