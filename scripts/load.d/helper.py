@@ -401,6 +401,31 @@ def report(args):
           "with only a Content-Type (the ruler of earlier reports), at the "
           "first connection count only, two runs after each server run.")
     print()
+    # LOAD_BEFORE: the server of another revision in the same rounds.
+    befores = [k for k in keys if any(
+        (r["scenario"], r["conns"], r["target"]) == (*k, "before") for r in rows)]
+    if befores:
+        print("Before and after (LOAD_BEFORE; the same rounds, the same "
+              "baseline; medians of the rounds' paired ratios):")
+        print()
+        print("| scenario | conns | before / baseline | now / baseline "
+              "| now / before | per-round now / before |")
+        print("|---|---:|---:|---:|---:|---|")
+        for scenario, conns in befores:
+            def of(target):
+                return {r["round"]: r["rps"] for r in rows
+                        if (r["scenario"], r["conns"], r["target"])
+                        == (scenario, conns, target) and not r.get("missing")}
+            srv, base, before = of("server"), of("baseline"), of("before")
+
+            def pairs(a, b):
+                return [a[n] / b[n] for n in sorted(a) if a[n] and b.get(n)]
+            gain = pairs(srv, before)
+            print(f"| {SCENARIOS[scenario]} | {conns} "
+                  f"| {fmt(median(pairs(before, base)))} "
+                  f"| {fmt(median(pairs(srv, base)))} | {fmt(median(gain))} "
+                  f"| {' '.join(f'{x:.2f}' for x in gain)} |")
+        print()
     # The cost of the observability features: the same list scenario on
     # servers that differ only in one flag, each as a ratio to its own
     # interleaved baseline runs.
