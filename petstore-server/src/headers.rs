@@ -153,6 +153,7 @@ impl Extra<'_> {
                 let mut limit = itoa::Buffer::new();
                 let mut after = itoa::Buffer::new();
                 let status = next.status.map(|s| s.as_str().as_bytes());
+                let after = next.after.map(|id| after.format(id.get()).as_bytes());
                 let parts: [&[u8]; 9] = [
                     b"<",
                     base_url.as_bytes(),
@@ -160,8 +161,8 @@ impl Extra<'_> {
                     limit.format(next.limit.get()).as_bytes(),
                     if status.is_some() { b"&status=" } else { b"" },
                     status.unwrap_or_default(),
-                    b"&after=",
-                    after.format(next.after.map_or(0, PetId::get)).as_bytes(),
+                    if after.is_some() { b"&after=" } else { b"" },
+                    after.unwrap_or_default(),
                     b">; rel=\"next\"",
                 ];
                 parts.iter().for_each(|part| buf.extend_from_slice(part));
@@ -293,11 +294,11 @@ pub fn rate_limit(headers: &mut HeaderMap, decision: &Decision, quota: &QuotaHea
 
 /// The values of a response that change with every request:
 /// `X-RateLimit-Remaining`, `X-RateLimit-Reset`, `RateLimit`, and what
-/// `tail` writes (the operation's own `Link` or `Location`; `None` when it
-/// writes nothing, or not a valid header value). Written as digits, without `fmt`, into one
-/// reused buffer ([`buffers`]) and handed out as slices of it: one
-/// allocation for all of them, where a buffer each (and the reference
-/// count their slices share) cost three (`scripts/profile`).
+/// `tail` writes (the operation's own `Link` or `Location`; `None` when
+/// it writes nothing, or not a valid header value). Written as digits,
+/// without `fmt`, into one reused buffer ([`buffers`]) and handed out as
+/// slices of it: one allocation for all of them, where a buffer each (and
+/// the reference count their slices share) cost three (`scripts/profile`).
 fn changing_values(
     decision: &Decision,
     tail: impl FnOnce(&mut Vec<u8>) -> bool,
