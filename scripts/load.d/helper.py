@@ -318,6 +318,22 @@ def median(xs):
     return statistics.median(xs) if xs else None
 
 
+def by_round(rows, scenario, conns, target):
+    """The runs of one target in one scenario and connection count, by
+    round; runs that gave no result are left out."""
+    return {r["round"]: r for r in rows
+            if (r["scenario"], r["conns"], r["target"]) == (scenario, conns, target)
+            and not r.get("missing")}
+
+
+def paired(a, b, field="rps"):
+    """Each run of `a` over the run of `b` in the same round (the rounds
+    interleave the targets, so the two ran next to each other): the
+    ratios of `field`, in round order."""
+    return [a[n][field] / b[n][field] for n in sorted(a)
+            if n in b and a[n].get(field) and b[n].get(field)]
+
+
 def report(args):
     rows = []
     with open(args.results, encoding="utf-8") as f:
@@ -346,29 +362,18 @@ def report(args):
     print("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---|---:|")
     verdicts = []
     for scenario, conns in keys:
-        def runs(target):
-            return {r["round"]: r for r in rows
-                    if (r["scenario"], r["conns"], r["target"])
-                    == (scenario, conns, target)
-                    and not r.get("missing")}
-        srv, base, page = runs("server"), runs("baseline"), runs("page_only")
-
-        def paired(other, field):
-            """Each server run over the `other` run of its round (run right
-            after it): the ratios, in round order."""
-            return [srv[n][field] / other[n][field] for n in sorted(srv)
-                    if n in other and srv[n].get(field) and other[n].get(field)]
-
+        srv, base, page = (by_round(rows, scenario, conns, t)
+                           for t in ("server", "baseline", "page_only"))
         rps = median([r["rps"] for r in srv.values()])
         b_rps = median([r["rps"] for r in base.values()])
         p50 = median([r["p50_ms"] for r in srv.values()])
         p99 = median([r["p99_ms"] for r in srv.values()])
         cpu = median([r["cpu_per_100k"] for r in srv.values()])
-        per_round = paired(base, "rps")
+        per_round = paired(srv, base)
         ratio = median(per_round)
-        p99_ratio = median(paired(base, "p99_ms"))
-        cpu_ratio = median(paired(base, "cpu_per_100k"))
-        page_ratio = median(paired(page, "rps"))
+        p99_ratio = median(paired(srv, base, "p99_ms"))
+        cpu_ratio = median(paired(srv, base, "cpu_per_100k"))
+        page_ratio = median(paired(srv, page))
         target = TARGETS.get(scenario)
         if target is None:
             target_text, verdict = "(none)", "-"
@@ -412,30 +417,20 @@ def report(args):
               "| now / before | per-round now / before |")
         print("|---|---:|---:|---:|---:|---|")
         for scenario, conns in befores:
-            def of(target):
-                return {r["round"]: r["rps"] for r in rows
-                        if (r["scenario"], r["conns"], r["target"])
-                        == (scenario, conns, target) and not r.get("missing")}
-            srv, base, before = of("server"), of("baseline"), of("before")
-
-            def pairs(a, b):
-                return [a[n] / b[n] for n in sorted(a) if a[n] and b.get(n)]
-            gain = pairs(srv, before)
+            srv, base, before = (by_round(rows, scenario, conns, t)
+                                 for t in ("server", "baseline", "before"))
+            gain = paired(srv, before)
             print(f"| {SCENARIOS[scenario]} | {conns} "
-                  f"| {fmt(median(pairs(before, base)))} "
-                  f"| {fmt(median(pairs(srv, base)))} | {fmt(median(gain))} "
+                  f"| {fmt(median(paired(before, base)))} "
+                  f"| {fmt(median(paired(srv, base)))} | {fmt(median(gain))} "
                   f"| {' '.join(f'{x:.2f}' for x in gain)} |")
         print()
     # The cost of the observability features: the same list scenario on
     # servers that differ only in one flag, each as a ratio to its own
     # interleaved baseline runs.
     def ratio_of(scenario, conns):
-        def of(target):
-            return {r["round"]: r["rps"] for r in rows
-                    if (r["scenario"], r["conns"], r["target"]) == (scenario, conns, target)
-                    and not r.get("missing")}
-        srv, base = of("server"), of("baseline")
-        return median([srv[n] / base[n] for n in srv if base.get(n)])
+        return median(paired(by_round(rows, scenario, conns, "server"),
+                             by_round(rows, scenario, conns, "baseline")))
     for conns in sorted({r["conns"] for r in rows if r["scenario"] == "list_nometrics"}):
         on, off, logged = ratio_of("list", conns), ratio_of("list_nometrics", conns), ratio_of("list_accesslog", conns)
         if on and off:
