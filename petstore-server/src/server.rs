@@ -163,14 +163,7 @@ fn reply(
     let method = method_label(&head.method);
     let (response, served) = answer(connection, &head, BodyRead::Complete(Bytes::new()));
     drop(head);
-    record(
-        &connection.state,
-        method,
-        connection.peer,
-        &response,
-        &served,
-        started.elapsed(),
-    );
+    record(connection, method, &response, &served, started);
     Reply::Now(ready(Ok(response)))
 }
 
@@ -264,26 +257,20 @@ async fn answer_later(
     } else {
         answer(&connection, &head, body)
     };
-    record(
-        &connection.state,
-        method,
-        connection.peer,
-        &response,
-        &served,
-        started.elapsed(),
-    );
+    record(&connection, method, &response, &served, started);
     response
 }
 
-/// Metrics and the access log of one answered request.
+/// Metrics and the access log of one answered request on `connection`,
+/// `started` when hyper handed it over.
 fn record(
-    state: &AppState,
+    connection: &Connection,
     method: &'static str,
-    peer: IpAddr,
     response: &HttpResponse,
     served: &Served,
-    elapsed: Duration,
+    started: Instant,
 ) {
+    let (state, peer, elapsed) = (&connection.state, connection.peer, started.elapsed());
     let status = response.status().as_u16();
     if status >= 500 {
         log_error!("answered {status} to {method} {} from {peer}", served.route);
