@@ -97,11 +97,44 @@ pub enum CreateError {
     /// Every id up to 2^63 - 1 has been given out.
     #[error("the inventory is full: no pet ids are left")]
     IdsExhausted,
-    /// The journal could not be written or synced. The pet was not stored
-    /// (or not durably), and the inventory refuses every later create
-    /// until it is reopened; reads go on.
+    /// The journal could not be written or synced, or its file was
+    /// deleted or replaced. The pet was not stored (or not durably), and
+    /// the inventory refuses every later create until it is reopened;
+    /// reads go on.
     #[error("the inventory cannot store pets: {0}")]
-    Storage(String),
+    Storage(StorageFailure),
+}
+
+/// Why a durable inventory cannot store pets any more, in words fit for a
+/// client or a health check: never a path or an error number (those are
+/// in [`StorageFailure::detail`], for the log).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+pub enum StorageFault {
+    /// A write or fsync found the disk full.
+    #[error("the data disk is full")]
+    NoSpace,
+    /// Writing the journal failed.
+    #[error("the journal could not be written")]
+    WriteFailed,
+    /// Syncing the journal to disk failed.
+    #[error("the journal could not be synced to disk")]
+    SyncFailed,
+    /// The journal's path no longer names the file the inventory writes:
+    /// it was deleted, or replaced by another file. Pets written now would
+    /// be lost at the next start.
+    #[error("the journal file was deleted or replaced")]
+    JournalReplaced,
+}
+
+/// A durable inventory's storage failure: what kind ([`StorageFault`], for
+/// clients and health checks) and the details (for the operator's log).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{fault}: {detail}")]
+pub struct StorageFailure {
+    /// What went wrong, without paths.
+    pub fault: StorageFault,
+    /// The details: the journal's path and the operating system's error.
+    pub detail: String,
 }
 
 /// Why [`Inventory::open`](crate::Inventory::open) failed.
@@ -115,8 +148,10 @@ pub enum OpenError {
         /// Why.
         source: std::io::Error,
     },
-    /// A record other than the last is damaged: refusing to drop data.
-    #[error("{path} line {line} is damaged ({reason}); refusing to open rather than drop the pets after it")]
+    /// A complete record (one ending in a newline, the last included) is
+    /// damaged: that is corruption, not a torn write, and dropping it
+    /// could drop an acknowledged pet.
+    #[error("{path} line {line} is damaged ({reason}); refusing to open rather than drop an acknowledged pet")]
     Corrupt {
         /// The journal file.
         path: std::path::PathBuf,
@@ -125,11 +160,14 @@ pub enum OpenError {
         /// What is wrong with it.
         reason: String,
     },
-    /// Another process has the journal open.
-    #[error("{path} is in use by another process")]
+    /// Another process (a server, or a `journal repair`) holds the data
+    /// directory's lock file.
+    #[error("the data directory {dir} is in use by another process (it holds the lock on {lock})")]
     Locked {
-        /// The journal file.
-        path: std::path::PathBuf,
+        /// The data directory.
+        dir: std::path::PathBuf,
+        /// Its lock file.
+        lock: std::path::PathBuf,
     },
 }
 

@@ -31,7 +31,7 @@ use std::path::Path;
 
 use parking_lot::RwLock;
 
-use crate::error::{CreateError, OpenError};
+use crate::error::{CreateError, OpenError, StorageFailure};
 use crate::journal::{Journal, JournalOptions, JournalStats, Recovery};
 use crate::pet::{CategoryId, NewPet, Pet, PetId, PetStatus};
 use crate::query::{JsonPage, Limit, ListQuery, Page};
@@ -122,6 +122,26 @@ impl Inventory {
     /// The journal's counters; `None` for an in-memory inventory.
     pub fn journal_stats(&self) -> Option<JournalStats> {
         self.journal.as_ref().map(Journal::stats)
+    }
+
+    /// Why pets cannot be stored now, or `None` if they can (always `None`
+    /// in memory). Once the journal has failed it stays failed until the
+    /// inventory is reopened. Also checks, with one `stat`, that the
+    /// journal's path still names the file being written, so a health
+    /// check notices a deleted journal before any create does.
+    pub fn storage_failure(&self) -> Option<StorageFailure> {
+        self.journal.as_ref().and_then(Journal::failure)
+    }
+
+    /// Calls `hook` once, with the details, when the journal fails (a
+    /// write, an fsync, or its file deleted or replaced), whichever call
+    /// notices it: a server logs the cause there, once, rather than on
+    /// every refused create. Only the first hook set is kept; an in-memory
+    /// inventory never calls it.
+    pub fn on_storage_failure(&self, hook: impl Fn(&StorageFailure) + Send + Sync + 'static) {
+        if let Some(journal) = &self.journal {
+            journal.on_failure(Box::new(hook));
+        }
     }
 
     /// Stores a new pet under the next id (1, 2, 3, ...) and returns it.

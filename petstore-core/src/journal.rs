@@ -26,6 +26,15 @@
 //! A pet is published to `get`/`list` only after its fsync returned, so no
 //! reader ever sees a pet that a crash could take away.
 //!
+//! # One process per directory
+//!
+//! The data directory is locked for the life of the inventory with a lock
+//! file, [`LOCK_FILE`] (`flock`, released by the kernel when the process
+//! ends, however it ends). Locking the directory rather than the journal
+//! matters: a lock on the journal file goes with the file, so once the
+//! file was deleted a second server could create a new journal beside a
+//! running one, and the two would give out the same ids.
+//!
 //! # Failure
 //!
 //! A failed write or fsync is never retried: after an fsync error the
@@ -35,31 +44,45 @@
 //! every later one get [`CreateError::Storage`], reads go on, and a
 //! restart recovers what is on disk.
 //!
+//! The same happens when the journal's path no longer names the open file
+//! (deleted, or replaced by another file): pets written into an unlinked
+//! file would be acknowledged and then lost at the next start. Each group
+//! commit checks this with one `stat` after its fsync and before it
+//! acknowledges anything: one system call per batch, not per pet.
+//!
 //! # Recovery
 //!
-//! On open the journal is replayed. A final line that is incomplete or
-//! does not check out is what a crash in the middle of a write leaves: the
-//! file is copied aside (`pets.journal.torn-<unix-seconds>`), the bad tail
-//! is cut off, and [`Recovery::torn_tail`] says so. A bad line anywhere
-//! else is corruption, not a crash: opening fails with
-//! [`OpenError::Corrupt`] naming the file and line, and nothing is
-//! dropped silently.
+//! On open the journal is replayed. An unterminated final line (no
+//! newline) is what a crash or a full disk in the middle of a write
+//! leaves: only its bytes are kept aside (`pets.journal.torn-<unix-seconds>`,
+//! so recovery needs free space for the torn bytes, not for the journal),
+//! the file is cut after the last complete record, and
+//! [`Recovery::torn_tail`] says so. A complete line (one that ends in a
+//! newline) that does not check out is corruption, wherever it is, the
+//! last line included: opening fails with [`OpenError::Corrupt`] naming
+//! the file and line, and nothing is dropped silently. The `repair`
+//! module gives the operator the way out.
 //!
 //! [`Inventory`]: crate::Inventory
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
-use crate::error::{CreateError, OpenError};
+use crate::error::{CreateError, OpenError, StorageFailure, StorageFault};
 use crate::inventory::{encode, parse_canonical};
 use crate::pet::{validate_name, NewPet, Pet, PetId, PetStatus};
 
 /// The journal's file name inside the data directory.
 pub const JOURNAL_FILE: &str = "pets.journal";
+
+/// The lock file inside the data directory: whoever holds its `flock`
+/// owns the whole directory (the journal and any other state kept there).
+pub const LOCK_FILE: &str = ".lock";
 
 const LINE_PREFIX: &[u8] = br#"{"pet":"#;
 const CRC_PREFIX: &[u8] = br#","crc32":""#;
@@ -98,14 +121,15 @@ pub struct Recovery {
     pub torn_tail: Option<TornTail>,
 }
 
-/// A torn final record that recovery cut off.
+/// A torn final record that recovery cut off: an unterminated last line,
+/// left by a crash in the middle of a write or by a full disk.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TornTail {
     /// Line number (1-based) of the record that was cut off.
     pub line: u64,
     /// Bytes removed from the end of the journal.
     pub bytes_dropped: u64,
-    /// The copy of the whole file as it was before the cut.
+    /// The file that keeps the removed bytes, and only those.
     pub copy: PathBuf,
 }
 
@@ -156,9 +180,18 @@ impl JournalStats {
     }
 }
 
+/// Called once, when the journal turns failed.
+type FailureHook = Box<dyn Fn(&StorageFailure) + Send + Sync>;
+
 pub(crate) struct Journal {
     path: PathBuf,
     fsync: FsyncPolicy,
+    /// The journal file's `(device, inode)` as opened: the path must keep
+    /// naming it. `None` in unit tests over fake storage.
+    identity: Option<(u64, u64)>,
+    /// The data directory's lock, held (open) for the journal's life.
+    _lock: Option<File>,
+    on_failure: OnceLock<FailureHook>,
     state: Mutex<CommitState>,
     flushed: Condvar,
 }
@@ -194,8 +227,56 @@ struct CommitState {
     flushing: bool,
     /// Every id up to this one is durable and published.
     durable: u64,
-    failed: Option<String>,
+    failed: Option<StorageFailure>,
     stats: JournalStats,
+}
+
+/// Takes the data directory's lock (creating [`LOCK_FILE`]); the lock
+/// lasts as long as the returned file is open.
+pub(crate) fn lock_dir(dir: &Path) -> Result<File, OpenError> {
+    let lock = dir.join(LOCK_FILE);
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock)
+        .map_err(|source| OpenError::Io {
+            path: lock.clone(),
+            source,
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(fs::TryLockError::WouldBlock) => Err(OpenError::Locked {
+            dir: dir.to_path_buf(),
+            lock,
+        }),
+        Err(fs::TryLockError::Error(source)) => Err(OpenError::Io { path: lock, source }),
+    }
+}
+
+/// The `(device, inode)` pair that names a file.
+#[cfg(unix)]
+fn file_identity(meta: &fs::Metadata) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    Some((meta.dev(), meta.ino()))
+}
+
+#[cfg(not(unix))]
+fn file_identity(_meta: &fs::Metadata) -> Option<(u64, u64)> {
+    None
+}
+
+/// A failed write or sync, classified: a full disk is worth saying so.
+fn io_failure(path: &Path, fault: StorageFault, what: &str, e: &io::Error) -> StorageFailure {
+    let fault = if e.kind() == io::ErrorKind::StorageFull {
+        StorageFault::NoSpace
+    } else {
+        fault
+    };
+    StorageFailure {
+        fault,
+        detail: format!("{what} {}: {e}", path.display()),
+    }
 }
 
 impl Journal {
@@ -211,6 +292,9 @@ impl Journal {
             move |source| OpenError::Io { path, source }
         };
         fs::create_dir_all(dir).map_err(io_err(dir))?;
+        // One process per directory: a second writer would give out the
+        // same ids. Taken before the journal is even looked at.
+        let lock = lock_dir(dir)?;
         let path = dir.join(JOURNAL_FILE);
         let existed = path.exists();
         let mut file = OpenOptions::new()
@@ -219,14 +303,19 @@ impl Journal {
             .create(true)
             .open(&path)
             .map_err(io_err(&path))?;
-        // One process per journal: a second writer would interleave ids.
+        // Also lock the file itself, as servers before the directory lock
+        // did, so that one of those cannot share it either.
         file.try_lock().map_err(|e| match e {
-            fs::TryLockError::WouldBlock => OpenError::Locked { path: path.clone() },
+            fs::TryLockError::WouldBlock => OpenError::Locked {
+                dir: dir.to_path_buf(),
+                lock: path.clone(),
+            },
             fs::TryLockError::Error(source) => OpenError::Io {
                 path: path.clone(),
                 source,
             },
         })?;
+        let identity = file_identity(&file.metadata().map_err(io_err(&path))?);
         if !existed {
             // The new file's name must survive a crash too.
             sync_dir(dir).map_err(io_err(dir))?;
@@ -237,8 +326,7 @@ impl Journal {
         let torn_tail = match replay.torn_line {
             None => None,
             Some(line) => {
-                let copy =
-                    cut_torn_tail(dir, &path, &mut file, replay.good_len).map_err(io_err(&path))?;
+                let copy = cut_torn_tail(dir, &mut file, &bytes, replay.good_len)?;
                 Some(TornTail {
                     line,
                     bytes_dropped: (bytes.len() - replay.good_len) as u64,
@@ -254,6 +342,9 @@ impl Journal {
         let journal = Journal {
             path,
             fsync: options.fsync,
+            identity,
+            _lock: Some(lock),
+            on_failure: OnceLock::new(),
             state: Mutex::new(CommitState {
                 file: Some(Box::new(file)),
                 next_id: replay.pets + 1,
@@ -277,12 +368,66 @@ impl Journal {
         self.state.lock().stats
     }
 
+    /// Sets the function called once, with the details, when the journal
+    /// turns failed. Only the first call has an effect.
+    pub(crate) fn on_failure(&self, hook: FailureHook) {
+        let _ = self.on_failure.set(hook);
+    }
+
+    /// Why pets cannot be stored, or `None` if they can. Also looks
+    /// whether the journal's path still names the open file (one `stat`),
+    /// so a health check notices a deleted journal before a create does.
+    pub(crate) fn failure(&self) -> Option<StorageFailure> {
+        if let Some(failed) = &self.state.lock().failed {
+            return Some(failed.clone());
+        }
+        let failure = self.check_path().err()?;
+        let mut state = self.state.lock();
+        self.fail(&mut state, failure);
+        state.failed.clone()
+    }
+
+    /// Whether the journal's path still names the file being written.
+    fn check_path(&self) -> Result<(), StorageFailure> {
+        let Some(identity) = self.identity else {
+            return Ok(());
+        };
+        let replaced = |detail: String| StorageFailure {
+            fault: StorageFault::JournalReplaced,
+            detail,
+        };
+        match fs::metadata(&self.path) {
+            Ok(meta) if file_identity(&meta) == Some(identity) => Ok(()),
+            Ok(_) => Err(replaced(format!(
+                "{} is no longer the file this server opened (replaced by another file)",
+                self.path.display()
+            ))),
+            Err(e) => Err(replaced(format!(
+                "{} is no longer the file this server opened ({e})",
+                self.path.display()
+            ))),
+        }
+    }
+
+    /// Turns the journal failed, unless it already is; the first failure
+    /// is the one kept and reported (once, through the hook, with the
+    /// lock released).
+    fn fail(&self, state: &mut MutexGuard<'_, CommitState>, failure: StorageFailure) {
+        if state.failed.is_some() {
+            return;
+        }
+        state.failed = Some(failure.clone());
+        if let Some(hook) = self.on_failure.get() {
+            MutexGuard::unlocked(state, || hook(&failure));
+        }
+    }
+
     /// Appends a pet and returns once it is durable and published (through
     /// `publish`, called by the leader with each batch in id order).
     pub(crate) fn append(&self, new: NewPet, publish: &dyn Fn(&[Pet])) -> Result<Pet, CreateError> {
         let mut state = self.state.lock();
-        if let Some(reason) = &state.failed {
-            return Err(CreateError::Storage(reason.clone()));
+        if let Some(failed) = &state.failed {
+            return Err(CreateError::Storage(failed.clone()));
         }
         let id = PetId::new(state.next_id).ok_or(CreateError::IdsExhausted)?;
         state.next_id += 1;
@@ -294,8 +439,8 @@ impl Journal {
             if state.durable >= id.get() {
                 return Ok(pet);
             }
-            if let Some(reason) = &state.failed {
-                return Err(CreateError::Storage(reason.clone()));
+            if let Some(failed) = &state.failed {
+                return Err(CreateError::Storage(failed.clone()));
             }
             if state.flushing {
                 self.flushed.wait(&mut state);
@@ -312,27 +457,35 @@ impl Journal {
         let batch = std::mem::take(&mut state.pending);
         let pets = std::mem::take(&mut state.pending_pets);
         let Some(mut file) = state.file.take() else {
-            state.failed = Some("journal file handle lost".into());
+            let failure = StorageFailure {
+                fault: StorageFault::WriteFailed,
+                detail: format!("{}: journal file handle lost", self.path.display()),
+            };
             state.flushing = false;
+            self.fail(state, failure);
             self.flushed.notify_all();
             return;
         };
         let fsync = self.fsync;
+        let path = &self.path;
         let (result, fsync_time) = MutexGuard::unlocked(state, || {
             let written = file.write_all(&batch);
             let started = Instant::now();
             let synced = match (written, fsync) {
-                (Err(e), _) => Err(format!("write failed: {e}")),
-                (Ok(()), FsyncPolicy::Always) => {
-                    file.sync().map_err(|e| format!("fsync failed: {e}"))
-                }
+                (Err(e), _) => Err(io_failure(path, StorageFault::WriteFailed, "writing", &e)),
+                (Ok(()), FsyncPolicy::Always) => file
+                    .sync()
+                    .map_err(|e| io_failure(path, StorageFault::SyncFailed, "syncing", &e)),
                 (Ok(()), FsyncPolicy::Never) => Ok(()),
             };
             let fsync_time = started.elapsed();
-            if synced.is_ok() {
+            // After the sync, before anything is acknowledged: a batch
+            // synced into a deleted or replaced file is not durable.
+            let checked = synced.and_then(|()| self.check_path());
+            if checked.is_ok() {
                 publish(&pets);
             }
-            (synced, fsync_time)
+            (checked, fsync_time)
         });
         state.file = Some(file);
         state.flushing = false;
@@ -341,9 +494,7 @@ impl Journal {
                 state.durable = pets.last().map_or(state.durable, |p| p.id().get());
                 state.stats.record(pets.len(), fsync_time);
             }
-            Err(reason) => {
-                state.failed = Some(format!("{}: {reason}", self.path.display()));
-            }
+            Err(failure) => self.fail(state, failure),
         }
         self.flushed.notify_all();
     }
@@ -394,7 +545,10 @@ fn parse_pet(body: &[u8]) -> Result<Pet, String> {
 }
 
 /// A checked record: its id, status and canonical JSON.
-fn decode_record(line: &[u8], scratch: &mut Vec<u8>) -> Result<(PetId, PetStatus), String> {
+pub(crate) fn decode_record(
+    line: &[u8],
+    scratch: &mut Vec<u8>,
+) -> Result<(PetId, PetStatus), String> {
     let body = checked_body(line)?;
     scratch.clear();
     // Fast path: the bytes are exactly what `encode` writes.
@@ -431,7 +585,6 @@ fn replay(
             None => (rest, false),
         };
         let next = offset + line.len() + usize::from(complete);
-        let is_last = next >= bytes.len();
         let checked = if complete {
             decode_record(line, &mut json)
         } else {
@@ -439,7 +592,9 @@ fn replay(
         };
         let (id, status) = match checked {
             Ok(found) => found,
-            Err(_) if is_last => {
+            // Only an unterminated line is a torn write (and it can only
+            // be the last); a complete line that fails is corruption.
+            Err(_) if !complete => {
                 return Ok(Replayed {
                     pets,
                     good_len: offset,
@@ -472,26 +627,68 @@ fn replay(
     })
 }
 
-/// Copies the journal aside, then cuts it to `good_len` bytes, durably.
-fn cut_torn_tail(dir: &Path, path: &Path, file: &mut File, good_len: usize) -> io::Result<PathBuf> {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let mut copy = dir.join(format!("{JOURNAL_FILE}.torn-{secs}"));
-    let mut n = 1;
-    while copy.exists() {
-        copy = dir.join(format!("{JOURNAL_FILE}.torn-{secs}-{n}"));
-        n += 1;
-    }
-    fs::copy(path, &copy)?;
-    File::open(&copy)?.sync_all()?;
-    file.set_len(good_len as u64)?;
-    file.sync_all()?;
-    sync_dir(dir)?;
+/// Keeps the torn bytes (`bytes[good_len..]`) aside, then cuts the journal
+/// to `good_len` bytes, durably. Only the torn bytes are copied, so this
+/// needs free space for them alone, which matters after a full disk.
+fn cut_torn_tail(
+    dir: &Path,
+    file: &mut File,
+    bytes: &[u8],
+    good_len: usize,
+) -> Result<PathBuf, OpenError> {
+    let copy = save_aside(dir, "torn", &bytes[good_len..])?;
+    let journal = dir.join(JOURNAL_FILE);
+    let cut = || -> io::Result<()> {
+        file.set_len(good_len as u64)?;
+        file.sync_all()?;
+        sync_dir(dir)
+    };
+    cut().map_err(|source| OpenError::Io {
+        path: journal,
+        source,
+    })?;
     Ok(copy)
 }
 
-fn sync_dir(dir: &Path) -> io::Result<()> {
+/// Writes `bytes` durably to a new file `pets.journal.<what>-<unix-seconds>`
+/// in `dir` and returns its path. A copy that fails half-way (a full disk,
+/// say) is removed, so failed attempts leave nothing behind.
+pub(crate) fn save_aside(dir: &Path, what: &str, bytes: &[u8]) -> Result<PathBuf, OpenError> {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut n = 0u32;
+    loop {
+        let name = match n {
+            0 => format!("{JOURNAL_FILE}.{what}-{secs}"),
+            _ => format!("{JOURNAL_FILE}.{what}-{secs}-{n}"),
+        };
+        let path = dir.join(name);
+        let mut file = match OpenOptions::new().write(true).create_new(true).open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && n < 1000 => {
+                n += 1;
+                continue;
+            }
+            Err(source) => return Err(OpenError::Io { path, source }),
+        };
+        let written = file
+            .write_all(bytes)
+            .and_then(|()| file.sync_all())
+            .and_then(|()| sync_dir(dir));
+        return match written {
+            Ok(()) => Ok(path),
+            Err(source) => {
+                drop(file);
+                // Best effort: the error that matters is `source`.
+                let _ = fs::remove_file(&path);
+                Err(OpenError::Io { path, source })
+            }
+        };
+    }
+}
+
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
@@ -554,6 +751,9 @@ mod tests {
         Journal {
             path: PathBuf::from("test.journal"),
             fsync: FsyncPolicy::Always,
+            identity: None,
+            _lock: None,
+            on_failure: OnceLock::new(),
             state: Mutex::new(CommitState {
                 file: Some(Box::new(storage)),
                 next_id: 1,
@@ -579,7 +779,8 @@ mod tests {
         let publish = |b: &[Pet]| published.lock().extend_from_slice(b);
         let new = || NewPet::new("Rex", CategoryId::MIN).unwrap();
         let first = journal.append(new(), &publish);
-        assert!(matches!(first, Err(CreateError::Storage(ref m)) if m.contains("injected EIO")));
+        assert!(matches!(first, Err(CreateError::Storage(ref f))
+            if f.detail.contains("injected EIO") && f.fault == StorageFault::SyncFailed));
         // Written but never synced: not published, not acknowledged.
         assert!(!written.lock().is_empty());
         assert!(published.lock().is_empty());

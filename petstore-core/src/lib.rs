@@ -16,6 +16,7 @@
 //! | `query` | [`ListQuery`], [`Limit`], [`Page`], [`JsonPage`] |
 //! | `inventory` | [`Inventory`]: storage, `get`/`list`/`create` |
 //! | `journal` | the append-only journal of a durable inventory: group commit, recovery |
+//! | `repair` | [`check_journal`], [`repair_journal`]: the way out of a damaged journal |
 //! | `clock` | [`Clock`], [`SystemClock`], [`FakeClock`], [`Timestamp`] |
 //! | `quota` | [`Plan`], [`Plans`], [`Quota`], [`BanPolicy`] |
 //! | `bucket` | one GCRA token bucket (private) |
@@ -56,15 +57,19 @@ mod limiter;
 mod pet;
 mod query;
 mod quota;
+mod repair;
 
 pub use anonymous::AnonymousLimiter;
 pub use clock::{Clock, FakeClock, SystemClock, Timestamp};
 pub use decision::{Decision, Outcome, WindowState};
-pub use error::{CreateError, IdError, LimitError, NameError, OpenError, PetError, QuotaError};
+pub use error::{
+    CreateError, IdError, LimitError, NameError, OpenError, PetError, QuotaError, StorageFailure,
+    StorageFault,
+};
 pub use inventory::Inventory;
 pub use journal::{
     FsyncPolicy, JournalOptions, JournalStats, Recovery, TornTail, BATCH_BUCKETS, FSYNC_BUCKETS,
-    JOURNAL_FILE,
+    JOURNAL_FILE, LOCK_FILE,
 };
 pub use limiter::{KeyLimiter, RateLimiter};
 pub use pet::{
@@ -72,3 +77,4 @@ pub use pet::{
 };
 pub use query::{JsonPage, Limit, ListQuery, Page};
 pub use quota::{BanPolicy, Plan, Plans, Quota, UnknownPlan};
+pub use repair::{check_journal, repair_journal, BadLine, JournalCheck, JournalRepair, MAX_LISTED};

@@ -1,6 +1,8 @@
 //! The durable inventory's documented outcomes: recovery of torn tails,
-//! refusal of corruption, empty and missing directories, places that
-//! cannot be written, one writer at a time, and group commit.
+//! refusal of corruption (the last complete line included), check and
+//! repair, empty and missing directories, places that cannot be written,
+//! one writer per directory, a journal deleted or replaced under a running
+//! inventory, and group commit.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -9,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use petstore_core::{
-    CategoryId, FsyncPolicy, Inventory, JournalOptions, ListQuery, NewPet, OpenError, Pet, PetId,
-    PetStatus, JOURNAL_FILE,
+    check_journal, repair_journal, CategoryId, CreateError, FsyncPolicy, Inventory, JournalOptions,
+    ListQuery, NewPet, OpenError, Pet, PetId, PetStatus, StorageFault, JOURNAL_FILE, LOCK_FILE,
 };
 
 /// A fresh, empty directory path (not created) unique to this test.
@@ -93,8 +95,8 @@ fn a_torn_tail_is_cut_at_every_offset_after_keeping_a_copy() {
         assert_eq!(torn.bytes_dropped, (cut - last_start) as u64);
         assert_eq!(
             fs::read(&torn.copy).unwrap(),
-            &full[..cut],
-            "the copy keeps the file as it was"
+            &full[last_start..cut],
+            "the copy keeps the torn bytes, and only those"
         );
         assert_eq!(all(&inventory), created[..4]);
         assert_eq!(
@@ -277,5 +279,220 @@ fn fsync_never_still_writes_every_pet() {
         .collect();
     drop(inventory);
     assert_eq!(all(&Inventory::open(&dir, options).unwrap()), created);
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The journal's lines, each with its newline.
+fn lines_of(bytes: &[u8]) -> Vec<Vec<u8>> {
+    bytes
+        .split_inclusive(|b| *b == b'\n')
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+/// The journal with one byte of line `n` (1-based) changed, its newline
+/// kept: a complete line whose checksum fails.
+fn damage_line(bytes: &[u8], n: usize) -> Vec<u8> {
+    let mut lines = lines_of(bytes);
+    lines[n - 1][12] ^= 0x01;
+    lines.concat()
+}
+
+#[test]
+fn a_complete_last_line_with_a_bad_checksum_is_corruption_not_a_torn_write() {
+    let dir = scratch("last-corrupt");
+    fill(&dir, 5);
+    let path = dir.join(JOURNAL_FILE);
+    let damaged = damage_line(&fs::read(&path).unwrap(), 5);
+    assert_eq!(damaged.last(), Some(&b'\n'), "the line is complete");
+    fs::write(&path, &damaged).unwrap();
+    match Inventory::open(&dir, JournalOptions::default()) {
+        Err(OpenError::Corrupt {
+            path: p,
+            line,
+            reason,
+        }) => {
+            assert_eq!((p, line), (path.clone(), 5));
+            assert!(reason.contains("checksum mismatch"), "{reason}");
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    // Nothing was cut and nothing was kept aside.
+    assert_eq!(fs::read(&path).unwrap(), damaged);
+    let entries: Vec<_> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("pets.journal."))
+        .collect();
+    assert!(entries.is_empty(), "{entries:?}");
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn check_lists_bad_lines_and_changes_nothing() {
+    let dir = scratch("check");
+    fill(&dir, 5);
+    let path = dir.join(JOURNAL_FILE);
+    let clean = fs::read(&path).unwrap();
+    let report = check_journal(&dir).unwrap();
+    assert!(report.is_clean() && !report.is_corrupt(), "{report:?}");
+    assert_eq!((report.lines, report.kept), (5, 5));
+
+    // Line 2 damaged, line 4 damaged, and a torn last line.
+    let mut damaged = damage_line(&damage_line(&clean, 2), 4);
+    damaged.extend_from_slice(br#"{"pet":{"id":6,"na"#);
+    fs::write(&path, &damaged).unwrap();
+    let report = check_journal(&dir).unwrap();
+    let listed: Vec<(u64, bool)> = report.bad.iter().map(|b| (b.line, b.torn)).collect();
+    assert_eq!(listed, [(2, false), (4, false), (6, true)]);
+    assert!(report.bad[0].reason.contains("checksum mismatch"));
+    assert_eq!(report.bad[0].offset, lines_of(&clean)[0].len() as u64);
+    assert_eq!(
+        (report.kept, report.intact_after_bad, report.bad_total),
+        (1, 2, 3)
+    );
+    assert!(report.is_corrupt());
+    assert_eq!(fs::read(&path).unwrap(), damaged, "check changes nothing");
+
+    // A torn last line alone is not corruption: a start cuts it.
+    let mut torn = clean.clone();
+    torn.extend_from_slice(b"{\"pet\"");
+    fs::write(&path, &torn).unwrap();
+    let report = check_journal(&dir).unwrap();
+    assert!(!report.is_clean() && !report.is_corrupt(), "{report:?}");
+
+    // No journal: an error naming it.
+    fs::remove_file(&path).unwrap();
+    let err = check_journal(&dir).unwrap_err();
+    assert!(err.to_string().contains(JOURNAL_FILE), "{err}");
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn repair_moves_the_damage_aside_and_the_journal_opens_again() {
+    let dir = scratch("repair");
+    let created = fill(&dir, 5);
+    let path = dir.join(JOURNAL_FILE);
+    let clean = fs::read(&path).unwrap();
+    let lines = lines_of(&clean);
+
+    // A clean journal: nothing to do, no side file.
+    let repair = repair_journal(&dir).unwrap();
+    assert_eq!(repair.side_file, None);
+    assert_eq!(fs::read(&path).unwrap(), clean);
+
+    // The last complete line damaged: exactly that line moves.
+    let damaged = damage_line(&clean, 5);
+    fs::write(&path, &damaged).unwrap();
+    let repair = repair_journal(&dir).unwrap();
+    let side = repair.side_file.clone().expect("a side file");
+    assert_eq!(fs::read(&side).unwrap(), lines_of(&damaged)[4]);
+    assert_eq!(repair.check.intact_after_bad, 0);
+    assert_eq!(fs::read(&path).unwrap(), lines[..4].concat());
+    let inventory = Inventory::open(&dir, JournalOptions::default()).unwrap();
+    assert_eq!(all(&inventory), created[..4]);
+    // Refused while the directory is in use.
+    assert!(matches!(
+        repair_journal(&dir),
+        Err(OpenError::Locked { .. })
+    ));
+    drop(inventory);
+    fs::remove_file(&side).unwrap();
+
+    // A damaged middle line: it and every line after it move, byte for
+    // byte, because pet n must stay on line n.
+    let damaged = damage_line(&clean, 3);
+    fs::write(&path, &damaged).unwrap();
+    let repair = repair_journal(&dir).unwrap();
+    let side = repair.side_file.clone().expect("a side file");
+    assert_eq!(fs::read(&side).unwrap(), lines_of(&damaged)[2..].concat());
+    assert_eq!((repair.check.kept, repair.check.intact_after_bad), (2, 2));
+    let inventory = Inventory::open(&dir, JournalOptions::default()).unwrap();
+    assert_eq!(all(&inventory), created[..2]);
+    assert_eq!(inventory.recovery().unwrap().torn_tail, None);
+    drop(inventory);
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_second_inventory_on_the_directory_is_refused_even_after_the_journal_is_deleted() {
+    let dir = scratch("dir-lock");
+    let first = Inventory::open(&dir, JournalOptions::default()).unwrap();
+    assert!(dir.join(LOCK_FILE).is_file());
+    fs::remove_file(dir.join(JOURNAL_FILE)).unwrap();
+    match Inventory::open(&dir, JournalOptions::default()) {
+        Err(e @ OpenError::Locked { .. }) => {
+            assert!(e.to_string().contains("in use by another process"), "{e}");
+        }
+        other => panic!("expected Locked, got {other:?}"),
+    }
+    drop(first);
+    assert!(Inventory::open(&dir, JournalOptions::default()).is_ok());
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_journal_deleted_or_replaced_under_the_inventory_stops_creates_not_reads() {
+    for replace in [false, true] {
+        let dir = scratch(&format!("deleted-{replace}"));
+        let inventory = Inventory::open(&dir, JournalOptions::default()).unwrap();
+        let reports = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = reports.clone();
+        inventory.on_storage_failure(move |f| seen.lock().unwrap().push(f.clone()));
+        let rex = inventory.create(new_pet(0)).unwrap();
+        assert_eq!(inventory.storage_failure(), None);
+        let path = dir.join(JOURNAL_FILE);
+        if replace {
+            let other = dir.join("other");
+            fs::write(&other, b"").unwrap();
+            fs::rename(&other, &path).unwrap();
+        } else {
+            fs::remove_file(&path).unwrap();
+        }
+        for _ in 0..3 {
+            match inventory.create(new_pet(1)) {
+                Err(CreateError::Storage(f)) => {
+                    assert_eq!(f.fault, StorageFault::JournalReplaced);
+                    assert!(f.detail.contains(JOURNAL_FILE), "{}", f.detail);
+                }
+                other => panic!("expected Storage, got {other:?}"),
+            }
+        }
+        // Reads go on; the refused pet was never published.
+        assert_eq!(inventory.get(rex.id()), Some(rex));
+        assert_eq!(inventory.len(), 1);
+        let failure = inventory.storage_failure().expect("failed");
+        assert_eq!(
+            failure.fault.to_string(),
+            "the journal file was deleted or replaced"
+        );
+        // Reported once, however many creates were refused.
+        assert_eq!(*reports.lock().unwrap(), [failure]);
+        drop(inventory);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[test]
+fn a_health_check_notices_a_deleted_journal_before_any_create() {
+    let dir = scratch("deleted-health");
+    let inventory = Inventory::open(&dir, JournalOptions::default()).unwrap();
+    let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = count.clone();
+    inventory.on_storage_failure(move |_| {
+        seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    });
+    fs::remove_file(dir.join(JOURNAL_FILE)).unwrap();
+    for _ in 0..3 {
+        let failure = inventory.storage_failure().expect("noticed");
+        assert_eq!(failure.fault, StorageFault::JournalReplaced);
+    }
+    assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert!(matches!(
+        inventory.create(new_pet(0)),
+        Err(CreateError::Storage(_))
+    ));
+    assert_eq!(Inventory::in_memory().storage_failure(), None);
+    drop(inventory);
     fs::remove_dir_all(&dir).unwrap();
 }
