@@ -102,6 +102,34 @@ pub enum Command {
         #[arg(long)]
         name: String,
     },
+    /// Check or repair the journal of a data directory, for when the
+    /// server refuses to start on a damaged one.
+    Journal {
+        /// What to do.
+        #[command(subcommand)]
+        action: JournalAction,
+    },
+}
+
+/// `petstore-server journal ...`.
+#[derive(Debug, Subcommand)]
+pub enum JournalAction {
+    /// List every record that does not check out; change nothing. Exit
+    /// status 0 when the server can start on the journal, 1 when it is
+    /// damaged, 2 when it cannot be read.
+    Check {
+        /// The data directory.
+        #[arg(long, env = "PETSTORE_DATA", default_value = "./petstore-data")]
+        data: PathBuf,
+    },
+    /// Move the first damaged record, and every record after it, into a
+    /// side file in the data directory, and print what was moved. Refuses
+    /// while a server uses the directory.
+    Repair {
+        /// The data directory.
+        #[arg(long, env = "PETSTORE_DATA", default_value = "./petstore-data")]
+        data: PathBuf,
+    },
 }
 
 fn parse_plan(s: &str) -> Result<Plan, String> {
@@ -169,6 +197,23 @@ mod tests {
                 ..
             })
         ));
+        let check =
+            Cli::try_parse_from(["petstore-server", "journal", "check", "--data", "d"]).unwrap();
+        assert!(matches!(
+            check.command,
+            Some(Command::Journal {
+                action: JournalAction::Check { ref data }
+            }) if data == std::path::Path::new("d")
+        ));
+        assert!(matches!(
+            Cli::try_parse_from(["petstore-server", "journal", "repair"])
+                .unwrap()
+                .command,
+            Some(Command::Journal {
+                action: JournalAction::Repair { .. }
+            })
+        ));
+        assert!(Cli::try_parse_from(["petstore-server", "journal", "mend"]).is_err());
         assert!(Cli::try_parse_from([
             "petstore-server",
             "keygen",

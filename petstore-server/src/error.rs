@@ -67,9 +67,11 @@ pub enum ApiError {
     /// 501 `not_implemented`.
     #[error("{0}")]
     NotImplemented(String),
-    /// 503 `unavailable`.
-    #[error("{0}")]
-    Unavailable(String),
+    /// 503 `unavailable`: pets cannot be stored now. The message is the
+    /// same whatever the cause (decisions.md): a client gets no path and
+    /// no error number; the cause is logged once, when it starts.
+    #[error("pets cannot be stored right now; reading pets still works")]
+    Unavailable,
 }
 
 /// Whole seconds, rounded up, at least 1: the `Retry-After` value.
@@ -102,7 +104,7 @@ impl ApiError {
             }
             ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
-            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -122,7 +124,7 @@ impl ApiError {
             ApiError::KeyBanned { .. } => "key_banned",
             ApiError::Internal => "internal",
             ApiError::NotImplemented(_) => "not_implemented",
-            ApiError::Unavailable(_) => "unavailable",
+            ApiError::Unavailable => "unavailable",
         }
     }
 
@@ -187,7 +189,7 @@ mod tests {
             },
             ApiError::Internal,
             ApiError::NotImplemented("o".into()),
-            ApiError::Unavailable("u".into()),
+            ApiError::Unavailable,
         ];
         for e in all {
             let response = e.to_response();

@@ -20,6 +20,8 @@
 //! | [`error`] | [`error::ApiError`]: every error's status, code and body |
 //! | [`state`] | [`state::AppState`], shared by all requests |
 //! | [`keygen`] | `petstore-server keygen` |
+//! | [`journal_cmd`] | `petstore-server journal check` and `journal repair` |
+//! | [`health`] | `GET /healthz`: ok, or degraded with a reason |
 //! | [`metrics`] | `GET /metrics` (Prometheus) |
 //! | [`recorder`] | per-thread request counters behind `/metrics` |
 //! | [`access_log`] | `--access-log`: one JSON line per request |
@@ -35,7 +37,9 @@ pub mod connection;
 pub mod cors;
 pub mod error;
 pub mod headers;
+pub mod health;
 pub mod intern;
+pub mod journal_cmd;
 pub mod keygen;
 pub mod keys;
 pub mod log;

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use petstore_core::{FsyncPolicy, Inventory, JournalOptions, Plan, Plans, SystemClock};
+use petstore_core::{FsyncPolicy, Inventory, JournalOptions, OpenError, Plan, Plans, SystemClock};
 use petstore_server::cli::{Cli, Command};
 use petstore_server::keys::Keys;
 use petstore_server::server::{self, Limits};
 use petstore_server::state::{AppState, Options};
-use petstore_server::{keygen, log_error, log_info};
+use petstore_server::{journal_cmd, keygen, log_error, log_info};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -29,6 +29,9 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         };
+    }
+    if let Some(Command::Journal { action }) = &cli.command {
+        return journal_cmd::run(action);
     }
     let runtime = match server::runtime() {
         Ok(runtime) => runtime,
@@ -88,7 +91,15 @@ async fn serve(cli: Cli) -> Result<(), String> {
         Inventory::in_memory()
     } else {
         let options = JournalOptions { fsync: cli.fsync };
-        let inventory = Inventory::open(&cli.data, options).map_err(|e| e.to_string())?;
+        let inventory = Inventory::open(&cli.data, options).map_err(|e| open_failed(&e, &cli))?;
+        // Logged once, with the details, when it starts: every refused
+        // create after it answers 503 without them.
+        inventory.on_storage_failure(|failure| {
+            log_error!(
+                "the inventory can no longer store pets: {failure}. Creates answer 503, reads go on, \
+                 /healthz answers 503; restart the server once the cause is fixed (it recovers what is on disk)"
+            );
+        });
         if let Some(recovery) = inventory.recovery() {
             log_info!(
                 "inventory: journal {} (fsync {}), {} pet(s) recovered",
@@ -101,8 +112,9 @@ async fn serve(cli: Cli) -> Result<(), String> {
             );
             if let Some(torn) = &recovery.torn_tail {
                 log_error!(
-                    "WARNING: the journal ended in a torn record (line {}, {} bytes, left by a crash during a write); \
-                     it was cut off, and the file as it was is kept at {}",
+                    "WARNING: the journal ended in a torn record (line {}, {} bytes without a newline), \
+                     left by a crash in the middle of a write or by a full disk; it was never acknowledged. \
+                     It was cut off, and its bytes are kept at {}",
                     torn.line,
                     torn.bytes_dropped,
                     torn.copy.display()
@@ -150,4 +162,20 @@ async fn serve(cli: Cli) -> Result<(), String> {
     server::run(listener, state, limits, shutdown).await;
     log_info!("stopped");
     Ok(())
+}
+
+/// Why the inventory could not open, with what the operator can do.
+fn open_failed(e: &OpenError, cli: &Cli) -> String {
+    let data = cli.data.display();
+    match e {
+        OpenError::Corrupt { .. } => format!(
+            "{e}. To list the damaged records: petstore-server journal check --data {data}; \
+             to move them into a side file and start again: petstore-server journal repair --data {data}"
+        ),
+        OpenError::Locked { .. } => format!(
+            "{e}: another petstore-server (or a journal repair) runs on this directory; \
+             refusing to start, as two servers on one journal would give out the same ids"
+        ),
+        _ => e.to_string(),
+    }
 }

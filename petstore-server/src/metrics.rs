@@ -7,12 +7,13 @@
 //! | `petstore_request_duration_seconds` | histogram | `route` |
 //! | `petstore_rate_limit_refusals` | counter | `reason` (`rate_limited`, `key_banned`) |
 //! | `petstore_pets` | gauge | |
+//! | `petstore_storage_writable` | gauge: 1 while pets can be stored, 0 once they cannot | |
 //! | `petstore_journal_fsync_duration_seconds` | histogram | |
 //! | `petstore_journal_batch_size` | histogram (pets per group commit) | |
 //!
 //! The first three are counted by a [`Recorder`] (per-thread shards of
 //! plain atomics, cheap on the hot path) and summed at scrape time; the
-//! last three are read from the inventory at scrape time, so the write
+//! last four are read from the inventory at scrape time, so the write
 //! path pays nothing for them.
 
 use std::fmt::Write as _;
@@ -166,6 +167,14 @@ impl Collector for InventoryCollector {
         let metric =
             encoder.encode_descriptor("pets", "Pets in the inventory", None, pets.metric_type())?;
         pets.encode(metric)?;
+        let writable = ConstGauge::new(i64::from(self.inventory.storage_failure().is_none()));
+        let metric = encoder.encode_descriptor(
+            "storage_writable",
+            "1 while pets can be stored, 0 once the journal failed or was deleted (see /healthz and the log)",
+            None,
+            writable.metric_type(),
+        )?;
+        writable.encode(metric)?;
 
         let Some(stats) = self.inventory.journal_stats() else {
             return Ok(());
@@ -256,6 +265,7 @@ mod tests {
             r#"petstore_request_duration_seconds_bucket{le="1.6384",route="/v1/pets"} 2"#,
             r#"petstore_request_duration_seconds_bucket{le="+Inf",route="/v1/pets"} 2"#,
             "petstore_pets 1",
+            "petstore_storage_writable 1",
             "petstore_anonymous_clients 3",
             "petstore_journal_fsync_duration_seconds_count 1",
             r#"petstore_journal_batch_size_bucket{le="1.0"} 1"#,

@@ -20,7 +20,7 @@ use crate::connection::Connection;
 use crate::error::{ApiError, HttpResponse};
 use crate::headers::{Extra, QuotaHeaders};
 use crate::state::AppState;
-use crate::{buffers, cors, headers, query};
+use crate::{buffers, cors, headers, health, query};
 
 /// The OpenAPI document, embedded so the binary serves exactly the file in
 /// the repository.
@@ -148,7 +148,8 @@ pub fn respond(connection: &Connection, head: &Parts, body: BodyRead) -> (HttpRe
     };
     let mut response = match (&head.method, route) {
         (&Method::GET, Route::Health) => {
-            json(StatusCode::OK, Bytes::from_static(b"{\"status\":\"ok\"}"))
+            let (status, body) = health::check(&state.inventory);
+            json(status, body)
         }
         (&Method::GET, Route::OpenApi) => {
             json(StatusCode::OK, Bytes::from_static(OPENAPI.as_bytes()))
@@ -385,7 +386,8 @@ fn create_pet<'a>(
     let pet = state
         .inventory
         .create(new)
-        .map_err(|e| ApiError::Unavailable(e.to_string()))?;
+        // The cause is logged once, by the inventory's failure hook.
+        .map_err(|_| ApiError::Unavailable)?;
     Ok(Success {
         status: StatusCode::CREATED,
         body: Bytes::from(pet.to_json()),

@@ -272,7 +272,9 @@ fn record(
 ) {
     let (state, peer, elapsed) = (&connection.state, connection.peer, started.elapsed());
     let status = response.status().as_u16();
-    if status >= 500 {
+    // Not 503: its cause is logged once when it starts (the inventory's
+    // failure hook), not once per refused request.
+    if status >= 500 && status != 503 {
         log_error!("answered {status} to {method} {} from {peer}", served.route);
     }
     if let Some(metrics) = &state.metrics {

@@ -114,6 +114,7 @@ pub struct ServerBuilder {
     args: Vec<String>,
     envs: Vec<(String, String)>,
     via_env: bool,
+    data: Option<PathBuf>,
 }
 
 impl Default for ServerBuilder {
@@ -123,6 +124,7 @@ impl Default for ServerBuilder {
             args: Vec::new(),
             envs: Vec::new(),
             via_env: false,
+            data: None,
         }
     }
 }
@@ -149,6 +151,13 @@ impl ServerBuilder {
     /// No `--keys` at all (the server makes a dev key).
     pub fn no_keys(mut self) -> Self {
         self.keys = KeysSpec::None;
+        self
+    }
+
+    /// A durable inventory in `dir` (`--data dir`) instead of the
+    /// default `--in-memory`.
+    pub fn data(mut self, dir: &Path) -> Self {
+        self.data = Some(dir.to_owned());
         self
     }
 
@@ -203,7 +212,10 @@ impl ServerBuilder {
                 cmd.arg("--keys").arg(p);
             }
         }
-        cmd.arg("--in-memory");
+        match &self.data {
+            Some(dir) => cmd.arg("--data").arg(dir),
+            None => cmd.arg("--in-memory"),
+        };
         cmd.args(&self.args);
         for (k, v) in &self.envs {
             cmd.env(k, v);
