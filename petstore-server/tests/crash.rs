@@ -3,9 +3,12 @@
 //! Each round starts the real server binary on one data directory, runs
 //! concurrent creates over real TCP, kills the process with SIGKILL at a
 //! random moment, restarts it, and checks that every pet that got a 201 is
-//! there with identical content and that ids continue. A negative control
-//! runs the same checker against a server that lost its pets, to prove the
-//! checker would catch a loss.
+//! there with identical content and that ids continue. Every round, the
+//! last included, must have acknowledged pets and creates in flight at the
+//! kill; a writer's error before the kill fails the test. Negative
+//! controls run the same checker against servers that lost pets, and one
+//! whose journal holds a changed pet (with a valid checksum), to prove the
+//! checker would catch each.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -13,7 +16,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -170,19 +173,33 @@ fn kill_9_during_concurrent_creates_loses_no_acknowledged_pet() {
             "round {round}"
         );
         let before = acked.len() as u64;
-        if round > 0 {
-            assert!(before > 0, "the previous round created nothing");
-        }
 
-        let stop = Arc::new(AtomicBool::new(false));
+        // `killing` is set just before the SIGKILL: an error on a request
+        // sent before it is a create in flight at the kill; an error
+        // before it at all is a failure of the test, never swallowed.
+        let killing = Arc::new(AtomicBool::new(false));
+        let in_flight = Arc::new(AtomicUsize::new(0));
         let writers: Vec<_> = (0..8)
             .map(|w| {
-                let (addr, stop, acknowledged) = (server.addr.clone(), stop.clone(), acknowledged.clone());
+                let (addr, killing, in_flight, acknowledged) = (
+                    server.addr.clone(),
+                    killing.clone(),
+                    in_flight.clone(),
+                    acknowledged.clone(),
+                );
                 std::thread::spawn(move || {
-                    let Ok(mut stream) = TcpStream::connect(&addr) else { return };
-                    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                    let mut stream = match TcpStream::connect(&addr) {
+                        Ok(stream) => stream,
+                        Err(_) if killing.load(Ordering::SeqCst) => return,
+                        Err(e) => panic!("writer {w}: connect to a running server failed: {e}"),
+                    };
+                    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
                     let mut i = 0;
-                    while !stop.load(Ordering::Relaxed) {
+                    loop {
+                        let sent_before_kill = !killing.load(Ordering::SeqCst);
+                        if !sent_before_kill {
+                            return;
+                        }
                         let body = format!(r#"{{"name":"r{round} w{w} #{i} \"q\"","categoryId":{},"status":"sold"}}"#, i + 1);
                         match post(&mut stream, &body) {
                             Ok((201, pet)) => {
@@ -191,7 +208,13 @@ fn kill_9_during_concurrent_creates_loses_no_acknowledged_pet() {
                                 acknowledged.lock().unwrap().push((id, pet));
                             }
                             Ok((status, other)) => panic!("create answered {status}: {other}"),
-                            Err(_) => return, // the server was killed
+                            Err(e) if killing.load(Ordering::SeqCst) => {
+                                // Sent before the kill, cut by it.
+                                in_flight.fetch_add(1, Ordering::SeqCst);
+                                println!("writer {w}: create in flight at the kill: {e}");
+                                return;
+                            }
+                            Err(e) => panic!("writer {w}: I/O error before the kill: {e}"),
                         }
                         i += 1;
                     }
@@ -201,16 +224,22 @@ fn kill_9_during_concurrent_creates_loses_no_acknowledged_pet() {
         let moment = Duration::from_millis(100 + random() % 400);
         std::thread::sleep(moment);
         let mut server = server;
+        killing.store(true, Ordering::SeqCst);
         server.child.kill().unwrap(); // SIGKILL: no chance to flush anything
         server.child.wait().unwrap();
-        stop.store(true, Ordering::Relaxed);
         for w in writers {
             w.join().unwrap();
         }
         let after = acknowledged.lock().unwrap().len() as u64;
+        let cut = in_flight.load(Ordering::SeqCst);
         println!(
-            "round {round}: killed after {moment:?}, {} pets acknowledged",
+            "round {round}: killed after {moment:?}, {} pets acknowledged, {cut} creates in flight",
             after - before
+        );
+        assert!(after > before, "round {round} acknowledged no pet");
+        assert!(
+            cut > 0,
+            "round {round}: no create was in flight at the kill"
         );
     }
 
@@ -258,7 +287,59 @@ fn kill_9_during_concurrent_creates_loses_no_acknowledged_pet() {
         "the checker missed a lost pet: {lost:?}"
     );
     drop(lossy_server);
+
+    // A journal where one acknowledged pet's name was changed, its
+    // checksum recomputed so that the server loads it without complaint:
+    // the checker must report exactly that pet, by content.
+    let changed_id = acked[acked.len() / 2].0;
+    let prefix = format!("{{\"pet\":{{\"id\":{changed_id},");
+    let mut changed_lines = 0;
+    let altered: Vec<String> = text
+        .lines()
+        .map(|line| {
+            if !line.starts_with(&prefix) {
+                return line.to_owned();
+            }
+            changed_lines += 1;
+            // `{"pet":` BODY `,"crc32":"xxxxxxxx"}`
+            let body = &line[7..line.len() - 20];
+            let renamed = body.replacen(r#""name":"r"#, r#""name":"R"#, 1);
+            assert_ne!(renamed, body, "the pet's name starts with r");
+            format!(
+                r#"{{"pet":{renamed},"crc32":"{:08x}"}}"#,
+                crc32(renamed.as_bytes())
+            )
+        })
+        .collect();
+    assert_eq!(changed_lines, 1);
+    let changed_dir = root.join("changed");
+    std::fs::create_dir_all(&changed_dir).unwrap();
+    std::fs::write(changed_dir.join("pets.journal"), altered.join("\n") + "\n").unwrap();
+    let changed_server = start(Some(&changed_dir), &keys);
+    assert_eq!(
+        missing(&changed_server.addr, &acked),
+        [changed_id],
+        "the checker missed a changed pet"
+    );
+    drop(changed_server);
     std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// CRC-32 (IEEE), bit by bit: the journal's checksum, written here
+/// independently of the server's code.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
 }
 
 #[test]
