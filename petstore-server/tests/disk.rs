@@ -292,8 +292,7 @@ fn a_damaged_last_record_stops_the_start_and_check_and_repair_are_the_way_out() 
         "check changed nothing"
     );
 
-    // Repair refuses while a server holds the directory... which no server
-    // can, on this journal; a server on it after the repair can.
+    // Repair moves exactly the damaged last line aside.
     let repair = run_cli(&["journal", "repair"], &data);
     let out = text(&repair.stdout);
     assert_eq!(
