@@ -20,8 +20,8 @@
 //! | `quota` | [`Plan`], [`Plans`], [`Quota`], [`BanPolicy`] |
 //! | `bucket` | one GCRA token bucket (private) |
 //! | `decision` | [`Decision`], [`Outcome`], [`WindowState`]: what the headers need |
-//! | `limiter` | [`KeyLimiter`] (one key: minute + day + ban), [`RateLimiter`] |
-//! | `anonymous` | [`AnonymousLimiter`]: per-address limits with bounded memory |
+//! | `limiter` | [`KeyLimiter`] (one key: minute + day + ban), its state as plain numbers [`KeyLimiterState`], [`RateLimiter`] |
+//! | `anonymous` | [`AnonymousLimiter`]: per-address limits with bounded memory; [`AnonymousState`] |
 //! | `error` | the typed errors |
 //!
 //! # Examples
@@ -57,7 +57,7 @@ mod pet;
 mod query;
 mod quota;
 
-pub use anonymous::AnonymousLimiter;
+pub use anonymous::{AnonymousLimiter, AnonymousState};
 pub use clock::{Clock, FakeClock, SystemClock, Timestamp};
 pub use decision::{Decision, Outcome, WindowState};
 pub use error::{CreateError, IdError, LimitError, NameError, OpenError, PetError, QuotaError};
@@ -66,7 +66,7 @@ pub use journal::{
     FsyncPolicy, JournalOptions, JournalStats, Recovery, TornTail, BATCH_BUCKETS, FSYNC_BUCKETS,
     JOURNAL_FILE,
 };
-pub use limiter::{KeyLimiter, RateLimiter};
+pub use limiter::{KeyLimiter, KeyLimiterState, RateLimiter};
 pub use pet::{
     validate_name, CategoryId, NewPet, Pet, PetId, PetStatus, UnknownStatus, MAX_NAME_CHARS,
 };
