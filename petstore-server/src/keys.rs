@@ -16,12 +16,18 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::file_read::{read_regular_file, FileError};
 use crate::headers::QuotaHeaders;
 use crate::intern::intern;
+use crate::log_error;
 
 /// Anonymous clients remembered at most (see `AnonymousLimiter`): about
 /// 5 MB, and far more than the addresses one server sees in a minute.
 const ANONYMOUS_CAPACITY: usize = 100_000;
+
+/// The largest keys file read: a thousand keys take about 150 KB, and a
+/// cap keeps a wrong path (a log, a device) from filling memory.
+pub const KEYS_FILE_CAP: u64 = 1 << 20;
 
 /// Why a keys file was refused; the message names the entry.
 #[derive(Debug, thiserror::Error)]
@@ -32,7 +38,7 @@ pub enum KeysError {
         /// The file.
         path: String,
         /// Why.
-        source: std::io::Error,
+        source: FileError,
     },
     /// Not the documented JSON shape.
     #[error("keys file {path} is not valid: {message}")]
@@ -101,6 +107,14 @@ pub struct KeyEntry {
     /// Its quota's rate-limit header values.
     pub quota_headers: QuotaHeaders,
     digest: [u8; 32],
+}
+
+impl KeyEntry {
+    /// The SHA-256 of the key: how the key is named anywhere outside
+    /// the process (the limiter state), never the key itself.
+    pub fn digest(&self) -> &[u8; 32] {
+        &self.digest
+    }
 }
 
 /// The key table in force, and the limits of requests without a key.
@@ -180,17 +194,37 @@ impl Keys {
         }
     }
 
-    /// Reads and checks a keys file. `previous`, the table in force, lends
-    /// its limiters to the entries that did not change.
+    /// Reads and checks a keys file: a regular file of at most
+    /// [`KEYS_FILE_CAP`] bytes (see `file_read`: a FIFO is refused without
+    /// being opened). `previous`, the table in force, lends its limiters
+    /// to the entries whose quota did not change. Logs a warning when
+    /// the file is writable by group or others: whoever can write it can
+    /// give themselves a key.
     pub fn load(path: &Path, previous: Option<&Keys>) -> Result<Keys, KeysError> {
-        let text = std::fs::read(path).map_err(|source| KeysError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Keys::parse(&text, previous).map_err(|message| KeysError::Invalid {
+        use std::os::unix::fs::PermissionsExt;
+        let (text, meta) =
+            read_regular_file(path, KEYS_FILE_CAP).map_err(|source| KeysError::Read {
+                path: path.display().to_string(),
+                source,
+            })?;
+        let keys = Keys::parse(&text, previous).map_err(|message| KeysError::Invalid {
             path: path.display().to_string(),
             message,
-        })
+        })?;
+        let mode = meta.permissions().mode();
+        if mode & 0o022 != 0 {
+            log_error!(
+                "WARNING: keys file {} is writable by {} (mode {:o}); whoever can write it can add a key: chmod go-w it",
+                path.display(),
+                match (mode & 0o020 != 0, mode & 0o002 != 0) {
+                    (true, true) => "group and others",
+                    (true, false) => "its group",
+                    _ => "others",
+                },
+                mode & 0o7777
+            );
+        }
+        Ok(keys)
     }
 
     /// Parses the keys file's JSON; the error names the entry at fault.
@@ -257,9 +291,13 @@ impl Keys {
             let quota = plans
                 .quota(plan, custom)
                 .map_err(|e| format!("{at}: {e}"))?;
+            // Only a changed quota restarts a key's limiter: a changed
+            // ban policy is set on the limiter in force below, once the
+            // whole file is known to be valid, so that an edit of the
+            // `ban` section refills no key.
             let limiter = previous
                 .and_then(|p| p.by_digest.get(&digest))
-                .filter(|old| old.limiter.quota() == quota && old.limiter.ban_policy() == ban)
+                .filter(|old| old.limiter.quota() == quota)
                 .map(|old| old.limiter.clone())
                 .unwrap_or_else(|| Arc::new(KeyLimiter::new(quota, ban)));
             if !digests.insert(digest) {
@@ -270,10 +308,15 @@ impl Keys {
             staged.push((entry.name, digest, plan, quota, limiter));
         }
         // Only a file that is valid as a whole interns its names and
-        // policies (interned text lives as long as the process).
+        // policies (interned text lives as long as the process), and
+        // changes the ban policy of limiters still shared with the table
+        // in force.
         let by_digest = staged
             .into_iter()
             .map(|(name, digest, plan, quota, limiter)| {
+                if limiter.ban_policy() != ban {
+                    limiter.set_ban_policy(ban);
+                }
                 let entry = KeyEntry {
                     name: intern(&name),
                     plan,
@@ -306,6 +349,11 @@ impl Keys {
         self.by_digest
             .get(&presented)
             .filter(|entry| bool::from(entry.digest.ct_eq(&presented)))
+    }
+
+    /// Every entry, in no particular order.
+    pub fn entries(&self) -> impl Iterator<Item = &Arc<KeyEntry>> {
+        self.by_digest.values()
     }
 
     /// How many keys are in force.
@@ -420,6 +468,16 @@ mod tests {
         };
         assert!(same("ka"));
         assert!(!same("kb"));
+        // An edit of the ban section keeps every key's limiter, with the
+        // new policy.
+        let v3 = r#"{"keys":[{"name":"a","key":"ka","plan":"free"},{"name":"b","key":"kb","plan":"pro"}],
+                    "ban":{"strikes":2,"windowSeconds":5,"banSeconds":7}}"#;
+        let newer = Keys::parse(v3.as_bytes(), Some(&new)).unwrap();
+        for k in ["ka", "kb"] {
+            let limiter = &newer.lookup(k).unwrap().limiter;
+            assert!(Arc::ptr_eq(&new.lookup(k).unwrap().limiter, limiter));
+            assert_eq!(limiter.ban_policy(), BanPolicy::new(2, 5, 7).unwrap());
+        }
         assert!(Arc::ptr_eq(&old.anonymous, &new.anonymous));
         assert!(new.lookup("kc").is_some());
     }

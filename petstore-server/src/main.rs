@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use petstore_core::{FsyncPolicy, Inventory, JournalOptions, Plan, Plans, SystemClock};
+use petstore_core::{Clock, FsyncPolicy, Inventory, JournalOptions, Plan, Plans, SystemClock};
 use petstore_server::cli::{Cli, Command};
 use petstore_server::keys::Keys;
+use petstore_server::limits::{self, state_file};
 use petstore_server::server::{self, Limits};
 use petstore_server::state::{AppState, Options};
 use petstore_server::{keygen, log_error, log_info};
@@ -112,13 +113,34 @@ async fn serve(cli: Cli) -> Result<(), String> {
         inventory
     };
     let inventory = Arc::new(inventory);
+    let clock = Arc::new(SystemClock::new());
+    // Limiter state outlives the process, in the data directory.
+    let limits_file = (!cli.in_memory).then(|| cli.data.join(state_file::FILE_NAME));
+    let restored = limits_file.as_deref().and_then(state_file::load);
+    if let (Some(path), Some(snapshot)) = (&limits_file, &restored) {
+        let r = limits::local::restore(&keys, snapshot.clone(), clock.now());
+        log_info!(
+            "limits: restored {} key(s) and {} client address(es) from {} ({} saved key(s) gone or with a new quota start fresh)",
+            r.keys,
+            r.clients,
+            path.display(),
+            r.dropped
+        );
+    }
     let state = Arc::new(AppState::new(
         inventory,
         keys,
         cli.keys.clone(),
-        Arc::new(SystemClock::new()),
+        clock,
         options,
     ));
+    let limits_writer = match limits_file {
+        Some(path) => Some(
+            state_file::Writer::spawn(state.clone(), path, restored)
+                .map_err(|e| format!("cannot start the limiter state writer: {e}"))?,
+        ),
+        None => None,
+    };
 
     let mut hangup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
     let reloading = state.clone();
@@ -148,6 +170,10 @@ async fn serve(cli: Cli) -> Result<(), String> {
     }
     println!("listening on http://{local}");
     server::run(listener, state, limits, shutdown).await;
+    if let Some(writer) = limits_writer {
+        // A blocking join (one last write) after the last request.
+        writer.finish();
+    }
     log_info!("stopped");
     Ok(())
 }

@@ -114,6 +114,7 @@ pub struct ServerBuilder {
     args: Vec<String>,
     envs: Vec<(String, String)>,
     via_env: bool,
+    data: Option<PathBuf>,
 }
 
 impl Default for ServerBuilder {
@@ -123,6 +124,7 @@ impl Default for ServerBuilder {
             args: Vec::new(),
             envs: Vec::new(),
             via_env: false,
+            data: None,
         }
     }
 }
@@ -161,6 +163,12 @@ impl ServerBuilder {
     /// One more environment variable for the child.
     pub fn env(mut self, name: &str, value: &str) -> Self {
         self.envs.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Runs on this data directory (`--data`) instead of `--in-memory`.
+    pub fn data(mut self, dir: &Path) -> Self {
+        self.data = Some(dir.to_owned());
         self
     }
 
@@ -203,7 +211,10 @@ impl ServerBuilder {
                 cmd.arg("--keys").arg(p);
             }
         }
-        cmd.arg("--in-memory");
+        match &self.data {
+            Some(dir) => cmd.arg("--data").arg(dir),
+            None => cmd.arg("--in-memory"),
+        };
         cmd.args(&self.args);
         for (k, v) in &self.envs {
             cmd.env(k, v);
