@@ -146,11 +146,8 @@ async fn serve(cli: Cli) -> Result<(), String> {
     let reloading = state.clone();
     tokio::spawn(async move {
         while hangup.recv().await.is_some() {
-            match reloading.reload_keys() {
-                Ok(Some(count)) => log_info!("SIGHUP: reloaded keys file, {count} key(s) in force"),
-                Ok(None) => log_info!("SIGHUP: no keys file to reload"),
-                Err(e) => log_error!("SIGHUP: {e}; the previous keys stay in force"),
-            }
+            // Off the runtime's workers: the file may block (a FIFO).
+            reloading.request_reload();
         }
     });
     let mut terminate = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;

@@ -347,15 +347,52 @@ fn bad_keys_files_refuse_to_start_naming_the_entry() {
         (
             "unknown top-level field",
             json!({"keys": [main], "anonymousPerMinutes": 5}).to_string(),
-            "anonymousPerMinutes",
+            "the file has an unknown field, perhaps a misspelt `anonymousPerMinute`",
         ),
         (
             "unknown plan in plans",
             json!({"keys": [main], "plans": {"gold": {"perMinute": 1, "perDay": 2}}}).to_string(),
-            "gold",
+            "plans: a plan name is not free, pro, business or enterprise",
         ),
-        ("malformed JSON", "{\"keys\": [".to_owned(), ""),
-        ("not an object", "[]".to_owned(), ""),
+        (
+            "malformed JSON",
+            "{\"keys\": [".to_owned(),
+            "not valid JSON: EOF while parsing a list at line 1 column 10",
+        ),
+        (
+            "not an object",
+            "[]".to_owned(),
+            "the file must be the keys file (a JSON object), found an array",
+        ),
+        // A key pasted where an entry, a number, a plan or a field name
+        // belongs: the message names the place and the type, never the
+        // value (the loop below checks that `secret` is nowhere).
+        (
+            "a key where an entry belongs",
+            file_with(json!([main, secret])),
+            "keys[1] must be an entry (a JSON object), found a string",
+        ),
+        (
+            "a key where a number belongs",
+            file_with(json!([main, {"name": "num", "key": "k2", "plan": "free", "perDay": secret}])),
+            "keys[1] (name \"num\"): perDay must be a whole number from 0 to 4294967295, found a string",
+        ),
+        (
+            "a key where a plan belongs",
+            file_with(json!([main, {"name": "pl", "key": "k2", "plan": secret}])),
+            "keys[1] (name \"pl\"): plan is not free, pro, business or enterprise",
+        ),
+        (
+            "a key as a field name",
+            format!(r#"{{"keys":[{{"name":"fld","key":"k2","plan":"free","{secret}":1}}]}}"#),
+            "keys[0] (name \"fld\") has an unknown field",
+        ),
+        (
+            "a key where the ban's number belongs",
+            json!({"keys": [main], "ban": {"strikes": secret, "windowSeconds": 1, "banSeconds": 1}})
+                .to_string(),
+            "ban: strikes must be a whole number",
+        ),
     ];
     // Every case runs; the failures are reported together.
     let mut problems = Vec::new();
