@@ -621,7 +621,7 @@ mod tests {
                 "keys[0] (name \"a\") has an unknown field (the fields",
             ),
             (
-                format!(r#"{{"keys":[{{"name":"a","key":"k","plan":"free","perDay":-1}}]}}"#),
+                r#"{"keys":[{"name":"a","key":"k","plan":"free","perDay":-1}]}"#.to_owned(),
                 "perDay must be a whole number from 0 to 4294967295, found a negative or fractional number",
             ),
             (

@@ -43,7 +43,7 @@ pub fn snapshot(keys: &Keys, now: Timestamp) -> Snapshot {
         })
         .collect();
     // A stable order, so that an unchanged state compares equal.
-    out.sort_unstable_by(|a, b| a.0.digest.cmp(&b.0.digest));
+    out.sort_unstable_by_key(|a| a.0.digest);
     let mut anonymous = keys.anonymous.state(now);
     anonymous.clients.sort_unstable();
     Snapshot {
