@@ -200,10 +200,16 @@ fn sighup_adds_changes_and_revokes_keys_and_keeps_unchanged_limiter_state() {
 /// Rewrites the keys file, sends HUP and waits for the server to log its
 /// refusal (or at most 5 s).
 fn broken_reload(server: &Server, text: &str) {
-    let before = server.stderr_len();
+    let refusals = || {
+        server
+            .stderr_text()
+            .matches("; the previous keys stay in force")
+            .count()
+    };
+    let before = refusals();
     server.write_keys_text(text);
     server.signal("HUP");
-    let logged = wait_until(Duration::from_secs(5), || server.stderr_len() > before);
+    let logged = wait_until(Duration::from_secs(5), || refusals() > before);
     assert!(
         logged,
         "a failed reload must be logged on stderr; stderr:\n{}",
@@ -495,26 +501,47 @@ fn keygen_prints_a_fresh_key_and_a_working_entry() {
 
 #[test]
 fn keys_never_appear_in_the_logs() {
-    let mut server = Server::start(&[]);
+    // With the access log on: one line per request, naming the entry.
+    let mut server = Server::start(&["--access-log"]);
     assert_eq!(server.get("/v1/pets", Some(KEY)).status, 200);
     assert_eq!(server.get("/v1/pets", Some(HASHED_KEY)).status, 200);
     assert_eq!(
         server.get("/v1/pets", Some("guessed-secret-0815")).status,
         401
     );
-    // A reload with the same file must keep the server up.
+    // A reload with the same file keeps the server up; wait for the log
+    // line that only the handled SIGHUP writes.
     server.signal("HUP");
-    assert!(wait_until(Duration::from_secs(2), || server
-        .get("/v1/pets", Some(KEY))
-        .status
-        == 200));
+    assert!(
+        wait_until(Duration::from_secs(10), || server
+            .stderr_text()
+            .contains("SIGHUP: reloaded keys file, 3 key(s) in force")),
+        "the reload was never logged; stderr:\n{}",
+        server.stderr_text()
+    );
+    assert_eq!(server.get("/v1/pets", Some(KEY)).status, 200);
     server.signal("TERM");
     server.wait_exit(Duration::from_secs(15));
-    let logs = format!(
-        "{}\n{}",
-        server.stderr_text(),
-        server.stdout_lines().join("\n")
+    let stderr = server.stderr_text();
+    // The access log is there to be scanned: four lines, with the
+    // entries' names and no key.
+    let access: Vec<Value> = stderr
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let names: Vec<&Value> = access.iter().map(|line| &line["key"]).collect();
+    assert_eq!(
+        names,
+        [
+            &json!("main"),
+            &json!("hashed"),
+            &Value::Null,
+            &json!("main")
+        ],
+        "{stderr}"
     );
+    let logs = format!("{stderr}\n{}", server.stdout_lines().join("\n"));
     for secret in [KEY, HASHED_KEY, "guessed-secret-0815"] {
         assert!(!logs.contains(secret), "`{secret}` was logged:\n{logs}");
     }
