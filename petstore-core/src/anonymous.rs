@@ -83,6 +83,11 @@ impl AnonymousLimiter {
         self.bucket.capacity()
     }
 
+    /// The most clients remembered at once.
+    pub fn capacity(&self) -> usize {
+        self.half_capacity * 2
+    }
+
     /// How many clients are remembered now (never more than the capacity).
     pub fn tracked(&self) -> usize {
         let maps = self.maps.lock();

@@ -22,9 +22,10 @@ use crate::headers::QuotaHeaders;
 use crate::intern::intern;
 use crate::log_error;
 
-/// Anonymous clients remembered at most (see `AnonymousLimiter`): about
-/// 5 MB, and far more than the addresses one server sees in a minute.
-const ANONYMOUS_CAPACITY: usize = 100_000;
+/// Anonymous clients remembered at most by default (see
+/// `AnonymousLimiter`): about 5 MB, and far more than the addresses one
+/// server sees in a minute. `--anonymous-capacity` changes it.
+pub const ANONYMOUS_CAPACITY: usize = 100_000;
 
 /// The largest keys file read: a thousand keys take about 150 KB, and a
 /// cap keeps a wrong path (a log, a device) from filling memory.
@@ -472,20 +473,25 @@ impl Keys {
                 (digest, Arc::new(entry))
             })
             .collect();
+        let capacity = previous.map_or(ANONYMOUS_CAPACITY, |p| p.anonymous.capacity());
         let anonymous = previous
             .map(|p| p.anonymous.clone())
             .filter(|a| a.per_minute() == anonymous_per_minute.get())
-            .unwrap_or_else(|| {
-                Arc::new(AnonymousLimiter::new(
-                    anonymous_per_minute,
-                    ANONYMOUS_CAPACITY,
-                ))
-            });
+            .unwrap_or_else(|| Arc::new(AnonymousLimiter::new(anonymous_per_minute, capacity)));
         Ok(Keys {
             by_digest,
             anonymous_headers: anonymous_headers(&anonymous),
             anonymous,
         })
+    }
+
+    /// The same table with an anonymous limiter remembering at most
+    /// `capacity` client addresses (at start, before any request; reloads
+    /// keep it).
+    pub fn with_anonymous_capacity(mut self, capacity: usize) -> Keys {
+        let per_minute = NonZeroU32::new(self.anonymous.per_minute()).unwrap_or(NonZeroU32::MIN);
+        self.anonymous = Arc::new(AnonymousLimiter::new(per_minute, capacity));
+        self
     }
 
     /// The entry of a presented key.

@@ -67,6 +67,8 @@ async fn serve(cli: Cli) -> Result<(), String> {
             keys
         }
     };
+    let keys =
+        keys.with_anonymous_capacity(usize::try_from(cli.anonymous_capacity).unwrap_or(usize::MAX));
     let listener = TcpListener::bind(&cli.addr)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", cli.addr))?;
