@@ -27,7 +27,8 @@ fn keys(other_per_day: u32, strikes: u32) -> Value {
             {"name": "other", "key": OTHER, "plan": "enterprise", "perMinute": 100, "perDay": other_per_day},
             {"name": "banned", "key": BANNED, "plan": "enterprise", "perMinute": 1, "perDay": 1000}
         ],
-        "ban": {"strikes": strikes, "windowSeconds": 60, "banSeconds": 600}
+        "ban": {"strikes": strikes, "windowSeconds": 60, "banSeconds": 600},
+        "anonymousPerMinute": 3
     })
 }
 
@@ -230,4 +231,21 @@ fn a_damaged_state_file_is_moved_aside_and_the_limits_start_fresh() {
     assert_eq!(remaining(&server, DAILY), 9);
     let aside = setup.data().join("limits.state.corrupt");
     assert_eq!(std::fs::read(aside).unwrap(), b"{\"version\":1,");
+}
+
+#[test]
+fn an_address_without_a_key_keeps_its_bucket_across_a_restart() {
+    let setup = Setup::new();
+    let server = setup.start();
+    for want in [2, 1] {
+        let resp = server.get("/v1/pets", None);
+        assert_error(&resp, 401, "unauthorized");
+        assert_eq!(x_ratelimit(&resp).1, want);
+    }
+    stop(server);
+    let server = setup.start();
+    let resp = server.get("/v1/pets", None);
+    assert_error(&resp, 401, "unauthorized");
+    assert_eq!(x_ratelimit(&resp).1, 0, "{}", resp.describe());
+    assert_error(&server.get("/v1/pets", None), 429, "rate_limited");
 }
