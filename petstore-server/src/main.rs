@@ -9,7 +9,7 @@ use clap::Parser;
 use petstore_core::{Clock, FsyncPolicy, Inventory, JournalOptions, Plan, Plans, SystemClock};
 use petstore_server::cli::{Cli, Command};
 use petstore_server::keys::Keys;
-use petstore_server::limits::{self, state_file};
+use petstore_server::limits::state_file;
 use petstore_server::server::{self, Limits};
 use petstore_server::state::{AppState, Options};
 use petstore_server::{keygen, log_error, log_info};
@@ -118,17 +118,8 @@ async fn serve(cli: Cli) -> Result<(), String> {
     let clock = Arc::new(SystemClock::new());
     // Limiter state outlives the process, in the data directory.
     let limits_file = (!cli.in_memory).then(|| cli.data.join(state_file::FILE_NAME));
-    let restored = limits_file.as_deref().and_then(state_file::load);
-    if let (Some(path), Some(snapshot)) = (&limits_file, &restored) {
-        let r = limits::local::restore(&keys, snapshot.clone(), clock.now());
-        log_info!(
-            "limits: restored {} key(s) and {} client address(es) from {} ({} saved key(s) gone or with a new quota start fresh)",
-            r.keys,
-            r.clients,
-            path.display(),
-            r.dropped
-        );
-    }
+    let restored =
+        (limits_file.as_deref()).and_then(|p| state_file::restore(p, &keys, clock.now()));
     let state = Arc::new(AppState::new(
         inventory,
         keys,

@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{local, Snapshot, StateId};
 use crate::file_read::read_regular_file;
+use crate::keys::Keys;
 use crate::state::AppState;
 use crate::{log_error, log_info};
 
@@ -222,6 +223,22 @@ pub fn load(path: &Path) -> Option<Snapshot> {
         path.display()
     );
     None
+}
+
+/// At start: gives the keys of `keys` (and its client addresses) the
+/// state saved in `path`, logging what was restored; returns the saved
+/// snapshot (what the file holds, for [`Writer::spawn`]).
+pub fn restore(path: &Path, keys: &Keys, now: Timestamp) -> Option<Snapshot> {
+    let snapshot = load(path)?;
+    let r = local::restore(keys, snapshot.clone(), now);
+    log_info!(
+        "limits: restored {} key(s) and {} client address(es) from {} ({} saved key(s) gone or with a new quota start fresh)",
+        r.keys,
+        r.clients,
+        path.display(),
+        r.dropped
+    );
+    Some(snapshot)
 }
 
 /// The background writer of the state file.
