@@ -83,10 +83,59 @@ impl AnonymousLimiter {
         self.bucket.capacity()
     }
 
+    /// The most clients remembered at once.
+    pub fn capacity(&self) -> usize {
+        self.half_capacity * 2
+    }
+
     /// How many clients are remembered now (never more than the capacity).
     pub fn tracked(&self) -> usize {
         let maps = self.maps.lock();
         maps.current.len() + maps.previous.len()
+    }
+
+    /// The buckets that are not full at `now`, as plain numbers (a full
+    /// bucket is the same as a forgotten one): what a restart needs to go
+    /// on where this limiter is. See [`AnonymousState`].
+    pub fn state(&self, now: Timestamp) -> AnonymousState {
+        let full = u128::from(now.as_unix_nanos()) * u128::from(self.bucket.capacity());
+        let maps = self.maps.lock();
+        // Older generation first, so that a restore fills the new
+        // `current` in the order the entries were last seen.
+        let clients = maps
+            .previous
+            .iter()
+            .chain(maps.current.iter())
+            .filter(|(_, tat)| **tat > full)
+            .map(|(client, tat)| (*client, *tat))
+            .collect();
+        AnonymousState {
+            per_minute: self.bucket.capacity(),
+            clients,
+        }
+    }
+
+    /// Goes on from `state` (see [`AnonymousLimiter::state`]), taken from
+    /// a limiter with the same per-minute limit; returns how many clients
+    /// it restored (none when the limit differs: the numbers would mean
+    /// something else). `now` bounds a damaged state: no bucket emptier
+    /// than empty. The capacity holds as for requests.
+    pub fn restore(&self, state: &AnonymousState, now: Timestamp) -> usize {
+        if state.per_minute != self.bucket.capacity() {
+            return 0;
+        }
+        let cap = u128::from(self.bucket.capacity());
+        let empty = u128::from(now.as_unix_nanos()) * cap
+            + u128::from(self.bucket.period().as_nanos() as u64) * cap;
+        let mut maps = self.maps.lock();
+        for (client, tat) in &state.clients {
+            if maps.current.len() >= self.half_capacity {
+                maps.previous = std::mem::take(&mut maps.current);
+            }
+            maps.previous.remove(client);
+            maps.current.insert(*client, (*tat).min(empty));
+        }
+        state.clients.len()
     }
 
     /// Decides one request from `ip` at `now`. The decision has a minute
@@ -132,6 +181,20 @@ impl AnonymousLimiter {
     }
 }
 
+/// The state of an [`AnonymousLimiter`] as plain numbers, for keeping it
+/// outside the process.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AnonymousState {
+    /// The per-minute limit the buckets were counted under.
+    pub per_minute: u32,
+    /// `(client, tat)`: the client (an IPv4 address as its 32 bits; an
+    /// IPv6 /64 as its prefix in the high 64 bits with bit 32 set) and
+    /// its bucket's theoretical arrival time, in units of
+    /// `1 ns / per_minute` since the Unix epoch (see
+    /// [`crate::KeyLimiterState`]).
+    pub clients: Vec<(u128, u128)>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,6 +211,28 @@ mod tests {
         // A recently seen address keeps its (empty) bucket.
         let last = IpAddr::V4(Ipv4Addr::from(99_999u32));
         assert!(!limiter.check(last, t).is_allowed());
+    }
+
+    #[test]
+    fn state_round_trips_and_leaves_out_full_buckets() {
+        let limiter = AnonymousLimiter::new(NonZeroU32::new(2).unwrap_or(NonZeroU32::MIN), 100);
+        let t = Timestamp::from_unix_secs(1_000);
+        let a = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+        let b = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2));
+        limiter.check(a, t);
+        limiter.check(a, t);
+        limiter.check(b, t + std::time::Duration::from_secs(50));
+        let at = t + std::time::Duration::from_secs(60);
+        // `a` is full again 60 s later, `b` is not.
+        let state = limiter.state(at);
+        assert_eq!(state.clients.len(), 1);
+        let restored = AnonymousLimiter::new(NonZeroU32::new(2).unwrap_or(NonZeroU32::MIN), 100);
+        assert_eq!(restored.restore(&state, at), 1);
+        assert_eq!(restored.check(b, at).minute.remaining, 0);
+        assert_eq!(restored.check(a, at).minute.remaining, 1);
+        // Another limit: nothing restored.
+        let other = AnonymousLimiter::new(NonZeroU32::new(3).unwrap_or(NonZeroU32::MIN), 100);
+        assert_eq!(other.restore(&state, at), 0);
     }
 
     #[test]

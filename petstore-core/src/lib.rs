@@ -21,8 +21,8 @@
 //! | `quota` | [`Plan`], [`Plans`], [`Quota`], [`BanPolicy`] |
 //! | `bucket` | one GCRA token bucket (private) |
 //! | `decision` | [`Decision`], [`Outcome`], [`WindowState`]: what the headers need |
-//! | `limiter` | [`KeyLimiter`] (one key: minute + day + ban), [`RateLimiter`] |
-//! | `anonymous` | [`AnonymousLimiter`]: per-address limits with bounded memory |
+//! | `limiter` | [`KeyLimiter`] (one key: minute + day + ban), its state as plain numbers [`KeyLimiterState`], [`RateLimiter`] |
+//! | `anonymous` | [`AnonymousLimiter`]: per-address limits with bounded memory; [`AnonymousState`] |
 //! | `error` | the typed errors |
 //!
 //! # Examples
@@ -59,7 +59,7 @@ mod query;
 mod quota;
 mod repair;
 
-pub use anonymous::AnonymousLimiter;
+pub use anonymous::{AnonymousLimiter, AnonymousState};
 pub use clock::{Clock, FakeClock, SystemClock, Timestamp};
 pub use decision::{Decision, Outcome, WindowState};
 pub use error::{
@@ -71,7 +71,7 @@ pub use journal::{
     FsyncPolicy, JournalOptions, JournalStats, Recovery, TornTail, BATCH_BUCKETS, FSYNC_BUCKETS,
     JOURNAL_FILE, LOCK_FILE,
 };
-pub use limiter::{KeyLimiter, RateLimiter};
+pub use limiter::{KeyLimiter, KeyLimiterState, RateLimiter};
 pub use pet::{
     validate_name, CategoryId, NewPet, Pet, PetId, PetStatus, UnknownStatus, MAX_NAME_CHARS,
 };

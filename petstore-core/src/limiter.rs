@@ -53,7 +53,6 @@ pub(crate) const DAY: Duration = Duration::from_secs(86_400);
 #[derive(Debug)]
 pub struct KeyLimiter {
     quota: Quota,
-    ban: BanPolicy,
     minute: Bucket,
     day: Bucket,
     state: Mutex<KeyState>,
@@ -61,6 +60,11 @@ pub struct KeyLimiter {
 
 #[derive(Debug, Default)]
 struct KeyState {
+    /// Under the lock with the buckets, so that an edit of the keys file's
+    /// `ban` section can change it on the limiter in force
+    /// ([`KeyLimiter::set_ban_policy`]) without a copy that would lose the
+    /// requests charged meanwhile. Read only on a refusal.
+    ban: BanPolicy,
     minute_tat: u128,
     day_tat: u128,
     /// Times of the recent refusals, at most `strikes` of them; allocated
@@ -77,11 +81,85 @@ impl KeyLimiter {
     pub fn new(quota: Quota, ban: BanPolicy) -> Self {
         KeyLimiter {
             quota,
-            ban,
             minute: Bucket::new(quota.per_minute().get(), MINUTE),
             day: Bucket::new(quota.per_day().get(), DAY),
-            state: Mutex::new(KeyState::default()),
+            state: Mutex::new(KeyState {
+                ban,
+                ..KeyState::default()
+            }),
         }
+    }
+
+    /// A limiter that goes on from `state`, a [`KeyLimiter::state`] taken
+    /// from a limiter with the same `quota` (the buckets' numbers are in
+    /// units of the quota, see [`KeyLimiterState`]), possibly in another
+    /// process. `now` bounds what a damaged or foreign state can do: no
+    /// bucket emptier than empty, no ban longer than `ban` gives.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use petstore_core::{BanPolicy, KeyLimiter, Quota, Timestamp};
+    /// let quota = Quota::new(60, 10).unwrap();
+    /// let t = Timestamp::from_unix_secs(1_000);
+    /// let before = KeyLimiter::new(quota, BanPolicy::default());
+    /// for _ in 0..4 {
+    ///     before.check(t);
+    /// }
+    /// let after = KeyLimiter::restore(quota, BanPolicy::default(), before.state(), t);
+    /// assert_eq!(after.check(t).day.unwrap().remaining, 5);
+    /// ```
+    pub fn restore(quota: Quota, ban: BanPolicy, state: KeyLimiterState, now: Timestamp) -> Self {
+        let limiter = KeyLimiter::new(quota, ban);
+        limiter.replace_state(state, now);
+        limiter
+    }
+
+    /// Replaces this limiter's buckets, strikes and ban with `state` (see
+    /// [`KeyLimiter::restore`]); the ban policy stays.
+    pub fn replace_state(&self, state: KeyLimiterState, now: Timestamp) {
+        let mut current = self.state.lock();
+        let ban = current.ban;
+        let bound = |bucket: &Bucket, tat: u128| {
+            let cap = u128::from(bucket.capacity());
+            let full_debt = u128::from(bucket.period().as_nanos() as u64) * cap;
+            tat.min(u128::from(now.as_unix_nanos()) * cap + full_debt)
+        };
+        let mut refusals: Vec<Timestamp> =
+            state.refusals.into_iter().filter(|t| *t <= now).collect();
+        refusals.sort_unstable();
+        let keep = (ban.strikes().get() as usize).saturating_sub(1);
+        let skip = refusals.len().saturating_sub(keep);
+        *current = KeyState {
+            ban,
+            minute_tat: bound(&self.minute, state.minute_tat),
+            day_tat: bound(&self.day, state.day_tat),
+            refusals: refusals.into_iter().skip(skip).collect(),
+            banned_until: state.banned_until.map(|t| t.min(now + ban.duration())),
+            retry_at: state.retry_at.map(|t| t.min(now + DAY)),
+        };
+    }
+
+    /// A copy of this limiter's state as plain numbers: what a restart
+    /// (the state file) or another process (Redis) needs to go on exactly
+    /// where this one is.
+    pub fn state(&self) -> KeyLimiterState {
+        let state = self.state.lock();
+        KeyLimiterState {
+            minute_tat: state.minute_tat,
+            day_tat: state.day_tat,
+            refusals: state.refusals.iter().copied().collect(),
+            banned_until: state.banned_until,
+            retry_at: state.retry_at,
+        }
+    }
+
+    /// Changes the ban policy, keeping both buckets, the recent refusals
+    /// and a ban in force: an edit of the keys file's `ban` section must
+    /// not refill any key (the refusals count toward the new policy's
+    /// strikes; a ban already started runs to its end).
+    pub fn set_ban_policy(&self, ban: BanPolicy) {
+        self.state.lock().ban = ban;
     }
 
     /// The quota it enforces.
@@ -91,7 +169,7 @@ impl KeyLimiter {
 
     /// The ban policy it enforces.
     pub fn ban_policy(&self) -> BanPolicy {
-        self.ban
+        self.state.lock().ban
     }
 
     /// Decides one request at `now`, taking a token from each window if it
@@ -122,7 +200,7 @@ impl KeyLimiter {
             let ignored_retry_after = state.retry_at.is_some_and(|at| now < at);
             state.retry_at = Some(now + Duration::from_secs(retry_after_secs(retry_after)));
             match ignored_retry_after {
-                true => match state.strike(now, &self.ban) {
+                true => match state.strike(now) {
                     Some(banned) => {
                         ban_started = true;
                         banned
@@ -186,7 +264,8 @@ pub(crate) fn window(
 
 impl KeyState {
     /// Counts a refusal; returns the ban outcome if this one earns a ban.
-    fn strike(&mut self, now: Timestamp, ban: &BanPolicy) -> Option<Outcome> {
+    fn strike(&mut self, now: Timestamp) -> Option<Outcome> {
+        let ban = self.ban;
         let strikes = ban.strikes().get() as usize;
         while self
             .refusals
@@ -204,6 +283,49 @@ impl KeyState {
         }
         self.refusals.push_back(now);
         None
+    }
+}
+
+/// The state of one [`KeyLimiter`] as plain numbers, for keeping it
+/// outside the process (a file, Redis) and going on from it later
+/// ([`KeyLimiter::restore`]). Every time is absolute (Unix), so the state
+/// means the same in another process or after a restart.
+///
+/// The buckets are GCRA's *theoretical arrival times*: the instant each
+/// bucket is full again, in units of `1 ns / capacity` since the Unix
+/// epoch (nanoseconds times the bucket's capacity, so that a token is a
+/// whole number of units). They mean something only with the quota they
+/// were counted under.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeyLimiterState {
+    /// The minute bucket's TAT, scaled by the per-minute limit.
+    pub minute_tat: u128,
+    /// The day bucket's TAT, scaled by the per-day limit.
+    pub day_tat: u128,
+    /// The recent strikes (refusals that came back too early), oldest
+    /// first; fewer than the policy's `strikes`.
+    pub refusals: Vec<Timestamp>,
+    /// When the ban in force (if any) ends.
+    pub banned_until: Option<Timestamp>,
+    /// When the last refusal told the client to come back; a refusal
+    /// before it is a strike.
+    pub retry_at: Option<Timestamp>,
+}
+
+impl KeyLimiterState {
+    /// Whether a limiter in this state at `now` behaves as a new one
+    /// (both buckets full, no ban, nothing that a refusal could count as
+    /// a strike under `ban`), so there is nothing worth keeping.
+    pub fn is_fresh(&self, quota: Quota, ban: BanPolicy, now: Timestamp) -> bool {
+        let nanos = u128::from(now.as_unix_nanos());
+        self.minute_tat <= nanos * u128::from(quota.per_minute().get())
+            && self.day_tat <= nanos * u128::from(quota.per_day().get())
+            && self.banned_until.is_none_or(|t| t <= now)
+            && self.retry_at.is_none_or(|t| t <= now)
+            && self
+                .refusals
+                .iter()
+                .all(|t| now.saturating_duration_since(*t) >= ban.window())
     }
 }
 
@@ -252,5 +374,103 @@ impl<K: Hash + Eq, C: Clock> RateLimiter<K, C> {
     pub fn check(&self, key: &K) -> Option<Decision> {
         let now = self.clock.now();
         self.keys.read().get(key).map(|limiter| limiter.check(now))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: Timestamp = Timestamp::from_unix_secs(1_700_000_000);
+
+    fn quota(m: u32, d: u32) -> Quota {
+        Quota::new(m, d).unwrap_or(Quota::from_nonzero(
+            std::num::NonZeroU32::MIN,
+            std::num::NonZeroU32::MIN,
+        ))
+    }
+
+    fn ban(strikes: u32) -> BanPolicy {
+        BanPolicy::new(strikes, 60, 600).unwrap_or_default()
+    }
+
+    #[test]
+    fn a_restored_limiter_goes_on_exactly_where_the_old_one_was() {
+        let old = KeyLimiter::new(quota(2, 100), ban(2));
+        let mut t = T;
+        // Two allowed, a refusal, a strike; the next strike bans.
+        for _ in 0..4 {
+            old.check(t);
+        }
+        let later = t + Duration::from_secs(1);
+        let new = KeyLimiter::restore(quota(2, 100), ban(2), old.state(), later);
+        assert_eq!(new.state(), old.state());
+        let (a, b) = (old.check(later), new.check(later));
+        assert_eq!(a, b);
+        assert!(b.ban_started);
+        t = later + Duration::from_secs(5);
+        assert_eq!(old.check(t), new.check(t));
+        // A ban survives a state round trip.
+        let again = KeyLimiter::restore(quota(2, 100), ban(2), new.state(), t);
+        assert!(matches!(again.check(t).outcome, Outcome::Banned { .. }));
+    }
+
+    #[test]
+    fn a_damaged_state_cannot_block_a_key_for_longer_than_its_policy() {
+        let state = KeyLimiterState {
+            minute_tat: u128::MAX,
+            day_tat: u128::MAX,
+            refusals: vec![Timestamp::from_unix_nanos(u64::MAX); 5],
+            banned_until: Some(Timestamp::from_unix_nanos(u64::MAX)),
+            retry_at: Some(Timestamp::from_unix_nanos(u64::MAX)),
+        };
+        let limiter = KeyLimiter::restore(quota(60, 1_000), ban(3), state, T);
+        let banned = limiter.check(T);
+        assert_eq!(
+            banned.outcome,
+            Outcome::Banned {
+                retry_after: Duration::from_secs(600)
+            }
+        );
+        // After the ban, the buckets were at most empty: 600 s of refill
+        // of 1,000 a day is 6 requests.
+        let after = T + Duration::from_secs(600);
+        assert!(limiter.state().refusals.len() < 3);
+        let allowed = (0..10)
+            .filter(|_| limiter.check(after).is_allowed())
+            .count();
+        assert_eq!(allowed, 6);
+    }
+
+    #[test]
+    fn a_new_ban_policy_keeps_the_buckets_and_strikes() {
+        let limiter = KeyLimiter::new(quota(1, 100), ban(3));
+        limiter.check(T);
+        limiter.check(T); // refused
+        limiter.check(T); // strike 1 of 3
+        limiter.set_ban_policy(ban(2));
+        assert_eq!(limiter.ban_policy(), ban(2));
+        // The next strike is the second: banned under the new policy.
+        assert!(limiter.check(T).ban_started);
+        assert!(limiter.state().refusals.is_empty());
+    }
+
+    #[test]
+    fn freshness() {
+        let limiter = KeyLimiter::new(quota(1, 100), ban(3));
+        assert!(limiter.state().is_fresh(quota(1, 100), ban(3), T));
+        limiter.check(T);
+        assert!(!limiter.state().is_fresh(quota(1, 100), ban(3), T));
+        // The day bucket refills one token in 864 s.
+        let later = T + Duration::from_secs(864);
+        assert!(limiter.state().is_fresh(quota(1, 100), ban(3), later));
+        limiter.check(later);
+        limiter.check(later); // refused: retry_at set
+        limiter.check(later); // strike
+        let after = later + Duration::from_secs(864);
+        assert!(!limiter
+            .state()
+            .is_fresh(quota(1, 100), ban(3), later + Duration::from_secs(59)));
+        assert!(limiter.state().is_fresh(quota(1, 100), ban(3), after));
     }
 }

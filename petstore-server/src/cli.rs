@@ -76,6 +76,13 @@ pub struct Cli {
     #[arg(long, env = "PETSTORE_ACCESS_LOG")]
     pub access_log: bool,
 
+    /// Client addresses whose anonymous rate limit is remembered at most
+    /// (about 50 bytes each); under a flood of more addresses the oldest
+    /// are forgotten first, and start over with a full bucket.
+    #[arg(long, env = "PETSTORE_ANONYMOUS_CAPACITY", default_value_t = 100_000,
+          value_parser = clap::value_parser!(u64).range(2..=100_000_000))]
+    pub anonymous_capacity: u64,
+
     /// Keep the inventory in memory only: pets are lost when the server
     /// stops. For tests and demos.
     #[arg(long, env = "PETSTORE_IN_MEMORY")]

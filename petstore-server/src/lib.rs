@@ -13,6 +13,8 @@
 //! | [`buffers`] | reused buffers for list pages and per-response header values |
 //! | [`connection`] | one client connection: its address, the key it presented last |
 //! | [`keys`] | the keys file, key lookup, reload |
+//! | [`limits`] | where limiter state lives beyond the process: the seam, the state file |
+//! | [`file_read`] | reading an operator's file without blocking on a FIFO or swelling memory |
 //! | [`query`] | query-string and path-parameter parsing |
 //! | [`headers`] | rate-limit and deprecation headers; per-quota templates of 2xx headers |
 //! | [`intern`] | process-lifetime strings (no shared reference counts per request) |
@@ -36,12 +38,14 @@ pub mod cli;
 pub mod connection;
 pub mod cors;
 pub mod error;
+pub mod file_read;
 pub mod headers;
 pub mod health;
 pub mod intern;
 pub mod journal_cmd;
 pub mod keygen;
 pub mod keys;
+pub mod limits;
 pub mod log;
 pub mod metrics;
 pub mod query;

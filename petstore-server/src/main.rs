@@ -6,9 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use petstore_core::{FsyncPolicy, Inventory, JournalOptions, OpenError, Plan, Plans, SystemClock};
+use petstore_core::{
+    Clock, FsyncPolicy, Inventory, JournalOptions, OpenError, Plan, Plans, SystemClock,
+};
 use petstore_server::cli::{Cli, Command};
 use petstore_server::keys::Keys;
+use petstore_server::limits::state_file;
 use petstore_server::server::{self, Limits};
 use petstore_server::state::{AppState, Options};
 use petstore_server::{journal_cmd, keygen, log_error, log_info};
@@ -69,6 +72,8 @@ async fn serve(cli: Cli) -> Result<(), String> {
             keys
         }
     };
+    let keys =
+        keys.with_anonymous_capacity(usize::try_from(cli.anonymous_capacity).unwrap_or(usize::MAX));
     let listener = TcpListener::bind(&cli.addr)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", cli.addr))?;
@@ -124,23 +129,32 @@ async fn serve(cli: Cli) -> Result<(), String> {
         inventory
     };
     let inventory = Arc::new(inventory);
+    let clock = Arc::new(SystemClock::new());
+    // Limiter state outlives the process, in the data directory.
+    let limits_file = (!cli.in_memory).then(|| cli.data.join(state_file::FILE_NAME));
+    let restored =
+        (limits_file.as_deref()).and_then(|p| state_file::restore(p, &keys, clock.now()));
     let state = Arc::new(AppState::new(
         inventory,
         keys,
         cli.keys.clone(),
-        Arc::new(SystemClock::new()),
+        clock,
         options,
     ));
+    let limits_writer = match limits_file {
+        Some(path) => Some(
+            state_file::Writer::spawn(state.clone(), path, restored)
+                .map_err(|e| format!("cannot start the limiter state writer: {e}"))?,
+        ),
+        None => None,
+    };
 
     let mut hangup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
     let reloading = state.clone();
     tokio::spawn(async move {
         while hangup.recv().await.is_some() {
-            match reloading.reload_keys() {
-                Ok(Some(count)) => log_info!("SIGHUP: reloaded keys file, {count} key(s) in force"),
-                Ok(None) => log_info!("SIGHUP: no keys file to reload"),
-                Err(e) => log_error!("SIGHUP: {e}; the previous keys stay in force"),
-            }
+            // Off the runtime's workers: the file may block (a FIFO).
+            reloading.request_reload();
         }
     });
     let mut terminate = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
@@ -160,6 +174,10 @@ async fn serve(cli: Cli) -> Result<(), String> {
     }
     println!("listening on http://{local}");
     server::run(listener, state, limits, shutdown).await;
+    if let Some(writer) = limits_writer {
+        // A blocking join (one last write) after the last request.
+        writer.finish();
+    }
     log_info!("stopped");
     Ok(())
 }

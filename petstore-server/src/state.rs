@@ -2,7 +2,7 @@
 //! key table in force, the clock and the server's options.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use hyper::header::HeaderValue;
@@ -11,6 +11,7 @@ use petstore_core::{Clock, Inventory};
 
 use crate::keys::{Keys, KeysError};
 use crate::metrics::Metrics;
+use crate::{log_error, log_info};
 
 /// Options of the HTTP layer that handlers need.
 #[derive(Clone, Debug)]
@@ -57,6 +58,7 @@ pub struct AppState {
     /// they remember may be stale (`connection.rs`).
     keys_generation: AtomicU64,
     keys_path: Option<PathBuf>,
+    reloads: Rerun,
     successor_link: HeaderValue,
 }
 
@@ -81,6 +83,7 @@ impl AppState {
             keys: RwLock::new(Arc::new(keys)),
             keys_generation: AtomicU64::new(0),
             keys_path,
+            reloads: Rerun::default(),
         }
     }
 
@@ -99,7 +102,41 @@ impl AppState {
         self.keys_generation.load(Ordering::Acquire)
     }
 
-    /// Re-reads the keys file. On error the old table stays in force.
+    /// Reloads the keys file (on SIGHUP) on a thread of its own and
+    /// returns at once: reading it may block (a FIFO swapped in after the
+    /// file check, a hung network mount), and must not take a runtime
+    /// worker while requests go on with the keys in force. At most one
+    /// reload thread exists: a request while one runs is logged and makes
+    /// it read the file once more when it ends, so a stuck read does not
+    /// pile up threads. The outcome is logged.
+    pub fn request_reload(self: &Arc<Self>) {
+        if !self.reloads.request() {
+            log_error!(
+                "SIGHUP: the previous reload is still reading the keys file (a hung mount? a FIFO?);                  the file will be read again when it ends, and the previous keys stay in force meanwhile"
+            );
+            return;
+        }
+        let state = Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name("keys-reload".into())
+            .spawn(move || state.reloads.run(|| state.log_reload()));
+        if let Err(e) = spawned {
+            self.reloads.abandon();
+            log_error!(
+                "SIGHUP: cannot start the reload thread: {e}; the previous keys stay in force"
+            );
+        }
+    }
+
+    fn log_reload(&self) {
+        match self.reload_keys() {
+            Ok(Some(count)) => log_info!("SIGHUP: reloaded keys file, {count} key(s) in force"),
+            Ok(None) => log_info!("SIGHUP: no keys file to reload"),
+            Err(e) => log_error!("SIGHUP: {e}; the previous keys stay in force"),
+        }
+    }
+
+    /// Re-reads the keys file, blocking. On error the old table stays in force.
     /// Returns the number of keys now in force, or `None` when the server
     /// has no keys file.
     pub fn reload_keys(&self) -> Result<Option<usize>, KeysError> {
@@ -114,5 +151,80 @@ impl AppState {
         // the key up again finds the new table.
         self.keys_generation.fetch_add(1, Ordering::Release);
         Ok(Some(count))
+    }
+}
+
+/// One job at a time, run again once if asked while it runs: how reloads
+/// of the keys file are serialised without queueing a thread per signal.
+#[derive(Debug, Default)]
+struct Rerun {
+    running: AtomicBool,
+    again: AtomicBool,
+}
+
+impl Rerun {
+    /// Asks for a run; true when the caller must start the runner (none
+    /// runs), false when the running one will run the job again.
+    fn request(&self) -> bool {
+        self.again.store(true, Ordering::SeqCst);
+        !self.running.swap(true, Ordering::SeqCst)
+    }
+
+    /// The runner could not be started.
+    fn abandon(&self) {
+        self.running.store(false, Ordering::SeqCst);
+    }
+
+    /// The runner: runs `job` until no request is left.
+    fn run(&self, mut job: impl FnMut()) {
+        loop {
+            self.again.store(false, Ordering::SeqCst);
+            job();
+            if self.again.load(Ordering::SeqCst) {
+                continue;
+            }
+            self.running.store(false, Ordering::SeqCst);
+            // A request between the check above and the store saw a
+            // runner still running: take it over, unless a new runner did.
+            if !self.again.load(Ordering::SeqCst) || self.running.swap(true, Ordering::SeqCst) {
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    #[test]
+    fn a_stuck_job_is_never_run_twice_at_once_and_runs_again_once_after() {
+        let rerun = Arc::new(Rerun::default());
+        let (release, released) = mpsc::channel::<()>();
+        let (started, starts) = mpsc::channel::<()>();
+        assert!(rerun.request());
+        let runner = {
+            let rerun = Arc::clone(&rerun);
+            std::thread::spawn(move || {
+                rerun.run(|| {
+                    started.send(()).unwrap();
+                    released.recv().unwrap();
+                })
+            })
+        };
+        starts.recv().unwrap();
+        // While the first run is stuck, more requests start nothing new.
+        for _ in 0..5 {
+            assert!(!rerun.request());
+        }
+        release.send(()).unwrap();
+        // One more run for all of them, then the runner ends.
+        starts.recv().unwrap();
+        release.send(()).unwrap();
+        runner.join().unwrap();
+        assert!(starts.try_recv().is_err());
+        // Idle again: the next request starts a runner.
+        assert!(rerun.request());
     }
 }

@@ -200,10 +200,16 @@ fn sighup_adds_changes_and_revokes_keys_and_keeps_unchanged_limiter_state() {
 /// Rewrites the keys file, sends HUP and waits for the server to log its
 /// refusal (or at most 5 s).
 fn broken_reload(server: &Server, text: &str) {
-    let before = server.stderr_len();
+    let refusals = || {
+        server
+            .stderr_text()
+            .matches("; the previous keys stay in force")
+            .count()
+    };
+    let before = refusals();
     server.write_keys_text(text);
     server.signal("HUP");
-    let logged = wait_until(Duration::from_secs(5), || server.stderr_len() > before);
+    let logged = wait_until(Duration::from_secs(5), || refusals() > before);
     assert!(
         logged,
         "a failed reload must be logged on stderr; stderr:\n{}",
@@ -347,15 +353,52 @@ fn bad_keys_files_refuse_to_start_naming_the_entry() {
         (
             "unknown top-level field",
             json!({"keys": [main], "anonymousPerMinutes": 5}).to_string(),
-            "anonymousPerMinutes",
+            "the file has an unknown field, perhaps a misspelt `anonymousPerMinute`",
         ),
         (
             "unknown plan in plans",
             json!({"keys": [main], "plans": {"gold": {"perMinute": 1, "perDay": 2}}}).to_string(),
-            "gold",
+            "plans: a plan name is not free, pro, business or enterprise",
         ),
-        ("malformed JSON", "{\"keys\": [".to_owned(), ""),
-        ("not an object", "[]".to_owned(), ""),
+        (
+            "malformed JSON",
+            "{\"keys\": [".to_owned(),
+            "not valid JSON: EOF while parsing a list at line 1 column 10",
+        ),
+        (
+            "not an object",
+            "[]".to_owned(),
+            "the file must be the keys file (a JSON object), found an array",
+        ),
+        // A key pasted where an entry, a number, a plan or a field name
+        // belongs: the message names the place and the type, never the
+        // value (the loop below checks that `secret` is nowhere).
+        (
+            "a key where an entry belongs",
+            file_with(json!([main, secret])),
+            "keys[1] must be an entry (a JSON object), found a string",
+        ),
+        (
+            "a key where a number belongs",
+            file_with(json!([main, {"name": "num", "key": "k2", "plan": "free", "perDay": secret}])),
+            "keys[1] (name \"num\"): perDay must be a whole number from 0 to 4294967295, found a string",
+        ),
+        (
+            "a key where a plan belongs",
+            file_with(json!([main, {"name": "pl", "key": "k2", "plan": secret}])),
+            "keys[1] (name \"pl\"): plan is not free, pro, business or enterprise",
+        ),
+        (
+            "a key as a field name",
+            format!(r#"{{"keys":[{{"name":"fld","key":"k2","plan":"free","{secret}":1}}]}}"#),
+            "keys[0] (name \"fld\") has an unknown field",
+        ),
+        (
+            "a key where the ban's number belongs",
+            json!({"keys": [main], "ban": {"strikes": secret, "windowSeconds": 1, "banSeconds": 1}})
+                .to_string(),
+            "ban: strikes must be a whole number",
+        ),
     ];
     // Every case runs; the failures are reported together.
     let mut problems = Vec::new();
@@ -458,26 +501,47 @@ fn keygen_prints_a_fresh_key_and_a_working_entry() {
 
 #[test]
 fn keys_never_appear_in_the_logs() {
-    let mut server = Server::start(&[]);
+    // With the access log on: one line per request, naming the entry.
+    let mut server = Server::start(&["--access-log"]);
     assert_eq!(server.get("/v1/pets", Some(KEY)).status, 200);
     assert_eq!(server.get("/v1/pets", Some(HASHED_KEY)).status, 200);
     assert_eq!(
         server.get("/v1/pets", Some("guessed-secret-0815")).status,
         401
     );
-    // A reload with the same file must keep the server up.
+    // A reload with the same file keeps the server up; wait for the log
+    // line that only the handled SIGHUP writes.
     server.signal("HUP");
-    assert!(wait_until(Duration::from_secs(2), || server
-        .get("/v1/pets", Some(KEY))
-        .status
-        == 200));
+    assert!(
+        wait_until(Duration::from_secs(10), || server
+            .stderr_text()
+            .contains("SIGHUP: reloaded keys file, 3 key(s) in force")),
+        "the reload was never logged; stderr:\n{}",
+        server.stderr_text()
+    );
+    assert_eq!(server.get("/v1/pets", Some(KEY)).status, 200);
     server.signal("TERM");
     server.wait_exit(Duration::from_secs(15));
-    let logs = format!(
-        "{}\n{}",
-        server.stderr_text(),
-        server.stdout_lines().join("\n")
+    let stderr = server.stderr_text();
+    // The access log is there to be scanned: four lines, with the
+    // entries' names and no key.
+    let access: Vec<Value> = stderr
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let names: Vec<&Value> = access.iter().map(|line| &line["key"]).collect();
+    assert_eq!(
+        names,
+        [
+            &json!("main"),
+            &json!("hashed"),
+            &Value::Null,
+            &json!("main")
+        ],
+        "{stderr}"
     );
+    let logs = format!("{stderr}\n{}", server.stdout_lines().join("\n"));
     for secret in [KEY, HASHED_KEY, "guessed-secret-0815"] {
         assert!(!logs.contains(secret), "`{secret}` was logged:\n{logs}");
     }

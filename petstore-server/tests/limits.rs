@@ -160,22 +160,32 @@ fn repeated_refusals_ban_the_key() {
     for _ in 0..3 {
         assert_eq!(server.get("/v1/pets", Some("f1")).status, 200);
     }
-    // strikes = 3: the first two refusals are plain rate limits; by the
-    // fourth the key is banned.
+    // strikes = 3. The first refusal is no strike (no Retry-After was
+    // given before it); each refusal after it comes back before its
+    // Retry-After and is one: the third strike, the fourth refusal,
+    // starts the ban. Exactly then: not one refusal earlier or later.
     let mut codes = Vec::new();
     let mut banned = None;
-    for _ in 0..4 {
-        let resp = server.get("/v1/pets", Some("f1"));
+    for _ in 0..5 {
+        let (resp, before, after) = timed(|| server.get("/v1/pets", Some("f1")));
         assert_eq!(resp.status, 429, "{}", resp.describe());
         let code = resp.json()["code"].as_str().unwrap().to_owned();
         if code == "key_banned" && banned.is_none() {
-            banned = Some(resp.clone());
+            banned = Some((resp, before, after));
         }
         codes.push(code);
     }
-    assert_eq!(codes[..2], ["rate_limited", "rate_limited"], "{codes:?}");
-    assert_eq!(codes[3], "key_banned", "{codes:?}");
-    let banned = banned.unwrap();
+    assert_eq!(
+        codes,
+        [
+            "rate_limited",
+            "rate_limited",
+            "rate_limited",
+            "key_banned",
+            "key_banned"
+        ]
+    );
+    let (banned, before, after) = banned.unwrap();
     assert_error(&banned, 429, "key_banned");
     let retry = banned.header_u64("retry-after");
     assert!(
@@ -183,7 +193,17 @@ fn repeated_refusals_ban_the_key() {
         "Retry-After of a ban of 600 s: {retry}"
     );
     assert_eq!(banned.single("ratelimit-policy"), FREE_POLICY);
-    let _ = x_ratelimit(&banned);
+    // Nothing remains while banned, and the window is full again only
+    // when the ban ends (README, "What counts toward a ban").
+    let (limit, remaining, reset) = x_ratelimit(&banned);
+    assert_eq!((limit, remaining), (3, 0), "{}", banned.describe());
+    assert!(
+        reset >= before + 600 && reset <= after + 601,
+        "X-RateLimit-Reset {reset} is not the end of the ban (about {before} + 600)"
+    );
+    let field = parse_ratelimit(banned.single("ratelimit"));
+    assert_eq!(field.remaining, 0, "{field:?}");
+    assert!((595..=600).contains(&field.reset), "{field:?}");
     // Every kind of request is refused while banned.
     let resp = server.post("/v1/pets", Some("f1"), Some("application/json"), PET);
     assert_error(&resp, 429, "key_banned");
