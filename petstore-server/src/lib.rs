@@ -12,6 +12,8 @@
 //! | [`auth`] | the `Authorization: Bearer` header |
 //! | [`buffers`] | reused buffers for list pages and per-response header values |
 //! | [`connection`] | one client connection: its address, the key it presented last |
+//! | [`per_address`] | open connections per client address, and their cap |
+//! | [`write_timeout`] | a socket whose stalled writes fail after a bounded time |
 //! | [`keys`] | the keys file, key lookup, reload |
 //! | [`query`] | query-string and path-parameter parsing |
 //! | [`headers`] | rate-limit and deprecation headers; per-quota templates of 2xx headers |
@@ -40,8 +42,10 @@ pub mod keygen;
 pub mod keys;
 pub mod log;
 pub mod metrics;
+pub mod per_address;
 pub mod query;
 pub mod recorder;
 pub mod routes;
 pub mod server;
 pub mod state;
+pub mod write_timeout;

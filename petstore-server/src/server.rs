@@ -11,6 +11,15 @@
 //! - at most `max_connections` open connections: past that the loop stops
 //!   accepting, so the kernel's backlog queues new clients until one closes,
 //!   instead of the process running out of file descriptors or memory.
+//! - at most `max_connections_per_address` of them from one address
+//!   ([`PerAddress`]): a connection over it is closed as soon as it is
+//!   accepted, so one address cannot take every slot.
+//! - a write timeout ([`WriteTimeout`]): a connection whose client stops
+//!   reading is closed when a write makes no progress for that long.
+//! - idle keep-alive connections are closed by the header timeout: hyper
+//!   starts it as soon as a response is written and the connection waits
+//!   for the next request's head (hyper 1.x, `Conn::poll_read_head`), so
+//!   no timer of our own is needed for them.
 //! - every handler runs under `catch_unwind`: a bug becomes a logged 500
 //!   `internal`, never a dropped connection or a dead worker.
 
@@ -39,9 +48,11 @@ use tokio::sync::Semaphore;
 use crate::access_log;
 use crate::connection::Connection;
 use crate::error::{ApiError, HttpResponse};
+use crate::per_address::PerAddress;
 use crate::recorder::METHODS;
 use crate::routes::{respond, BodyRead, Served, MAX_BODY};
 use crate::state::AppState;
+use crate::write_timeout::WriteTimeout;
 use crate::{log_error, log_info};
 
 /// The runtime the server runs on: tokio's multi-threaded scheduler with
@@ -56,12 +67,18 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 /// Limits of the HTTP layer.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
-    /// Time allowed for a request's headers to arrive.
+    /// Time allowed for a request's headers to arrive, and for an idle
+    /// keep-alive connection to send its next request.
     pub header_timeout: Duration,
+    /// Time a write to the client may make no progress before the
+    /// connection is closed.
+    pub write_timeout: Duration,
     /// Time allowed for a request's body to arrive.
     pub body_timeout: Duration,
     /// Connections served at once.
     pub max_connections: usize,
+    /// Connections served at once from one client address.
+    pub max_connections_per_address: usize,
     /// How long shutdown waits for requests in flight.
     pub shutdown_grace: Duration,
 }
@@ -70,8 +87,10 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             header_timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(10),
             max_connections: 1024,
+            max_connections_per_address: PerAddress::default_cap(1024),
             shutdown_grace: Duration::from_secs(10),
         }
     }
@@ -189,15 +208,29 @@ pub async fn serve<C, H, F>(
         .keep_alive(true);
     let graceful = GracefulShutdown::new();
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let per_address = PerAddress::new(limits.max_connections_per_address);
     let mut shutdown = pin!(shutdown);
 
+    // A slot is taken before accepting, and the address is checked after:
+    // while every slot is held nothing is accepted, so waiting clients
+    // stay in the kernel's backlog (bounded memory, no fd per client).
+    // The backlog is first in, first out: a connection over its address's
+    // cap that waits there is accepted in its turn, closed at once, and
+    // its slot goes straight to the next accept, so it delays the clients
+    // behind it by one accept and one close, never by a slot. (Accepting
+    // first and then waiting for a slot with the connection in hand
+    // would hold it just the same, plus its file descriptor.)
+    let mut permit = None;
     loop {
-        let permit = tokio::select! {
-            permit = permits.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break, // the semaphore is never closed
+        let slot = match permit.take() {
+            Some(slot) => slot,
+            None => tokio::select! {
+                slot = permits.clone().acquire_owned() => match slot {
+                    Ok(slot) => slot,
+                    Err(_) => break, // the semaphore is never closed
+                },
+                () = &mut shutdown => break,
             },
-            () = &mut shutdown => break,
         };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -205,17 +238,26 @@ pub async fn serve<C, H, F>(
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning.
                     log_error!("accept failed: {e}");
+                    permit = Some(slot);
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
             },
             () = &mut shutdown => break,
         };
+        let Some(address_slot) = per_address.take(peer.ip()) else {
+            // Over the address's cap: closed now (the drop), and the slot
+            // is kept for the next client.
+            drop(stream);
+            permit = Some(slot);
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let service = service_fn(connect(peer.ip()));
-        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        let io = TokioIo::new(WriteTimeout::new(stream, limits.write_timeout));
+        let connection = graceful.watch(http.serve_connection(io, service));
         tokio::spawn(async move {
-            let _permit = permit;
+            let _slots = (slot, address_slot);
             // Errors here are the client's (reset, timeout, bad framing);
             // hyper has already answered what could be answered.
             let _ = connection.await;
