@@ -128,6 +128,10 @@ fn help_explains_every_flag() {
         "--header-timeout",
         "--body-timeout",
         "--max-connections",
+        "--max-connections-per-address",
+        "--write-timeout",
+        "PETSTORE_MAX_CONNECTIONS_PER_ADDRESS",
+        "PETSTORE_WRITE_TIMEOUT",
         "--in-memory",
         "PETSTORE_ADDR",
         "PETSTORE_KEYS",
@@ -272,7 +276,14 @@ fn oversized_headers_are_431() {
 
 #[test]
 fn connections_over_the_maximum_wait_and_are_served_later() {
-    let mut server = Server::start(&["--max-connections", "2"]);
+    // All from 127.0.0.1: the per-address cap (default an eighth, 1 here)
+    // is lifted to the whole maximum; tests/hostile.rs tests the cap.
+    let mut server = Server::start(&[
+        "--max-connections",
+        "2",
+        "--max-connections-per-address",
+        "2",
+    ]);
     let mut held = Vec::new();
     for _ in 0..2 {
         let mut c = server.connect();
