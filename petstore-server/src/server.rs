@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::{Body as _, Bytes, Incoming};
-use hyper::header::CONTENT_LENGTH;
+use hyper::header::{HeaderValue, CONNECTION};
 use hyper::http::request::Parts;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -50,7 +50,7 @@ use crate::connection::Connection;
 use crate::error::{ApiError, HttpResponse};
 use crate::per_address::PerAddress;
 use crate::recorder::METHODS;
-use crate::routes::{respond, BodyRead, Served, MAX_BODY};
+use crate::routes::{self, declared_length, Admission, Admitted, BodyRead, Served, MAX_BODY};
 use crate::state::AppState;
 use crate::write_timeout::WriteTimeout;
 use crate::{log_error, log_info};
@@ -167,23 +167,55 @@ fn reply(
 ) -> Reply {
     let started = Instant::now();
     let (head, body) = request.into_parts();
+    let method = method_label(&head.method);
+    // Every check that needs no body comes first (routes::admit), so a
+    // refusal never reads the body, and never makes hyper invite it with
+    // `100 Continue`.
+    let body_empty = body.is_end_stream();
+    let admitted = match admit(connection, &head, body_empty) {
+        Admission::Answered(mut response, served) => {
+            if !body_empty {
+                close(&mut response);
+            }
+            drop((body, head));
+            record(connection, method, &response, &served, started);
+            return Reply::Now(ready(Ok(response)));
+        }
+        Admission::Admitted(admitted) => admitted,
+    };
     // A durable create waits for an fsync: run it where blocking is
     // allowed, so the runtime's workers keep serving reads meanwhile.
     let durable_create =
-        head.method == Method::POST && connection.state.inventory.journal_path().is_some();
-    if !body.is_end_stream() || durable_create {
+        admitted.is_create() && connection.state.inventory.journal_path().is_some();
+    if !body_empty || durable_create {
         let connection = connection.clone();
         return Reply::Later(Box::pin(async move {
             let body = read_body(&head, body, body_timeout).await;
-            Ok(answer_later(connection, head, body, durable_create, started).await)
+            Ok(answer_later(connection, head, admitted, body, durable_create, started).await)
         }));
     }
     drop(body);
-    let method = method_label(&head.method);
-    let (response, served) = answer(connection, &head, BodyRead::Complete(Bytes::new()));
+    let (response, served) = finish(
+        connection,
+        &head,
+        admitted,
+        BodyRead::Complete(Bytes::new()),
+    );
     drop(head);
     record(connection, method, &response, &served, started);
     Reply::Now(ready(Ok(response)))
+}
+
+/// Marks `response` as the last on its connection. For a request whose
+/// body was not read to its end (refused before it, or over the cap, or
+/// too slow): what is left of the body on the connection cannot be told
+/// from a next request, so hyper closes the connection after the
+/// response; this says so to the client (RFC 9112 section 9.6) instead of
+/// closing without a word.
+fn close(response: &mut HttpResponse) {
+    response
+        .headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
 }
 
 /// The accept loop with all the limits, around any handler:
@@ -257,7 +289,11 @@ pub async fn serve<C, H, F>(
         let io = TokioIo::new(WriteTimeout::new(stream, limits.write_timeout));
         let connection = graceful.watch(http.serve_connection(io, service));
         tokio::spawn(async move {
-            let _slots = (slot, address_slot);
+            // The address's place is given back before the slot (a
+            // tuple drops in order): the accept that the freed slot lets
+            // through must find the count already lowered, or it would
+            // refuse a connection that is within the cap.
+            let _slots = (address_slot, slot);
             // Errors here are the client's (reset, timeout, bad framing);
             // hyper has already answered what could be answered.
             let _ = connection.await;
@@ -282,23 +318,28 @@ pub async fn serve<C, H, F>(
 async fn answer_later(
     connection: Arc<Connection>,
     head: Parts,
+    admitted: Admitted,
     body: BodyRead,
     blocks: bool,
     started: Instant,
 ) -> HttpResponse {
     let method = method_label(&head.method);
-    let (response, served) = if blocks {
+    let read_to_the_end = matches!(body, BodyRead::Complete(_));
+    let (mut response, served) = if blocks {
         let connection = connection.clone();
         let path = head.uri.path().to_owned();
-        tokio::task::spawn_blocking(move || answer(&connection, &head, body))
+        tokio::task::spawn_blocking(move || finish(&connection, &head, admitted, body))
             .await
             .unwrap_or_else(|_| {
                 log_error!("handler panicked on {method} {path}; answered 500");
                 (ApiError::Internal.to_response(), Served::default())
             })
     } else {
-        answer(&connection, &head, body)
+        finish(&connection, &head, admitted, body)
     };
+    if !read_to_the_end {
+        close(&mut response);
+    }
     record(&connection, method, &response, &served, started);
     response
 }
@@ -314,7 +355,10 @@ fn record(
 ) {
     let (state, peer, elapsed) = (&connection.state, connection.peer, started.elapsed());
     let status = response.status().as_u16();
-    if status >= 500 {
+    // A 501 is an answer by design (store orders, a transfer coding other
+    // than chunked), not a fault of the service: logging it at ERROR on
+    // every request buried the real faults.
+    if status >= 500 && status != 501 {
         log_error!("answered {status} to {method} {} from {peer}", served.route);
     }
     if let Some(metrics) = &state.metrics {
@@ -346,18 +390,37 @@ fn method_label(method: &Method) -> &'static str {
         .unwrap_or(METHODS[OTHER])
 }
 
-/// [`respond`], with a panic turned into a logged 500 `internal`.
-fn answer(connection: &Connection, head: &Parts, body: BodyRead) -> (HttpResponse, Served) {
-    std::panic::catch_unwind(AssertUnwindSafe(|| respond(connection, head, body))).unwrap_or_else(
-        |_| {
-            log_error!(
-                "handler panicked on {} {}; answered 500",
-                head.method,
-                head.uri.path()
-            );
+/// [`routes::admit`], with a panic turned into a logged 500 `internal`.
+fn admit(connection: &Connection, head: &Parts, body_empty: bool) -> Admission {
+    std::panic::catch_unwind(AssertUnwindSafe(|| {
+        routes::admit(connection, head, body_empty)
+    }))
+    .unwrap_or_else(|_| {
+        panicked(head);
+        Admission::Answered(ApiError::Internal.to_response(), Served::default())
+    })
+}
+
+/// [`Admitted::finish`], with a panic turned into a logged 500 `internal`.
+fn finish(
+    connection: &Connection,
+    head: &Parts,
+    admitted: Admitted,
+    body: BodyRead,
+) -> (HttpResponse, Served) {
+    std::panic::catch_unwind(AssertUnwindSafe(|| admitted.finish(connection, head, body)))
+        .unwrap_or_else(|_| {
+            panicked(head);
             (ApiError::Internal.to_response(), Served::default())
-        },
-    )
+        })
+}
+
+fn panicked(head: &Parts) {
+    log_error!(
+        "handler panicked on {} {}; answered 500",
+        head.method,
+        head.uri.path()
+    );
 }
 
 /// Reads the body, at most [`MAX_BODY`] bytes within `timeout`. A declared
@@ -366,12 +429,7 @@ pub async fn read_body(head: &Parts, body: Incoming, timeout: Duration) -> BodyR
     if body.is_end_stream() {
         return BodyRead::Complete(Default::default());
     }
-    let declared = head
-        .headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > MAX_BODY as u64) {
+    if declared_length(&head.headers).is_some_and(|n| n > MAX_BODY as u64) {
         return BodyRead::TooLarge;
     }
     match tokio::time::timeout(timeout, Limited::new(body, MAX_BODY).collect()).await {
