@@ -242,7 +242,7 @@ fn expect_continue(server: &Server, extra: &str) -> (Conn, common::Response, Vec
 
 #[test]
 fn expect_100_continue_is_refused_before_the_body_is_invited() {
-    let server = Server::start(&["--max-connections-per-address", "64"]);
+    let server = Server::start(&[]);
     let json = "Content-Type: application/json\r\n";
     let bad_key = format!("Authorization: Bearer nope\r\n{json}");
     let good_key = format!("Authorization: Bearer {KEY}\r\n");
