@@ -14,9 +14,20 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+
+/// Connections refused for being over their address's cap, since the
+/// process started (`petstore_connections_refused_total`). A process-wide
+/// count, so that `/metrics` reads it without a handle on the accept loop.
+static REFUSED: AtomicU64 = AtomicU64::new(0);
+
+/// Connections refused over the per-address cap since the process started.
+pub fn refused_total() -> u64 {
+    REFUSED.load(Ordering::Relaxed)
+}
 
 /// Open connections per client address, each at most `cap`.
 #[derive(Debug)]
@@ -55,6 +66,7 @@ impl PerAddress {
         let mut open = self.open.lock();
         let count = open.entry(peer).or_insert(0);
         if *count >= self.cap {
+            REFUSED.fetch_add(1, Ordering::Relaxed);
             return None;
         }
         *count += 1;

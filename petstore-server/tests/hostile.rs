@@ -114,6 +114,14 @@ fn clients_that_never_read_are_closed_after_the_write_timeout_and_capped_per_add
         assert!(over.buffered().is_empty(), "it was answered");
         assert!(started.elapsed() < write_timeout, "not closed at once");
     }
+    // Counted in /metrics.
+    let metrics = server.get("/metrics", None).text();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "petstore_connections_refused_total 3"),
+        "{metrics}"
+    );
     // Others are served at once meanwhile.
     for _ in 0..5 {
         let (status, took) = timed_health(&server);
