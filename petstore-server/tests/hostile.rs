@@ -4,6 +4,8 @@
 //! hostile side binds its source address with tokio's `TcpSocket` (std
 //! cannot bind before connecting) and then talks through std sockets.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};

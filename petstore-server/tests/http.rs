@@ -2,6 +2,8 @@
 //! codings, `Expect: 100-continue`, and saying `Connection: close` when it
 //! closes; and that the designed 501 is not logged as a fault.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::io::Read;
