@@ -7,6 +7,11 @@
 //! address, one address can take at most its share, and the others are
 //! still served.
 //!
+//! An address is an IPv4 address, or an IPv6 /64 (the block one host or
+//! one customer usually gets, as for the anonymous rate limit): counted
+//! per IPv6 address, one host could open a cap's worth from each of its
+//! 2^64 addresses.
+//!
 //! Cost: one short lock, one hash and one map entry per accepted
 //! connection (and again when it closes); nothing per request. An entry
 //! is removed when its count falls to zero, so the map never holds more
@@ -33,14 +38,26 @@ pub fn refused_total() -> u64 {
 #[derive(Debug)]
 pub struct PerAddress {
     cap: usize,
-    open: Mutex<HashMap<IpAddr, usize>>,
+    open: Mutex<HashMap<u128, usize>>,
 }
 
 /// One counted connection: dropping it gives its address's place back.
 #[derive(Debug)]
 pub struct Slot {
     table: Arc<PerAddress>,
-    peer: IpAddr,
+    address: u128,
+}
+
+/// IPv4 addresses whole (IPv4-mapped IPv6 ones too), IPv6 addresses by
+/// their /64 prefix; the two kinds cannot collide (bit 32 marks IPv6).
+fn address(ip: IpAddr) -> u128 {
+    match ip {
+        IpAddr::V4(v4) => u128::from(u32::from(v4)),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => u128::from(u32::from(v4)),
+            None => (u128::from(v6) >> 64 << 64) | 1 << 32,
+        },
+    }
 }
 
 impl PerAddress {
@@ -63,8 +80,9 @@ impl PerAddress {
     /// A slot for one more connection from `peer`, or `None` when `peer`
     /// already has `cap` open.
     pub fn take(self: &Arc<Self>, peer: IpAddr) -> Option<Slot> {
+        let address = address(peer);
         let mut open = self.open.lock();
-        let count = open.entry(peer).or_insert(0);
+        let count = open.entry(address).or_insert(0);
         if *count >= self.cap {
             REFUSED.fetch_add(1, Ordering::Relaxed);
             return None;
@@ -72,13 +90,13 @@ impl PerAddress {
         *count += 1;
         Some(Slot {
             table: self.clone(),
-            peer,
+            address,
         })
     }
 
-    /// Connections open from `peer`.
+    /// Connections open from `peer`'s address (its /64 for IPv6).
     pub fn open(&self, peer: IpAddr) -> usize {
-        self.open.lock().get(&peer).copied().unwrap_or(0)
+        self.open.lock().get(&address(peer)).copied().unwrap_or(0)
     }
 
     /// Addresses with a connection open (the size of the table).
@@ -90,10 +108,10 @@ impl PerAddress {
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut open = self.table.open.lock();
-        if let Some(count) = open.get_mut(&self.peer) {
+        if let Some(count) = open.get_mut(&self.address) {
             *count -= 1;
             if *count == 0 {
-                open.remove(&self.peer);
+                open.remove(&self.address);
             }
         }
     }
@@ -124,6 +142,24 @@ mod tests {
         assert!(table.take(a).is_none());
         drop(only);
         assert_eq!(table.addresses(), 0);
+    }
+
+    #[test]
+    fn ipv6_counts_per_64_and_mapped_ipv4_as_ipv4() {
+        let table = PerAddress::new(1);
+        let one: IpAddr = "2001:db8:1:2::1".parse().unwrap();
+        let same_64: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
+        let other_64: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        let _a = table.take(one).unwrap();
+        assert!(table.take(same_64).is_none(), "the same /64");
+        let _b = table.take(other_64).unwrap();
+        let v4 = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+        let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
+        let _c = table.take(v4).unwrap();
+        assert!(
+            table.take(mapped).is_none(),
+            "an IPv4-mapped address is its IPv4 one"
+        );
     }
 
     #[test]
