@@ -1,10 +1,13 @@
-//! The HTTP contract: [`respond`] turns one parsed request into its
-//! response over the core. Synchronous and free of sockets, so every rule
-//! is testable without a server; `server.rs` only reads the body and calls
-//! it.
+//! The HTTP contract: [`admit`] makes every check of one parsed request
+//! that needs no body, and [`Admitted::finish`] answers it once the body
+//! is read ([`respond`] is both, for a body already read). Synchronous and
+//! free of sockets, so every rule is testable without a server;
+//! `server.rs` only reads the body between the two.
 //!
 //! Order of checks for the operations (README, "Routing and order of
-//! checks"): route, method, key, rate limit, query, path, body.
+//! checks"): route, method, key, rate limit, query, path, body; of the
+//! body, what its headers tell (415, a declared length over the cap) is
+//! checked by [`admit`], the rest by [`Admitted::finish`].
 
 use std::time::Duration;
 
