@@ -40,8 +40,9 @@ pub struct Cli {
     )]
     pub cors_origins: Vec<String>,
 
-    /// Seconds a client has to send a request's headers; then the
-    /// connection is closed.
+    /// Seconds a client has to send a request's headers, and an idle
+    /// keep-alive connection its next request; then the connection is
+    /// closed.
     #[arg(long, env = "PETSTORE_HEADER_TIMEOUT", default_value_t = 10,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub header_timeout: u64,
@@ -55,6 +56,20 @@ pub struct Cli {
     #[arg(long, env = "PETSTORE_MAX_CONNECTIONS", default_value_t = 1024,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections: u64,
+
+    /// Most connections served at once from one client address; one more
+    /// is closed as soon as it is accepted. Default: an eighth of
+    /// --max-connections (at least 1), so one address cannot take every
+    /// slot.
+    #[arg(long, env = "PETSTORE_MAX_CONNECTIONS_PER_ADDRESS",
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections_per_address: Option<u64>,
+
+    /// Seconds a write to a client may make no progress (a client that
+    /// stopped reading); then the connection is closed.
+    #[arg(long, env = "PETSTORE_WRITE_TIMEOUT", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub write_timeout: u64,
 
     /// Directory of the durable inventory (its journal, `pets.journal`).
     /// Created if missing.

@@ -25,6 +25,10 @@ pub enum ApiError {
     /// 400 `invalid_path`.
     #[error("{0}")]
     InvalidPath(String),
+    /// 400 `invalid_header`: a request header breaks HTTP/1.1's rules
+    /// (not exactly one `Host`).
+    #[error("{0}")]
+    InvalidHeader(String),
     /// 401 `unauthorized`; `key_sent` tells a missing key from a bad one.
     #[error("{}", if *.key_sent { "the API key is not valid" } else { "an API key is required: send Authorization: Bearer <key>" })]
     Unauthorized {
@@ -90,9 +94,10 @@ impl ApiError {
     /// The HTTP status.
     pub fn status(&self) -> StatusCode {
         match self {
-            ApiError::InvalidBody(_) | ApiError::InvalidQuery(_) | ApiError::InvalidPath(_) => {
-                StatusCode::BAD_REQUEST
-            }
+            ApiError::InvalidBody(_)
+            | ApiError::InvalidQuery(_)
+            | ApiError::InvalidPath(_)
+            | ApiError::InvalidHeader(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
@@ -114,6 +119,7 @@ impl ApiError {
             ApiError::InvalidBody(_) => "invalid_body",
             ApiError::InvalidQuery(_) => "invalid_query",
             ApiError::InvalidPath(_) => "invalid_path",
+            ApiError::InvalidHeader(_) => "invalid_header",
             ApiError::Unauthorized { .. } => "unauthorized",
             ApiError::NotFound(_) => "not_found",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
@@ -175,6 +181,7 @@ mod tests {
             ApiError::InvalidBody("b".into()),
             ApiError::InvalidQuery("q".into()),
             ApiError::InvalidPath("p".into()),
+            ApiError::InvalidHeader("h".into()),
             ApiError::Unauthorized { key_sent: false },
             ApiError::NotFound("n".into()),
             ApiError::MethodNotAllowed { allow: "GET" },

@@ -8,10 +8,12 @@
 //! |---|---|
 //! | [`cli`] | flags and their environment variables |
 //! | [`server`] | accept loop, connection limits, body reading, graceful shutdown |
-//! | [`routes`] | [`routes::respond`]: one parsed request in, one response out |
+//! | [`routes`] | [`routes::admit`] (the checks before the body), then [`routes::Admitted::finish`]: one response out |
 //! | [`auth`] | the `Authorization: Bearer` header |
 //! | [`buffers`] | reused buffers for list pages and per-response header values |
 //! | [`connection`] | one client connection: its address, the key it presented last |
+//! | [`per_address`] | open connections per client address, and their cap |
+//! | [`write_timeout`] | a socket whose stalled writes fail after a bounded time |
 //! | [`keys`] | the keys file, key lookup, reload |
 //! | [`limits`] | where limiter state lives beyond the process: the seam, the state file |
 //! | [`file_read`] | reading an operator's file without blocking on a FIFO or swelling memory |
@@ -48,8 +50,10 @@ pub mod keys;
 pub mod limits;
 pub mod log;
 pub mod metrics;
+pub mod per_address;
 pub mod query;
 pub mod recorder;
 pub mod routes;
 pub mod server;
 pub mod state;
+pub mod write_timeout;

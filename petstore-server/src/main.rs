@@ -12,6 +12,7 @@ use petstore_core::{
 use petstore_server::cli::{Cli, Command};
 use petstore_server::keys::Keys;
 use petstore_server::limits::state_file;
+use petstore_server::per_address::PerAddress;
 use petstore_server::server::{self, Limits};
 use petstore_server::state::{AppState, Options};
 use petstore_server::{journal_cmd, keygen, log_error, log_info};
@@ -85,10 +86,17 @@ async fn serve(cli: Cli) -> Result<(), String> {
         metrics: cli.metrics,
         access_log: cli.access_log,
     };
+    let max_connections = usize::try_from(cli.max_connections).unwrap_or(usize::MAX);
     let limits = Limits {
         header_timeout: Duration::from_secs(cli.header_timeout),
+        write_timeout: Duration::from_secs(cli.write_timeout),
         body_timeout: Duration::from_secs(cli.body_timeout),
-        max_connections: usize::try_from(cli.max_connections).unwrap_or(usize::MAX),
+        max_connections,
+        max_connections_per_address: cli
+            .max_connections_per_address
+            .map_or(PerAddress::default_cap(max_connections), |n| {
+                usize::try_from(n).unwrap_or(usize::MAX)
+            }),
         shutdown_grace: Duration::from_secs(10),
     };
     let inventory = if cli.in_memory {

@@ -10,6 +10,7 @@
 //! | `petstore_storage_writable` | gauge: 1 while pets can be stored, 0 once they cannot | |
 //! | `petstore_journal_fsync_duration_seconds` | histogram | |
 //! | `petstore_journal_batch_size` | histogram (pets per group commit) | |
+//! | `petstore_connections_refused` | counter (over `--max-connections-per-address`) | |
 //!
 //! The first three are counted by a [`Recorder`] (per-thread shards of
 //! plain atomics, cheap on the hot path) and summed at scrape time; the
@@ -23,6 +24,7 @@ use std::time::Duration;
 use petstore_core::{Inventory, BATCH_BUCKETS, FSYNC_BUCKETS};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, NoLabelSet};
+use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
@@ -69,6 +71,7 @@ impl Metrics {
             anonymous_clients.clone(),
         );
         registry.register_collector(Box::new(InventoryCollector { inventory }));
+        registry.register_collector(Box::new(RefusedConnections));
         Metrics {
             registry,
             recorder,
@@ -287,5 +290,22 @@ mod tests {
             buckets(&[1.0, 2.0, f64::MAX], &[1, 0, 2]),
             [(1.0, 1), (2.0, 0), (f64::INFINITY, 2)]
         );
+    }
+}
+
+/// Reads [`crate::per_address::refused_total`] at scrape time.
+#[derive(Debug)]
+struct RefusedConnections;
+
+impl Collector for RefusedConnections {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let refused = ConstCounter::new(crate::per_address::refused_total());
+        let metric = encoder.encode_descriptor(
+            "connections_refused",
+            "Connections closed at accept for being over --max-connections-per-address",
+            None,
+            refused.metric_type(),
+        )?;
+        refused.encode(metric)
     }
 }

@@ -11,6 +11,15 @@
 //! - at most `max_connections` open connections: past that the loop stops
 //!   accepting, so the kernel's backlog queues new clients until one closes,
 //!   instead of the process running out of file descriptors or memory.
+//! - at most `max_connections_per_address` of them from one address
+//!   ([`PerAddress`]): a connection over it is closed as soon as it is
+//!   accepted, so one address cannot take every slot.
+//! - a write timeout ([`WriteTimeout`]): a connection whose client stops
+//!   reading is closed when a write makes no progress for that long.
+//! - idle keep-alive connections are closed by the header timeout: hyper
+//!   starts it as soon as a response is written and the connection waits
+//!   for the next request's head (hyper 1.x, `Conn::poll_read_head`), so
+//!   no timer of our own is needed for them.
 //! - every handler runs under `catch_unwind`: a bug becomes a logged 500
 //!   `internal`, never a dropped connection or a dead worker.
 
@@ -26,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::{Body as _, Bytes, Incoming};
-use hyper::header::CONTENT_LENGTH;
+use hyper::header::{HeaderValue, CONNECTION};
 use hyper::http::request::Parts;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -39,9 +48,11 @@ use tokio::sync::Semaphore;
 use crate::access_log;
 use crate::connection::Connection;
 use crate::error::{ApiError, HttpResponse};
+use crate::per_address::PerAddress;
 use crate::recorder::METHODS;
-use crate::routes::{respond, BodyRead, Served, MAX_BODY};
+use crate::routes::{self, declared_length, Admission, Admitted, BodyRead, Served, MAX_BODY};
 use crate::state::AppState;
+use crate::write_timeout::WriteTimeout;
 use crate::{log_error, log_info};
 
 /// The runtime the server runs on: tokio's multi-threaded scheduler with
@@ -56,12 +67,18 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 /// Limits of the HTTP layer.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
-    /// Time allowed for a request's headers to arrive.
+    /// Time allowed for a request's headers to arrive, and for an idle
+    /// keep-alive connection to send its next request.
     pub header_timeout: Duration,
+    /// Time a write to the client may make no progress before the
+    /// connection is closed.
+    pub write_timeout: Duration,
     /// Time allowed for a request's body to arrive.
     pub body_timeout: Duration,
     /// Connections served at once.
     pub max_connections: usize,
+    /// Connections served at once from one client address.
+    pub max_connections_per_address: usize,
     /// How long shutdown waits for requests in flight.
     pub shutdown_grace: Duration,
 }
@@ -70,8 +87,10 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             header_timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(10),
             max_connections: 1024,
+            max_connections_per_address: PerAddress::default_cap(1024),
             shutdown_grace: Duration::from_secs(10),
         }
     }
@@ -148,23 +167,55 @@ fn reply(
 ) -> Reply {
     let started = Instant::now();
     let (head, body) = request.into_parts();
+    let method = method_label(&head.method);
+    // Every check that needs no body comes first (routes::admit), so a
+    // refusal never reads the body, and never makes hyper invite it with
+    // `100 Continue`.
+    let body_empty = body.is_end_stream();
+    let admitted = match admit(connection, &head, body_empty) {
+        Admission::Answered(mut response, served) => {
+            if !body_empty {
+                close(&mut response);
+            }
+            drop((body, head));
+            record(connection, method, &response, &served, started);
+            return Reply::Now(ready(Ok(response)));
+        }
+        Admission::Admitted(admitted) => admitted,
+    };
     // A durable create waits for an fsync: run it where blocking is
     // allowed, so the runtime's workers keep serving reads meanwhile.
     let durable_create =
-        head.method == Method::POST && connection.state.inventory.journal_path().is_some();
-    if !body.is_end_stream() || durable_create {
+        admitted.is_create() && connection.state.inventory.journal_path().is_some();
+    if !body_empty || durable_create {
         let connection = connection.clone();
         return Reply::Later(Box::pin(async move {
             let body = read_body(&head, body, body_timeout).await;
-            Ok(answer_later(connection, head, body, durable_create, started).await)
+            Ok(answer_later(connection, head, admitted, body, durable_create, started).await)
         }));
     }
     drop(body);
-    let method = method_label(&head.method);
-    let (response, served) = answer(connection, &head, BodyRead::Complete(Bytes::new()));
+    let (response, served) = finish(
+        connection,
+        &head,
+        admitted,
+        BodyRead::Complete(Bytes::new()),
+    );
     drop(head);
     record(connection, method, &response, &served, started);
     Reply::Now(ready(Ok(response)))
+}
+
+/// Marks `response` as the last on its connection. For a request whose
+/// body was not read to its end (refused before it, or over the cap, or
+/// too slow): what is left of the body on the connection cannot be told
+/// from a next request, so hyper closes the connection after the
+/// response; this says so to the client (RFC 9112 section 9.6) instead of
+/// closing without a word.
+fn close(response: &mut HttpResponse) {
+    response
+        .headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
 }
 
 /// The accept loop with all the limits, around any handler:
@@ -189,15 +240,29 @@ pub async fn serve<C, H, F>(
         .keep_alive(true);
     let graceful = GracefulShutdown::new();
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let per_address = PerAddress::new(limits.max_connections_per_address);
     let mut shutdown = pin!(shutdown);
 
+    // A slot is taken before accepting, and the address is checked after:
+    // while every slot is held nothing is accepted, so waiting clients
+    // stay in the kernel's backlog (bounded memory, no fd per client).
+    // The backlog is first in, first out: a connection over its address's
+    // cap that waits there is accepted in its turn, closed at once, and
+    // its slot goes straight to the next accept, so it delays the clients
+    // behind it by one accept and one close, never by a slot. (Accepting
+    // first and then waiting for a slot with the connection in hand
+    // would hold it just the same, plus its file descriptor.)
+    let mut permit = None;
     loop {
-        let permit = tokio::select! {
-            permit = permits.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break, // the semaphore is never closed
+        let slot = match permit.take() {
+            Some(slot) => slot,
+            None => tokio::select! {
+                slot = permits.clone().acquire_owned() => match slot {
+                    Ok(slot) => slot,
+                    Err(_) => break, // the semaphore is never closed
+                },
+                () = &mut shutdown => break,
             },
-            () = &mut shutdown => break,
         };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -205,17 +270,30 @@ pub async fn serve<C, H, F>(
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning.
                     log_error!("accept failed: {e}");
+                    permit = Some(slot);
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
             },
             () = &mut shutdown => break,
         };
+        let Some(address_slot) = per_address.take(peer.ip()) else {
+            // Over the address's cap: closed now (the drop), and the slot
+            // is kept for the next client.
+            drop(stream);
+            permit = Some(slot);
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let service = service_fn(connect(peer.ip()));
-        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        let io = TokioIo::new(WriteTimeout::new(stream, limits.write_timeout));
+        let connection = graceful.watch(http.serve_connection(io, service));
         tokio::spawn(async move {
-            let _permit = permit;
+            // The address's place is given back before the slot (a
+            // tuple drops in order): the accept that the freed slot lets
+            // through must find the count already lowered, or it would
+            // refuse a connection that is within the cap.
+            let _slots = (address_slot, slot);
             // Errors here are the client's (reset, timeout, bad framing);
             // hyper has already answered what could be answered.
             let _ = connection.await;
@@ -240,23 +318,28 @@ pub async fn serve<C, H, F>(
 async fn answer_later(
     connection: Arc<Connection>,
     head: Parts,
+    admitted: Admitted,
     body: BodyRead,
     blocks: bool,
     started: Instant,
 ) -> HttpResponse {
     let method = method_label(&head.method);
-    let (response, served) = if blocks {
+    let read_to_the_end = matches!(body, BodyRead::Complete(_));
+    let (mut response, served) = if blocks {
         let connection = connection.clone();
         let path = head.uri.path().to_owned();
-        tokio::task::spawn_blocking(move || answer(&connection, &head, body))
+        tokio::task::spawn_blocking(move || finish(&connection, &head, admitted, body))
             .await
             .unwrap_or_else(|_| {
                 log_error!("handler panicked on {method} {path}; answered 500");
                 (ApiError::Internal.to_response(), Served::default())
             })
     } else {
-        answer(&connection, &head, body)
+        finish(&connection, &head, admitted, body)
     };
+    if !read_to_the_end {
+        close(&mut response);
+    }
     record(&connection, method, &response, &served, started);
     response
 }
@@ -272,9 +355,12 @@ fn record(
 ) {
     let (state, peer, elapsed) = (&connection.state, connection.peer, started.elapsed());
     let status = response.status().as_u16();
-    // Not 503: its cause is logged once when it starts (the inventory's
-    // failure hook), not once per refused request.
-    if status >= 500 && status != 503 {
+    // Neither 501 nor 503 is logged per request: a 501 is an answer by
+    // design (store orders, a transfer coding other than chunked), not a
+    // fault of the service, and logging it at ERROR on every request buried
+    // the real faults; a 503's cause is logged once when it starts (the
+    // inventory's failure hook), not once per refused request.
+    if status >= 500 && status != 501 && status != 503 {
         log_error!("answered {status} to {method} {} from {peer}", served.route);
     }
     if let Some(metrics) = &state.metrics {
@@ -306,18 +392,37 @@ fn method_label(method: &Method) -> &'static str {
         .unwrap_or(METHODS[OTHER])
 }
 
-/// [`respond`], with a panic turned into a logged 500 `internal`.
-fn answer(connection: &Connection, head: &Parts, body: BodyRead) -> (HttpResponse, Served) {
-    std::panic::catch_unwind(AssertUnwindSafe(|| respond(connection, head, body))).unwrap_or_else(
-        |_| {
-            log_error!(
-                "handler panicked on {} {}; answered 500",
-                head.method,
-                head.uri.path()
-            );
+/// [`routes::admit`], with a panic turned into a logged 500 `internal`.
+fn admit(connection: &Connection, head: &Parts, body_empty: bool) -> Admission {
+    std::panic::catch_unwind(AssertUnwindSafe(|| {
+        routes::admit(connection, head, body_empty)
+    }))
+    .unwrap_or_else(|_| {
+        panicked(head);
+        Admission::Answered(ApiError::Internal.to_response(), Served::default())
+    })
+}
+
+/// [`Admitted::finish`], with a panic turned into a logged 500 `internal`.
+fn finish(
+    connection: &Connection,
+    head: &Parts,
+    admitted: Admitted,
+    body: BodyRead,
+) -> (HttpResponse, Served) {
+    std::panic::catch_unwind(AssertUnwindSafe(|| admitted.finish(connection, head, body)))
+        .unwrap_or_else(|_| {
+            panicked(head);
             (ApiError::Internal.to_response(), Served::default())
-        },
-    )
+        })
+}
+
+fn panicked(head: &Parts) {
+    log_error!(
+        "handler panicked on {} {}; answered 500",
+        head.method,
+        head.uri.path()
+    );
 }
 
 /// Reads the body, at most [`MAX_BODY`] bytes within `timeout`. A declared
@@ -326,12 +431,7 @@ pub async fn read_body(head: &Parts, body: Incoming, timeout: Duration) -> BodyR
     if body.is_end_stream() {
         return BodyRead::Complete(Default::default());
     }
-    let declared = head
-        .headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > MAX_BODY as u64) {
+    if declared_length(&head.headers).is_some_and(|n| n > MAX_BODY as u64) {
         return BodyRead::TooLarge;
     }
     match tokio::time::timeout(timeout, Limited::new(body, MAX_BODY).collect()).await {

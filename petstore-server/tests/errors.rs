@@ -65,7 +65,7 @@ fn allow_set(resp: &common::Response) -> BTreeSet<String> {
     resp.single("allow")
         .split(',')
         .map(|m| m.trim().to_ascii_uppercase())
-        .filter(|m| !m.is_empty() && m != "HEAD")
+        .filter(|m| !m.is_empty())
         .collect()
 }
 
@@ -73,16 +73,16 @@ fn allow_set(resp: &common::Response) -> BTreeSet<String> {
 fn other_methods_on_known_paths_are_405_with_allow() {
     let server = Server::start(&[]);
     let cases: &[(&str, &str, &[&str])] = &[
-        ("DELETE", "/v1/pets", &["GET", "POST"]),
-        ("PUT", "/v1/pets", &["GET", "POST"]),
-        ("PATCH", "/v1/pets", &["GET", "POST"]),
-        ("OPTIONS", "/v1/pets", &["GET", "POST"]),
-        ("POST", "/v1/pets/1", &["GET"]),
-        ("PUT", "/v1/pets/1", &["GET"]),
-        ("DELETE", "/v1/pets/1", &["GET"]),
-        ("POST", "/v1/store/orders", &["GET"]),
-        ("POST", "/healthz", &["GET"]),
-        ("DELETE", "/v1/openapi.json", &["GET"]),
+        ("DELETE", "/v1/pets", &["GET", "HEAD", "POST"]),
+        ("PUT", "/v1/pets", &["GET", "HEAD", "POST"]),
+        ("PATCH", "/v1/pets", &["GET", "HEAD", "POST"]),
+        ("OPTIONS", "/v1/pets", &["GET", "HEAD", "POST"]),
+        ("POST", "/v1/pets/1", &["GET", "HEAD"]),
+        ("PUT", "/v1/pets/1", &["GET", "HEAD"]),
+        ("DELETE", "/v1/pets/1", &["GET", "HEAD"]),
+        ("POST", "/v1/store/orders", &["GET", "HEAD"]),
+        ("POST", "/healthz", &["GET", "HEAD"]),
+        ("DELETE", "/v1/openapi.json", &["GET", "HEAD"]),
     ];
     for (method, path, allowed) in cases {
         for key in [None, Some(KEY)] {

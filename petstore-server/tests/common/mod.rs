@@ -718,6 +718,18 @@ impl Conn {
         })
     }
 
+    /// A connection over an already connected stream (e.g. one bound to
+    /// another source address).
+    pub fn from_stream(stream: TcpStream) -> io::Result<Conn> {
+        stream.set_read_timeout(Some(IO_TIMEOUT))?;
+        stream.set_write_timeout(Some(IO_TIMEOUT))?;
+        stream.set_nodelay(true)?;
+        Ok(Conn {
+            stream,
+            buf: Vec::new(),
+        })
+    }
+
     /// Writes these bytes.
     pub fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.stream.write_all(bytes)?;
