@@ -84,6 +84,16 @@ fn count(haystack: &str, needle: &str) -> usize {
     haystack.matches(needle).count()
 }
 
+/// The server's stderr once `needle` is in it (the test reads the pipe on
+/// a thread of its own, so a line the server wrote before answering may
+/// reach the test after the response); at most 5 s.
+fn stderr_once_logged(server: &Server, needle: &str) -> String {
+    wait_until(Duration::from_secs(5), || {
+        count(&server.stderr_text(), needle) > 0
+    });
+    server.stderr_text()
+}
+
 fn lines_of(bytes: &[u8]) -> Vec<Vec<u8>> {
     bytes
         .split_inclusive(|b| *b == b'\n')
@@ -140,7 +150,7 @@ fn a_journal_deleted_under_a_running_server_stops_creates_not_reads() {
         .any(|l| l == "petstore_storage_writable 0"));
 
     // The cause is logged once, with the path; no line per 503.
-    let stderr = server.stderr_text();
+    let stderr = stderr_once_logged(&server, "can no longer store pets");
     assert_eq!(
         count(&stderr, "can no longer store pets"),
         1,
@@ -186,7 +196,7 @@ fn a_health_check_notices_a_replaced_journal_before_any_create() {
         lines_of(&fs::read(data.join("pets.journal")).unwrap()).len(),
         1
     );
-    let stderr = server.stderr_text();
+    let stderr = stderr_once_logged(&server, "can no longer store pets");
     assert_eq!(count(&stderr, "can no longer store pets"), 1, "{stderr}");
     drop(server);
     fs::remove_dir_all(&dir).unwrap();
@@ -460,7 +470,7 @@ fn after_a_full_disk_and_kill_9_a_restart_needs_only_the_torn_bytes_free_and_kee
         &server,
         &json!({"name": "more", "categoryId": 1}),
     ));
-    let stderr = server.stderr_text();
+    let stderr = stderr_once_logged(&server, "No space left on device");
     assert_eq!(count(&stderr, "No space left on device"), 1, "{stderr}");
 
     server.signal("KILL");
