@@ -23,6 +23,7 @@
 //! | `limiter` | [`KeyLimiter`] (one key: minute + day + ban), [`RateLimiter`] |
 //! | `anonymous` | [`AnonymousLimiter`]: per-address limits with bounded memory |
 //! | `error` | the typed errors |
+//! | `quote` | [`quote`]: how an error message quotes client input (64 characters, then `…`) |
 //!
 //! # Examples
 //!
@@ -56,6 +57,7 @@ mod limiter;
 mod pet;
 mod query;
 mod quota;
+mod quote;
 
 pub use anonymous::AnonymousLimiter;
 pub use clock::{Clock, FakeClock, SystemClock, Timestamp};
@@ -72,3 +74,4 @@ pub use pet::{
 };
 pub use query::{JsonPage, Limit, ListQuery, Page};
 pub use quota::{BanPolicy, Plan, Plans, Quota, UnknownPlan};
+pub use quote::{quote, Quoted, MAX_QUOTED_CHARS};

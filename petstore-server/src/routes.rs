@@ -13,7 +13,7 @@ use hyper::body::Bytes;
 use hyper::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
 use hyper::http::request::Parts;
 use hyper::{Method, Response, StatusCode};
-use petstore_core::{Decision, ListQuery, NewPet, Outcome, PetError};
+use petstore_core::{quote, Decision, ListQuery, NewPet, Outcome, PetError};
 
 use crate::auth::{authorization, Authorization};
 use crate::connection::Connection;
@@ -134,7 +134,7 @@ pub fn respond(connection: &Connection, head: &Parts, body: BodyRead) -> (HttpRe
         Route::find(head.uri.path()).filter(|r| *r != Route::Metrics || state.metrics.is_some());
     let Some(route) = route else {
         let mut response =
-            ApiError::NotFound(format!("no route for {}", head.uri.path())).to_response();
+            ApiError::NotFound(format!("no route for {}", quote(head.uri.path()))).to_response();
         cors::decorate(response.headers_mut(), origin, cors_on);
         let served = Served {
             route: UNKNOWN,
@@ -361,7 +361,7 @@ fn create_pet<'a>(
         Some(value) => {
             return Err(ApiError::UnsupportedMediaType(format!(
                 "Content-Type must be application/json, got {:?}",
-                String::from_utf8_lossy(value.as_bytes())
+                quote(&String::from_utf8_lossy(value.as_bytes()))
             )))
         }
         None if known_empty => return Err(ApiError::InvalidBody(PetError::Empty.to_string())),
