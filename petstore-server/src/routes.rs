@@ -26,6 +26,26 @@ use crate::{buffers, cors, headers, query};
 /// the repository.
 pub const OPENAPI: &str = include_str!("../openapi.json");
 
+/// The one server URL of [`OPENAPI`], as written in the file.
+const OPENAPI_SERVER_URL: &str = "\"url\": \"/v1\"";
+
+/// The document as served for `base_url`: the file itself when there is
+/// no configured base address (`/v1`), else the file with that address as
+/// its server URL, so that generated clients and tools call the public
+/// address instead of guessing `http://localhost/v1`. Built once at start
+/// ([`AppState::new`]), never per request. A text replacement, not a
+/// parse and re-encode, so every other byte stays the file's (a unit test
+/// checks that the file names its server URL exactly once).
+pub fn openapi_document(base_url: &str) -> Bytes {
+    if base_url == "/v1" {
+        return Bytes::from_static(OPENAPI.as_bytes());
+    }
+    // A JSON string literal of the URL (`--base-url` refuses quotes
+    // already; the encoder makes sure).
+    let url = serde_json::to_string(base_url).unwrap_or_else(|_| "\"/v1\"".into());
+    Bytes::from(OPENAPI.replacen(OPENAPI_SERVER_URL, &format!("\"url\": {url}"), 1))
+}
+
 /// Most bytes a request body may have (decisions.md: 64 KiB).
 pub const MAX_BODY: usize = 64 * 1024;
 
@@ -150,9 +170,7 @@ pub fn respond(connection: &Connection, head: &Parts, body: BodyRead) -> (HttpRe
         (&Method::GET, Route::Health) => {
             json(StatusCode::OK, Bytes::from_static(b"{\"status\":\"ok\"}"))
         }
-        (&Method::GET, Route::OpenApi) => {
-            json(StatusCode::OK, Bytes::from_static(OPENAPI.as_bytes()))
-        }
+        (&Method::GET, Route::OpenApi) => json(StatusCode::OK, state.openapi().clone()),
         (&Method::GET, Route::Metrics) => metrics(state),
         (&Method::GET, Route::Pets) => {
             operation(connection, head, body, Operation::ListPets, &mut served)
@@ -571,6 +589,33 @@ mod tests {
             BodyRead::TimedOut(Duration::from_secs(7)),
         );
         assert_eq!(r.status(), StatusCode::REQUEST_TIMEOUT);
+    }
+
+    #[test]
+    fn the_openapi_document_names_the_base_url_as_its_server() {
+        assert_eq!(OPENAPI.matches(OPENAPI_SERVER_URL).count(), 1);
+        let servers = |doc: &Bytes| {
+            let v: serde_json::Value = serde_json::from_slice(doc).unwrap();
+            v["servers"].clone()
+        };
+        let plain = openapi_document("/v1");
+        assert_eq!(plain.as_ref(), OPENAPI.as_bytes());
+        assert_eq!(servers(&plain)[0]["url"], "/v1");
+        for base in [
+            "https://pets.example.com/v1",
+            "/api/v1",
+            "http://10.0.0.1:8080/x/v1",
+        ] {
+            let doc = openapi_document(base);
+            assert_eq!(servers(&doc)[0]["url"], base);
+            assert_eq!(servers(&doc).as_array().map(Vec::len), Some(1));
+            // Nothing else changed.
+            let mut a: serde_json::Value = serde_json::from_slice(&doc).unwrap();
+            let mut b: serde_json::Value = serde_json::from_str(OPENAPI).unwrap();
+            a["servers"] = serde_json::Value::Null;
+            b["servers"] = serde_json::Value::Null;
+            assert_eq!(a, b, "{base}");
+        }
     }
 
     #[test]
