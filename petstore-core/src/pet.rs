@@ -211,6 +211,16 @@ pub fn validate_name(name: &str) -> Result<(), NameError> {
     let mut blank = true;
     for c in name.chars() {
         chars += 1;
+        if c.is_ascii() {
+            // Most names: no table lookup. The only ASCII White_Space that
+            // is not a control character is the space; no ASCII character
+            // is default-ignorable, a bidi control or a noncharacter.
+            if c.is_ascii_control() {
+                return Err(NameError::ControlCharacter);
+            }
+            blank &= c == ' ';
+            continue;
+        }
         if refused(c) {
             return Err(NameError::ControlCharacter);
         }
@@ -596,6 +606,22 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn the_ascii_fast_path_agrees_with_the_tables() {
+        for b in 0u8..=127 {
+            let c = char::from(b);
+            let name = c.to_string();
+            let want = if refused(c) {
+                Err(NameError::ControlCharacter)
+            } else if is_white_space(c) || is_default_ignorable(c) {
+                Err(NameError::Blank)
+            } else {
+                Ok(())
+            };
+            assert_eq!(validate_name(&name), want, "{c:?}");
         }
     }
 
