@@ -377,7 +377,7 @@ proptest! {
                     };
                     // Never backwards: an edge already passed is "now".
                     target
-                        .map(|t| Timestamp::from_unix_nanos(t.as_unix_nanos().saturating_add_signed(offset.into())))
+                        .map(|t| Timestamp::from_unix_nanos(t.as_unix_nanos().saturating_add_signed(offset)))
                         .filter(|t| *t > now)
                         .unwrap_or(now)
                 }
