@@ -84,7 +84,13 @@ impl fmt::Debug for Quoted<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("\"")?;
         for c in self.kept.chars() {
-            fmt::Display::fmt(&c.escape_debug(), f)?;
+            // As `str`'s Debug: a single quote needs no escape in a
+            // double-quoted literal (`char::escape_debug` would write `\'`).
+            if c == '\'' {
+                f.write_str("'")?;
+            } else {
+                fmt::Display::fmt(&c.escape_debug(), f)?;
+            }
         }
         f.write_str(self.ellipsis())?;
         f.write_str("\"")
@@ -97,7 +103,13 @@ mod tests {
 
     #[test]
     fn keeps_short_input_whole() {
-        for s in ["", "x", &"a".repeat(64), &"\u{1F600}".repeat(64)] {
+        for s in [
+            "",
+            "x",
+            "it's \"quoted\"\t\\",
+            &"a".repeat(64),
+            &"\u{1F600}".repeat(64),
+        ] {
             let q = quote(s);
             assert!(!q.is_cut());
             assert_eq!(q.to_string(), s);
