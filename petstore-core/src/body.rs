@@ -272,6 +272,34 @@ mod tests {
     }
 
     #[test]
+    fn messages_quote_a_long_field_name_cut_at_64_characters() {
+        let field = "\u{e9}".repeat(30_000);
+        let body = format!(r#"{{"{field}":1,"name":"a","categoryId":1}}"#);
+        let err = parse(&body).unwrap_err();
+        assert_eq!(err.field(), Some(field.as_str()));
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "unknown field `{}…`; allowed fields are name, categoryId, status",
+                "\u{e9}".repeat(64)
+            )
+        );
+    }
+
+    #[test]
+    fn names_follow_the_unicode_rules_in_the_body_too() {
+        for (name, want) in [
+            ("\\u200b", NameError::Blank),
+            ("\u{2060}\u{feff}", NameError::Blank),
+            ("Rex\u{202e}", NameError::ControlCharacter),
+            ("Rex\\ufdd0", NameError::ControlCharacter),
+        ] {
+            let body = format!(r#"{{"name":"{name}","categoryId":1}}"#);
+            assert_eq!(parse(&body), Err(PetError::Name(want)), "{body}");
+        }
+    }
+
+    #[test]
     fn syntax_errors_win_over_field_errors() {
         for body in [
             r#"{"x":1"#,

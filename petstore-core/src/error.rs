@@ -11,6 +11,9 @@ pub enum IdError {
     /// An integer outside 1 to 2^63 - 1.
     #[error("must be an integer from 1 to 9223372036854775807")]
     OutOfRange,
+    /// Digits with a leading zero (`01`): a number has one spelling.
+    #[error("must be written without leading zeros")]
+    LeadingZero,
 }
 
 /// Why a pet name is refused.
@@ -19,14 +22,17 @@ pub enum NameError {
     /// The empty string.
     #[error("must not be empty")]
     Empty,
-    /// Only whitespace.
-    #[error("must contain at least one non-whitespace character")]
+    /// Only whitespace and invisible (default-ignorable) characters.
+    #[error(
+        "must contain at least one visible character, not only whitespace or invisible characters"
+    )]
     Blank,
     /// More than 100 characters.
     #[error("must be at most 100 characters")]
     TooLong,
-    /// Holds a control character (Unicode category Cc).
-    #[error("must not contain control characters")]
+    /// Holds a control character (Unicode category Cc), a bidirectional
+    /// control (U+202A to U+202E, U+2066 to U+2069) or a noncharacter.
+    #[error("must not contain control characters, bidirectional controls or noncharacters")]
     ControlCharacter,
 }
 
@@ -48,7 +54,10 @@ pub enum PetError {
     #[error("field `id` must not be sent; the service assigns ids")]
     IdNotAllowed,
     /// A field the schema does not have.
-    #[error("unknown field `{0}`; allowed fields are name, categoryId, status")]
+    #[error(
+        "unknown field `{}`; allowed fields are name, categoryId, status",
+        crate::quote::quote(.0)
+    )]
     UnknownField(String),
     /// The same field twice.
     #[error("field `{0}` appears more than once")]

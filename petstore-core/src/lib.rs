@@ -24,6 +24,7 @@
 //! | `limiter` | [`KeyLimiter`] (one key: minute + day + ban), its state as plain numbers [`KeyLimiterState`], [`RateLimiter`] |
 //! | `anonymous` | [`AnonymousLimiter`]: per-address limits with bounded memory; [`AnonymousState`] |
 //! | `error` | the typed errors |
+//! | `quote` | [`quote`]: how an error message quotes client input (64 characters, then `…`) |
 //!
 //! # Examples
 //!
@@ -57,6 +58,7 @@ mod limiter;
 mod pet;
 mod query;
 mod quota;
+mod quote;
 mod repair;
 
 pub use anonymous::{AnonymousLimiter, AnonymousState};
@@ -77,4 +79,5 @@ pub use pet::{
 };
 pub use query::{JsonPage, Limit, ListQuery, Page};
 pub use quota::{BanPolicy, Plan, Plans, Quota, UnknownPlan};
+pub use quote::{quote, Quoted, MAX_QUOTED_CHARS};
 pub use repair::{check_journal, repair_journal, BadLine, JournalCheck, JournalRepair, MAX_LISTED};

@@ -41,14 +41,25 @@ fn arb_quota() -> impl Strategy<Value = Quota> {
 }
 
 /// How far the clock moves before a request: often not at all, sometimes
-/// nanoseconds, seconds, minutes or hours.
+/// nanoseconds, seconds, minutes or hours; and, on purpose, exactly onto
+/// the edges where an off-by-one would show: whole seconds (where a
+/// `Retry-After` ends), a whole minute or day (a window), one emission
+/// interval `60 s / n` of the small per-minute quotas `arb_quota` favours
+/// (where one token comes back), each also 1 ns short or over.
 fn arb_advance() -> impl Strategy<Value = u64> {
+    let edge = prop_oneof![
+        (1..=120u64).prop_map(|s| s * 1_000_000_000),
+        Just(MINUTE_NS as u64),
+        Just(DAY_NS as u64),
+        (1..=12u64).prop_map(|n| MINUTE_NS as u64 / n),
+    ];
     prop_oneof![
         4 => Just(0u64),
         2 => 0..1_000u64,
         3 => 0..5_000_000_000u64,
         2 => 0..120_000_000_000u64,
         1 => 0..10_800_000_000_000u64,
+        3 => (edge, -1i64..=1).prop_map(|(at, off)| at.saturating_add_signed(off)),
     ]
 }
 
@@ -64,6 +75,17 @@ fn arb_ban() -> impl Strategy<Value = BanPolicy> {
     ]
 }
 
+/// One step of a ban history: the clock moves by a gap, or jumps exactly
+/// onto (or 1 ns beside, `offset`) an edge of the model's state: the last
+/// refusal's Retry-After instant (0), the next token (1), the oldest
+/// strike leaving the window (2), the end of the ban (3). Random gaps
+/// almost never land there, and those are where `<` and `<=` differ.
+#[derive(Clone, Copy, Debug)]
+enum BanStep {
+    Gap(u64),
+    Edge { edge: usize, offset: i64 },
+}
+
 /// Runs a history on a fresh limiter; returns it, the time of the last
 /// step, and every decision.
 fn replay(quota: Quota, ban: BanPolicy, steps: &[u64]) -> (KeyLimiter, Timestamp, Vec<Decision>) {
@@ -77,6 +99,29 @@ fn replay(quota: Quota, ban: BanPolicy, steps: &[u64]) -> (KeyLimiter, Timestamp
         })
         .collect();
     (limiter, now, decisions)
+}
+
+/// A key's decision has exactly two windows, minute then day, with their
+/// periods: checked before any loop over `windows()`, so a loop over
+/// nothing cannot pass for a check.
+fn assert_key_windows(d: &Decision) -> Result<(), TestCaseError> {
+    let windows: Vec<(&str, Duration)> = d.windows().map(|w| (w.name, w.period)).collect();
+    prop_assert_eq!(
+        windows,
+        vec![
+            ("minute", Duration::from_secs(60)),
+            ("day", Duration::from_secs(86_400))
+        ]
+    );
+    Ok(())
+}
+
+/// An anonymous client's decision has the minute window alone.
+fn assert_anonymous_windows(d: &Decision) -> Result<(), TestCaseError> {
+    let windows: Vec<(&str, Duration)> = d.windows().map(|w| (w.name, w.period)).collect();
+    prop_assert_eq!(windows, vec![("minute", Duration::from_secs(60))]);
+    prop_assert!(d.day.is_none());
+    Ok(())
 }
 
 fn window<'a>(d: &'a Decision, name: &str) -> &'a WindowState {
@@ -130,6 +175,7 @@ proptest! {
         for advance in &steps {
             clock.advance(Duration::from_nanos(*advance));
             let d = limiter.check(&"key").unwrap();
+            assert_key_windows(&d)?;
             prop_assert_eq!(d.at, clock.now());
             if d.is_allowed() {
                 allowed.push(d.at);
@@ -152,7 +198,11 @@ proptest! {
         for advance in &steps {
             now = now + Duration::from_nanos(*advance);
             let d = limiter.check(ip, now);
-            prop_assert!(d.day.is_none());
+            assert_anonymous_windows(&d)?;
+            for w in d.windows() {
+                prop_assert!(w.remaining <= w.limit);
+                prop_assert_eq!(w.limit, per_minute);
+            }
             if d.is_allowed() {
                 allowed.push(now);
             }
@@ -166,6 +216,7 @@ proptest! {
     fn remaining_is_exactly_the_requests_left(quota in arb_quota(), steps in arb_steps(200)) {
         let (limiter, now, decisions) = replay(quota, no_ban(), &steps);
         for d in &decisions {
+            assert_key_windows(d)?;
             for w in d.windows() {
                 prop_assert!(w.remaining <= w.limit);
             }
@@ -225,6 +276,7 @@ proptest! {
     fn reset_at_is_when_the_bucket_is_full(quota in arb_quota(), steps in arb_steps(200)) {
         let (limiter, now, _) = replay(quota, no_ban(), &steps);
         let d = limiter.check(now);
+        assert_key_windows(&d)?;
         for w in d.windows() {
             prop_assert!(w.reset_at >= now);
             if w.reset_at == now {
@@ -286,14 +338,17 @@ proptest! {
         strikes in 1..=8u32,
         window_secs in 1..=120u64,
         ban_secs in 1..=1_000u64,
-        gaps in prop::collection::vec(
+        steps in prop::collection::vec(
             prop_oneof![
-                Just(0u64),
-                0..2_000_000_000u64,
-                0..90_000_000_000u64,
-                0..1_200_000_000_000u64,
-                // Whole seconds: exactly at a Retry-After or a window's end.
-                (0..120u64).prop_map(|s| s * 1_000_000_000),
+                1 => Just(BanStep::Gap(0)),
+                1 => (0..2_000_000_000u64).prop_map(BanStep::Gap),
+                1 => (0..90_000_000_000u64).prop_map(BanStep::Gap),
+                1 => (0..1_200_000_000_000u64).prop_map(BanStep::Gap),
+                // Whole seconds: exactly at a Retry-After or a window's end
+                // when the previous request was a refusal.
+                1 => (0..120u64).prop_map(|s| BanStep::Gap(s * 1_000_000_000)),
+                // Straight onto an edge of the model's state.
+                4 => (0..4usize, -1i64..=1).prop_map(|(edge, offset)| BanStep::Edge { edge, offset }),
             ],
             1..60,
         ),
@@ -310,8 +365,23 @@ proptest! {
         let mut strikes_seen: VecDeque<Timestamp> = VecDeque::new();
         let mut banned_until: Option<Timestamp> = None;
         let mut now = T0;
-        for gap in gaps {
-            now = now + Duration::from_nanos(gap);
+        for step in steps {
+            now = match step {
+                BanStep::Gap(gap) => now + Duration::from_nanos(gap),
+                BanStep::Edge { edge, offset } => {
+                    let target = match edge {
+                        0 => retry_at,
+                        1 => Some(next_token),
+                        2 => strikes_seen.front().map(|s| *s + window),
+                        _ => banned_until,
+                    };
+                    // Never backwards: an edge already passed is "now".
+                    target
+                        .map(|t| Timestamp::from_unix_nanos(t.as_unix_nanos().saturating_add_signed(offset)))
+                        .filter(|t| *t > now)
+                        .unwrap_or(now)
+                }
+            };
             let d = limiter.check(now);
             if let Some(until) = banned_until.filter(|until| now < *until) {
                 prop_assert_eq!(d.outcome, Outcome::Banned { retry_after: until.saturating_duration_since(now) });
@@ -414,6 +484,7 @@ proptest! {
                 latest.as_unix_nanos() - staleness.min(latest.as_unix_nanos() - T0.as_unix_nanos()),
             );
             let d = limiter.check(now);
+            assert_key_windows(&d)?;
             for w in d.windows() {
                 prop_assert!(w.remaining <= w.limit);
                 prop_assert!(w.reset_at >= now);
@@ -527,4 +598,92 @@ fn a_strike_exactly_one_window_old_no_longer_counts() {
         }
     );
     assert!(banned.ban_started);
+}
+
+/// The README's rule: a refusal is a strike only when the request came
+/// back *before* the Retry-After of the key's previous refusal. Exactly at
+/// that instant it is not: with one strike to a ban, a request refused at
+/// its Retry-After instant is `Limited`, one refused 1 ns earlier starts a
+/// ban. (The request in between takes the token that came back, so the
+/// one at the Retry-After instant is refused too.)
+#[test]
+fn a_request_exactly_at_its_retry_after_is_no_strike() {
+    let run = |early: Duration| {
+        let limiter = KeyLimiter::new(
+            Quota::new(1, 1_000).unwrap(),
+            BanPolicy::new(1, 600, 600).unwrap(),
+        );
+        assert!(limiter.check(T0).is_allowed());
+        // Refused; the first refusal is never a strike. 59.5 s to wait:
+        // `Retry-After: 60`, so the client may come back at T0 + 60.5 s.
+        let refused_at = T0 + Duration::from_millis(500);
+        let d = limiter.check(refused_at);
+        assert_eq!(
+            d.outcome,
+            Outcome::Limited {
+                retry_after: Duration::from_millis(59_500)
+            }
+        );
+        assert_eq!(d.retry_after_secs(), Some(60));
+        let retry_at = refused_at + Duration::from_secs(60);
+        // Another request takes the token back at T0 + 60 s.
+        assert!(limiter.check(T0 + Duration::from_secs(60)).is_allowed());
+        limiter.check(Timestamp::from_unix_nanos(
+            retry_at.as_unix_nanos() - early.as_nanos() as u64,
+        ))
+    };
+    let at = run(Duration::ZERO);
+    assert_eq!(
+        at.outcome,
+        Outcome::Limited {
+            retry_after: Duration::from_millis(59_500)
+        },
+        "exactly at its Retry-After: refused, but no strike"
+    );
+    assert!(!at.ban_started);
+    let before = run(NS);
+    assert_eq!(
+        before.outcome,
+        Outcome::Banned {
+            retry_after: Duration::from_secs(600)
+        },
+        "1 ns before its Retry-After: a strike, and one strike bans"
+    );
+    assert!(before.ban_started);
+}
+
+/// `RateLimiter::remove` forgets one key and only that one: the key gets
+/// no decision any more, a second removal finds nothing, the other keys
+/// keep their buckets, and a key inserted again starts full.
+#[test]
+fn removing_a_key_forgets_it_and_only_it() {
+    let clock = Arc::new(FakeClock::new(T0));
+    let limiter = RateLimiter::new(Arc::clone(&clock));
+    let quota = Quota::new(3, 100).unwrap();
+    limiter.insert("alice", quota, no_ban());
+    limiter.insert("bob", quota, no_ban());
+    for _ in 0..2 {
+        assert!(limiter.check(&"alice").unwrap().is_allowed());
+        assert!(limiter.check(&"bob").unwrap().is_allowed());
+    }
+    assert!(!limiter.remove(&"mallory"), "an unknown key is not removed");
+    assert!(limiter.remove(&"alice"));
+    assert!(
+        limiter.check(&"alice").is_none(),
+        "a removed key gets no decision"
+    );
+    assert!(!limiter.remove(&"alice"), "a key is removed once");
+    // Bob keeps his state: one token left, then refused.
+    let d = limiter.check(&"bob").unwrap();
+    assert!(d.is_allowed());
+    assert_eq!(d.minute.remaining, 0);
+    assert!(!limiter.check(&"bob").unwrap().is_allowed());
+    // Alice inserted again starts with full buckets.
+    limiter.insert("alice", quota, no_ban());
+    let d = limiter.check(&"alice").unwrap();
+    assert!(d.is_allowed());
+    assert_eq!(
+        (d.minute.remaining, d.day.map(|w| w.remaining)),
+        (2, Some(99))
+    );
 }

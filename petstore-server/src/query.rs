@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 
-use petstore_core::{Limit, ListQuery, PetId, PetStatus};
+use petstore_core::{quote, Limit, ListQuery, PetId, PetStatus};
 
 use crate::error::ApiError;
 
@@ -123,7 +123,7 @@ pub fn expect_none(query: Option<&str>) -> Result<(), ApiError> {
 }
 
 fn unknown(name: &str) -> ApiError {
-    ApiError::InvalidQuery(format!("unknown query parameter `{name}`"))
+    ApiError::InvalidQuery(format!("unknown query parameter `{}`", quote(name)))
 }
 
 /// Parses `listPets`'s query: `limit` (1..100), `status`, `after`; each at
@@ -150,7 +150,8 @@ pub fn list_query(query: Option<&str>) -> Result<ListQuery, ApiError> {
                     .and_then(|n| Limit::new(n).ok())
                     .ok_or_else(|| {
                         ApiError::InvalidQuery(format!(
-                            "limit must be an integer from 1 to 100, got {value:?}"
+                            "limit must be an integer from 1 to 100 without leading zeros, got {:?}",
+                            quote(&value)
                         ))
                     })?;
                 list = list.limit(limit);
@@ -158,7 +159,8 @@ pub fn list_query(query: Option<&str>) -> Result<ListQuery, ApiError> {
             1 => {
                 let status: PetStatus = value.parse().map_err(|_| {
                     ApiError::InvalidQuery(format!(
-                        "status must be one of available, pending, sold, got {value:?}"
+                        "status must be one of available, pending, sold, got {:?}",
+                        quote(&value)
                     ))
                 })?;
                 list = list.status(status);
@@ -166,7 +168,8 @@ pub fn list_query(query: Option<&str>) -> Result<ListQuery, ApiError> {
             _ => {
                 let after: PetId = value.parse().map_err(|_| {
                     ApiError::InvalidQuery(format!(
-                        "after must be a pet id, an integer from 1 to 9223372036854775807, got {value:?}"
+                        "after must be a pet id, an integer from 1 to 9223372036854775807 without leading zeros, got {:?}",
+                        quote(&value)
                     ))
                 })?;
                 list = list.after(after);
@@ -176,9 +179,13 @@ pub fn list_query(query: Option<&str>) -> Result<ListQuery, ApiError> {
     Ok(list)
 }
 
-/// Plain decimal digits as a number; `None` for anything else or overflow.
+/// Plain decimal digits as a number; `None` for anything else, a leading
+/// zero (decisions.md: a number has one spelling, `020` is not 20) or
+/// overflow.
 fn digits(s: &str) -> Option<u64> {
-    let plain = !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let plain = !s.is_empty()
+        && s.bytes().all(|b| b.is_ascii_digit())
+        && !(s.len() > 1 && s.starts_with('0'));
     plain.then(|| s.parse().ok()).flatten()
 }
 
@@ -186,7 +193,8 @@ fn digits(s: &str) -> Option<u64> {
 pub fn pet_id(segment: &str) -> Result<PetId, ApiError> {
     let bad = || {
         ApiError::InvalidPath(format!(
-            "petId must be an integer from 1 to 9223372036854775807, got {segment:?}"
+            "petId must be an integer from 1 to 9223372036854775807 without leading zeros, got {:?}",
+            quote(segment)
         ))
     };
     let decoded = percent_decode(segment, false).ok_or_else(bad)?;
@@ -216,7 +224,7 @@ mod tests {
             list_query(Some("status=%73old")).unwrap().status,
             Some(PetStatus::Sold)
         );
-        assert_eq!(list_query(Some("limit=0100")).unwrap().limit.get(), 100);
+        assert_eq!(list_query(Some("limit=100")).unwrap().limit.get(), 100);
     }
 
     #[test]
@@ -242,6 +250,11 @@ mod tests {
             "foo=1",
             "limit=%zz",
             "limit=%ff",
+            "limit=0100",
+            "limit=020",
+            "limit=00",
+            "after=0001",
+            "after=00",
         ] {
             assert!(
                 list_query(Some(bad)).is_err(),
@@ -258,7 +271,18 @@ mod tests {
     fn pet_ids() {
         assert_eq!(pet_id("12").map(PetId::get), Ok(12));
         assert_eq!(pet_id("%31").map(PetId::get), Ok(1));
-        for bad in ["0", "-1", "x", "", "9223372036854775808", "1%2F2", "%"] {
+        for bad in [
+            "0",
+            "-1",
+            "x",
+            "",
+            "9223372036854775808",
+            "1%2F2",
+            "%",
+            "01",
+            "00",
+            "%301",
+        ] {
             assert_eq!(
                 pet_id(bad).map_err(|e| e.code()),
                 Err("invalid_path"),

@@ -18,7 +18,7 @@ use hyper::header::{
 };
 use hyper::http::request::Parts;
 use hyper::{Method, Response, StatusCode, Version};
-use petstore_core::{Decision, ListQuery, NewPet, Outcome, PetError, PetId};
+use petstore_core::{quote, Decision, ListQuery, NewPet, Outcome, PetError, PetId};
 
 use crate::auth::{authorization, Authorization};
 use crate::connection::Connection;
@@ -30,6 +30,26 @@ use crate::{buffers, cors, headers, health, query};
 /// The OpenAPI document, embedded so the binary serves exactly the file in
 /// the repository.
 pub const OPENAPI: &str = include_str!("../openapi.json");
+
+/// The one server URL of [`OPENAPI`], as written in the file.
+const OPENAPI_SERVER_URL: &str = "\"url\": \"/v1\"";
+
+/// The document as served for `base_url`: the file itself when there is
+/// no configured base address (`/v1`), else the file with that address as
+/// its server URL, so that generated clients and tools call the public
+/// address instead of guessing `http://localhost/v1`. Built once at start
+/// ([`AppState::new`]), never per request. A text replacement, not a
+/// parse and re-encode, so every other byte stays the file's (a unit test
+/// checks that the file names its server URL exactly once).
+pub fn openapi_document(base_url: &str) -> Bytes {
+    if base_url == "/v1" {
+        return Bytes::from_static(OPENAPI.as_bytes());
+    }
+    // A JSON string literal of the URL (`--base-url` refuses quotes
+    // already; the encoder makes sure).
+    let url = serde_json::to_string(base_url).unwrap_or_else(|_| "\"/v1\"".into());
+    Bytes::from(OPENAPI.replacen(OPENAPI_SERVER_URL, &format!("\"url\": {url}"), 1))
+}
 
 /// Most bytes a request body may have (decisions.md: 64 KiB).
 pub const MAX_BODY: usize = 64 * 1024;
@@ -194,7 +214,7 @@ pub fn admit(connection: &Connection, head: &Parts, body_empty: bool) -> Admissi
     }
     let Some(route) = route else {
         let response =
-            ApiError::NotFound(format!("no route for {}", head.uri.path())).to_response();
+            ApiError::NotFound(format!("no route for {}", quote(head.uri.path()))).to_response();
         return answered(state, head, response, served);
     };
     let cors_on = !state.options.cors_origins.is_empty();
@@ -207,7 +227,7 @@ pub fn admit(connection: &Connection, head: &Parts, body_empty: bool) -> Admissi
             let (status, body) = health::check(&state.inventory);
             json(status, body)
         }
-        (_, Route::OpenApi) if get => json(StatusCode::OK, Bytes::from_static(OPENAPI.as_bytes())),
+        (_, Route::OpenApi) if get => json(StatusCode::OK, state.openapi().clone()),
         (_, Route::Metrics) if get => metrics(state),
         (_, Route::Pets) if get => {
             return operation(connection, head, body_empty, Operation::ListPets, served)
@@ -531,7 +551,7 @@ fn content_type(request: &HeaderMap, body_empty: bool) -> Result<(), ApiError> {
         Some(value) if is_json(value) => Ok(()),
         Some(value) => Err(ApiError::UnsupportedMediaType(format!(
             "Content-Type must be application/json, got {:?}",
-            String::from_utf8_lossy(value.as_bytes())
+            quote(&String::from_utf8_lossy(value.as_bytes()))
         ))),
         None if body_empty => Err(ApiError::InvalidBody(PetError::Empty.to_string())),
         None => Err(ApiError::UnsupportedMediaType(
@@ -745,6 +765,33 @@ mod tests {
             BodyRead::TimedOut(Duration::from_secs(7)),
         );
         assert_eq!(r.status(), StatusCode::REQUEST_TIMEOUT);
+    }
+
+    #[test]
+    fn the_openapi_document_names_the_base_url_as_its_server() {
+        assert_eq!(OPENAPI.matches(OPENAPI_SERVER_URL).count(), 1);
+        let servers = |doc: &Bytes| {
+            let v: serde_json::Value = serde_json::from_slice(doc).unwrap();
+            v["servers"].clone()
+        };
+        let plain = openapi_document("/v1");
+        assert_eq!(plain.as_ref(), OPENAPI.as_bytes());
+        assert_eq!(servers(&plain)[0]["url"], "/v1");
+        for base in [
+            "https://pets.example.com/v1",
+            "/api/v1",
+            "http://10.0.0.1:8080/x/v1",
+        ] {
+            let doc = openapi_document(base);
+            assert_eq!(servers(&doc)[0]["url"], base);
+            assert_eq!(servers(&doc).as_array().map(Vec::len), Some(1));
+            // Nothing else changed.
+            let mut a: serde_json::Value = serde_json::from_slice(&doc).unwrap();
+            let mut b: serde_json::Value = serde_json::from_str(OPENAPI).unwrap();
+            a["servers"] = serde_json::Value::Null;
+            b["servers"] = serde_json::Value::Null;
+            assert_eq!(a, b, "{base}");
+        }
     }
 
     #[test]

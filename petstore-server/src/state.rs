@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use hyper::body::Bytes;
 use hyper::header::HeaderValue;
 use parking_lot::RwLock;
 use petstore_core::{Clock, Inventory};
@@ -60,6 +61,7 @@ pub struct AppState {
     keys_path: Option<PathBuf>,
     reloads: Rerun,
     successor_link: HeaderValue,
+    openapi: Bytes,
 }
 
 impl AppState {
@@ -74,6 +76,7 @@ impl AppState {
     ) -> Self {
         AppState {
             successor_link: crate::headers::successor_link(&options.base_url),
+            openapi: crate::routes::openapi_document(&options.base_url),
             metrics: options
                 .metrics
                 .then(|| Arc::new(Metrics::new(inventory.clone()))),
@@ -90,6 +93,12 @@ impl AppState {
     /// `getPet`'s successor-version `Link` value.
     pub fn successor_link(&self) -> &HeaderValue {
         &self.successor_link
+    }
+
+    /// The OpenAPI document as served: its server URL is the configured
+    /// base address (built once, here, not per request).
+    pub fn openapi(&self) -> &Bytes {
+        &self.openapi
     }
 
     /// The key table in force.

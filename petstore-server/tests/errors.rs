@@ -364,3 +364,92 @@ fn keep_alive_and_pipelined_requests_are_answered_in_order() {
         "closed after Connection: close"
     );
 }
+
+/// decisions.md: a message quotes what the client sent at most 64
+/// characters long, then `…`. `sent` is what the client sent as the
+/// message shows it (decoded); the message must hold its first 64
+/// characters, then `…`, and nothing more of it.
+fn assert_quotes_64_characters(msg: &str, sent: &str, context: &str) {
+    let kept: String = sent.chars().take(64).collect();
+    let one_more: String = sent.chars().take(65).collect();
+    assert!(
+        msg.contains(&format!("{kept}…")),
+        "{context}: message does not quote the first 64 characters then `…`: {msg:?}"
+    );
+    assert!(
+        !msg.contains(&one_more),
+        "{context}: message quotes more than 64 characters: {msg:?}"
+    );
+    // The rest of each message is a sentence of its own: well under 200
+    // characters besides the quote.
+    assert!(
+        msg.chars().count() < 64 + 200,
+        "{context}: message of {} characters",
+        msg.chars().count()
+    );
+}
+
+#[test]
+fn messages_quote_client_input_at_most_64_characters() {
+    let server = Server::start(&[]);
+    server.create_pet(&json!({"name": "Rex", "categoryId": 1}));
+
+    // A 60 KB field name in the body (2-byte characters: the cut counts
+    // characters, not bytes).
+    let field = "é".repeat(30_000);
+    let body = format!(r#"{{"{field}":1,"name":"a","categoryId":1}}"#);
+    assert!(body.len() < 64 * 1024);
+    let resp = server.post(
+        "/v1/pets",
+        Some(KEY),
+        Some("application/json"),
+        body.as_bytes(),
+    );
+    let msg = assert_error(&resp, 400, "invalid_body");
+    assert_quotes_64_characters(&msg, &field, "60 KB field name");
+
+    // A 5,000-digit pet id.
+    let digits = "7".repeat(5_000);
+    let resp = server.get(&format!("/v1/pets/{digits}"), Some(KEY));
+    let msg = assert_error(&resp, 400, "invalid_path");
+    assert_quotes_64_characters(&msg, &digits, "5,000-digit path");
+
+    // Long query values, percent-encoded 4-byte characters among them.
+    let dog = "🐕".repeat(500);
+    let dog_escaped = "%F0%9F%90%95".repeat(500);
+    for (query, sent) in [
+        (format!("limit={digits}"), digits.clone()),
+        (format!("after={digits}"), digits.clone()),
+        (format!("status={dog_escaped}"), dog.clone()),
+        (format!("{dog_escaped}=1"), dog.clone()),
+    ] {
+        let resp = server.get(&format!("/v1/pets?{query}"), Some(KEY));
+        let msg = assert_error(&resp, 400, "invalid_query");
+        assert_quotes_64_characters(&msg, &sent, &format!("query {}", &query[..20]));
+    }
+    let resp = server.get(&format!("/v1/pets/1?{digits}=1"), Some(KEY));
+    let msg = assert_error(&resp, 400, "invalid_query");
+    assert_quotes_64_characters(&msg, &digits, "unknown parameter of getPet");
+
+    // A long path that is no route.
+    let path = format!("/x{}", "y".repeat(5_000));
+    let resp = server.get(&path, Some(KEY));
+    let msg = assert_error(&resp, 404, "not_found");
+    assert_quotes_64_characters(&msg, &path, "unknown route");
+
+    // A long Content-Type.
+    let media = format!("text/{}", "p".repeat(5_000));
+    let resp = server.post("/v1/pets", Some(KEY), Some(&media), b"{}");
+    let msg = assert_error(&resp, 415, "unsupported_media_type");
+    assert_quotes_64_characters(&msg, &media, "Content-Type");
+
+    // Input of exactly 64 characters is quoted whole, without `…`.
+    let exact = "8".repeat(64);
+    let resp = server.get(&format!("/v1/pets/{exact}"), Some(KEY));
+    let msg = assert_error(&resp, 400, "invalid_path");
+    assert!(msg.contains(&format!("\"{exact}\"")), "{msg:?}");
+    assert!(!msg.contains('…'), "{msg:?}");
+
+    let (ids, _) = server.list_ids("/v1/pets");
+    assert_eq!(ids, vec![1], "the refused requests created nothing");
+}

@@ -504,3 +504,159 @@ fn openapi_document_says_what_the_decisions_say() {
     }
     assert_eq!(served, in_repo, "served openapi.json differs from the file");
 }
+
+/// Every status an operation can answer is declared with a model: 500 on
+/// every operation, 503 where the inventory can refuse to store; the
+/// numbers of the headers and the error body say their `format`, and
+/// every string a client reads has a bound.
+#[test]
+fn openapi_document_declares_500_503_formats_and_bounds() {
+    let server = Server::start(&[]);
+    let doc = server.get("/v1/openapi.json", None).json();
+    let ops = operations(&doc);
+    assert!(ops.len() >= 4, "{:?}", ops.keys());
+    for (id, op) in &ops {
+        let internal = resolve(&doc, &op.op["responses"]["500"]);
+        let schema = &internal["content"]["application/json"]["schema"];
+        assert!(
+            schema.is_object(),
+            "{id}: no 500 with a JSON body in {:?}",
+            response_codes(op.op)
+        );
+        let codes: Vec<&Value> = flatten(&doc, schema)
+            .iter()
+            .filter_map(|p| p["properties"]["code"]["enum"].as_array())
+            .flatten()
+            .collect();
+        assert!(
+            codes.contains(&&json!("internal")),
+            "{id}: 500 code {codes:?}"
+        );
+        // 503 only where a pet can fail to be stored.
+        assert_eq!(
+            response_codes(op.op).contains("503"),
+            id == "createPet",
+            "{id}: 503 {:?}",
+            response_codes(op.op)
+        );
+    }
+
+    let headers = &doc["components"]["headers"];
+    for (name, format) in [
+        ("X-RateLimit-Limit", "int64"),
+        ("X-RateLimit-Remaining", "int64"),
+        ("X-RateLimit-Reset", "int64"),
+        ("Retry-After", "int64"),
+    ] {
+        let schema = &headers[name]["schema"];
+        assert_eq!(schema["type"], "integer", "{name}");
+        assert_eq!(schema["format"], format, "{name}");
+    }
+    assert!(
+        headers["X-RateLimit-Reset"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("Unix time"),
+        "X-RateLimit-Reset is a Unix time"
+    );
+    // Every header with a pattern bounds its length.
+    let mut patterned = 0;
+    for (name, header) in headers.as_object().unwrap() {
+        let schema = &header["schema"];
+        if schema.get("pattern").is_some() {
+            patterned += 1;
+            let max = schema["maxLength"].as_u64();
+            assert!(
+                max.is_some_and(|m| m > 0),
+                "{name} has a pattern but no maxLength"
+            );
+        }
+    }
+    assert!(patterned >= 5, "{patterned} headers with a pattern");
+
+    let error = &doc["components"]["schemas"]["Error"]["properties"];
+    assert_eq!(error["status"]["format"], "int32");
+    let max_message = error["message"]["maxLength"]
+        .as_u64()
+        .expect("Error.message maxLength");
+    // A message quoting the longest input the server takes stays within
+    // that bound: 64 characters of it, escaped at worst.
+    let long = format!(
+        "/v1/pets/{}",
+        "\u{7f}".repeat(3_000).replace('\u{7f}', "%7F")
+    );
+    let resp = server.get(&long, Some(KEY));
+    let msg = assert_error(&resp, 400, "invalid_path");
+    assert!(
+        (msg.chars().count() as u64) <= max_message,
+        "{} characters over maxLength {max_message}: {msg:?}",
+        msg.chars().count()
+    );
+
+    // GET /store/orders takes no parameter: its 400 example must not
+    // name one of listPets' parameters as if it were its own.
+    let orders = &ops["getStoreOrders"];
+    assert!(orders.op.get("parameters").is_none());
+    let example = &orders.op["responses"]["400"]["content"]["application/json"]["example"];
+    let message = example["message"].as_str().expect("an example message");
+    assert!(
+        message.starts_with("unknown query parameter") || example["code"] == "invalid_body",
+        "getStoreOrders 400 example: {message:?}"
+    );
+    // Its example is what the server answers for that request.
+    let resp = server.get("/v1/store/orders?limit=5", Some(KEY));
+    assert_eq!(assert_error(&resp, 400, "invalid_query"), message);
+
+    // The header limit the description states is the server's, 100
+    // fields (tests/lifecycle.rs checks the 431 itself).
+    let description = doc["info"]["description"].as_str().unwrap();
+    assert!(
+        description.contains("more than 100 header fields"),
+        "the description must state the 100-field limit"
+    );
+    assert!(!description.contains("64 header fields"));
+
+    // /healthz lies outside the base address: its bodies have a schema,
+    // 503 `degraded` with a reason included.
+    let health = &doc["components"]["schemas"]["Health"];
+    let states: BTreeSet<&str> = health["properties"]["status"]["enum"]
+        .as_array()
+        .expect("Health.status enum")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(states, BTreeSet::from(["ok", "degraded"]));
+    assert_eq!(health["properties"]["reason"]["type"], "string");
+    assert_eq!(health["additionalProperties"], false);
+    let ok = server.get("/healthz", None);
+    assert_eq!(ok.status, 200);
+    assert_eq!(ok.json(), json!({"status": "ok"}));
+}
+
+/// With `--base-url`, the document's server URL is that address, so tools
+/// do not guess `http://localhost/v1`; without it, `/v1` as in the file.
+#[test]
+fn openapi_server_url_is_the_configured_base_url() {
+    let plain = Server::start(&[]);
+    let doc = plain.get("/v1/openapi.json", None).json();
+    assert_eq!(
+        doc["servers"],
+        json!([{"url": "/v1", "description": doc["servers"][0]["description"]}])
+    );
+
+    let base = "https://pets.example.com/api/v1";
+    let server = Server::builder().arg("--base-url").arg(base).start();
+    let resp = server.get("/v1/openapi.json", None);
+    assert_eq!(resp.status, 200);
+    let served = resp.json();
+    assert_eq!(served["servers"].as_array().map(Vec::len), Some(1));
+    assert_eq!(served["servers"][0]["url"], base);
+    // Everything else is the file.
+    let (mut a, mut b) = (served, doc);
+    a["servers"] = Value::Null;
+    b["servers"] = Value::Null;
+    assert_eq!(a, b);
+    // The same bytes on every request (built once at start).
+    let again = server.get("/v1/openapi.json", None);
+    assert_eq!(again.body, resp.body);
+}

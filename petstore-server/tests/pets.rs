@@ -161,6 +161,66 @@ fn list_is_ascending_with_default_limit_20_and_a_next_link() {
 }
 
 #[test]
+fn invisible_names_are_blank_and_bidi_controls_and_noncharacters_refused() {
+    let server = Server::start(&[]);
+    for name in [
+        "\u{200b}",
+        "\u{2060}",
+        "\u{feff}",
+        " \u{200b}\u{2060}\u{feff} ",
+        "\u{3164}",
+        "Rex\u{202e}",
+        "\u{202a}Rex",
+        "Rex\u{2066}x\u{2069}",
+        "Rex\u{fdd0}",
+        "Rex\u{fffe}",
+        "Rex\u{10ffff}",
+    ] {
+        let body = json!({"name": name, "categoryId": 1}).to_string();
+        let msg = assert_error(&post_body(&server, body.as_bytes()), 400, "invalid_body");
+        assert_names(&msg, "name", &body);
+    }
+    let (ids, _) = server.list_ids("/v1/pets");
+    assert!(ids.is_empty(), "nothing was created: {ids:?}");
+    // Invisible characters next to a visible one are kept as sent.
+    for name in ["\u{200b}Rex", "a\u{200d}b", "\u{feff}x\u{2060}"] {
+        let pet = server.create_pet(&json!({"name": name, "categoryId": 1}));
+        assert_eq!(pet["name"].as_str(), Some(name));
+    }
+}
+
+#[test]
+fn numbers_with_leading_zeros_are_refused() {
+    let server = Server::start(&[]);
+    server.create_pet(&json!({"name": "Rex", "categoryId": 1}));
+    for path in [
+        "/v1/pets/01",
+        "/v1/pets/0001",
+        "/v1/pets/00",
+        "/v1/pets/%301",
+    ] {
+        let msg = assert_error(&server.get(path, Some(KEY)), 400, "invalid_path");
+        assert_names(&msg, "petId", path);
+        assert!(msg.contains("leading zeros"), "{path}: {msg}");
+    }
+    for (path, field) in [
+        ("/v1/pets?limit=020", "limit"),
+        ("/v1/pets?limit=01", "limit"),
+        ("/v1/pets?limit=00", "limit"),
+        ("/v1/pets?after=0001", "after"),
+        ("/v1/pets?after=00", "after"),
+    ] {
+        let msg = assert_error(&server.get(path, Some(KEY)), 400, "invalid_query");
+        assert_names(&msg, field, path);
+        assert!(msg.contains("leading zeros"), "{path}: {msg}");
+    }
+    // The one spelling still works.
+    assert_eq!(server.get("/v1/pets/1", Some(KEY)).status, 200);
+    let (ids, _) = server.list_ids("/v1/pets?limit=10");
+    assert_eq!(ids, vec![1]);
+}
+
+#[test]
 fn limit_is_at_most_100() {
     let server = Server::start(&[]);
     for i in 1..=105 {
@@ -428,8 +488,28 @@ fn bad_bodies_are_400_invalid_body_naming_the_field_and_change_nothing() {
     assert_error(&resp, 404, "not_found");
 }
 
+/// Characters refused anywhere in a name (decisions.md): controls,
+/// bidirectional embeddings, overrides and isolates, and the noncharacters
+/// of the BMP block U+FDD0..U+FDEF (the U+nFFFE/U+nFFFF ones are filtered
+/// below).
+const REFUSED: &str = "\\p{Cc}\u{202A}-\u{202E}\u{2066}-\u{2069}\u{FDD0}-\u{FDEF}";
+
+/// Any valid name: up to 99 allowed characters (invisible ones included)
+/// around one visible character, which is neither White_Space nor
+/// Default_Ignorable_Code_Point.
 fn valid_name() -> impl Strategy<Value = String> {
-    "[^\\p{Cc}]{1,100}".prop_filter("not blank", |s| !s.trim().is_empty())
+    let regex = |r: String| proptest::string::string_regex(&r).expect("a valid regex");
+    (
+        regex(format!("[^{REFUSED}]{{0,50}}")),
+        regex(format!(
+            "[^{REFUSED}\\p{{White_Space}}\\p{{Default_Ignorable_Code_Point}}]"
+        )),
+        regex(format!("[^{REFUSED}]{{0,49}}")),
+    )
+        .prop_map(|(before, visible, after)| before + &visible + &after)
+        .prop_filter("no noncharacter U+nFFFE, U+nFFFF", |s| {
+            !s.chars().any(|c| u32::from(c) & 0xFFFE == 0xFFFE)
+        })
 }
 
 #[test]
