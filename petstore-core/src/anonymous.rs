@@ -56,8 +56,27 @@ struct Generations {
     previous: HashMap<u128, u128>,
 }
 
-/// IPv4 addresses whole, IPv6 addresses by their /64 prefix.
-fn client_key(ip: IpAddr) -> u128 {
+/// The client a request or a connection is counted against: an IPv4
+/// address whole (IPv4-mapped IPv6 ones too), an IPv6 address by its /64
+/// prefix (the block one host or one customer usually gets: counted per
+/// address, one host could spread over 2^64 of them). The two kinds cannot
+/// collide: bit 32 marks an IPv6 prefix. The anonymous limiter and the
+/// server's per-address connection cap count by the same key.
+///
+/// # Examples
+///
+/// ```
+/// use std::net::IpAddr;
+/// use petstore_core::client_key;
+///
+/// let a: IpAddr = "2001:db8::1".parse().unwrap();
+/// let b: IpAddr = "2001:db8::ffff:1".parse().unwrap();
+/// assert_eq!(client_key(a), client_key(b)); // one /64
+/// let v4: IpAddr = "192.0.2.1".parse().unwrap();
+/// let mapped: IpAddr = "::ffff:192.0.2.1".parse().unwrap();
+/// assert_eq!(client_key(v4), client_key(mapped));
+/// ```
+pub fn client_key(ip: IpAddr) -> u128 {
     match ip {
         IpAddr::V4(v4) => u128::from(u32::from(v4)),
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {

@@ -61,7 +61,7 @@ mod quota;
 mod quote;
 mod repair;
 
-pub use anonymous::{AnonymousLimiter, AnonymousState};
+pub use anonymous::{client_key, AnonymousLimiter, AnonymousState};
 pub use clock::{Clock, FakeClock, SystemClock, Timestamp};
 pub use decision::{Decision, Outcome, WindowState};
 pub use error::{

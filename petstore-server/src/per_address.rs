@@ -7,10 +7,10 @@
 //! address, one address can take at most its share, and the others are
 //! still served.
 //!
-//! An address is an IPv4 address, or an IPv6 /64 (the block one host or
-//! one customer usually gets, as for the anonymous rate limit): counted
-//! per IPv6 address, one host could open a cap's worth from each of its
-//! 2^64 addresses.
+//! An address is an IPv4 address, or an IPv6 /64: the core's
+//! [`client_key`], the same key the anonymous rate limit counts by
+//! (counted per IPv6 address, one host could open a cap's worth from each
+//! of its 2^64 addresses).
 //!
 //! Cost: one short lock, one hash and one map entry per accepted
 //! connection (and again when it closes); nothing per request. An entry
@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use petstore_core::client_key;
 
 /// Connections refused for being over their address's cap, since the
 /// process started (`petstore_connections_refused_total`). A process-wide
@@ -48,18 +49,6 @@ pub struct Slot {
     address: u128,
 }
 
-/// IPv4 addresses whole (IPv4-mapped IPv6 ones too), IPv6 addresses by
-/// their /64 prefix; the two kinds cannot collide (bit 32 marks IPv6).
-fn address(ip: IpAddr) -> u128 {
-    match ip {
-        IpAddr::V4(v4) => u128::from(u32::from(v4)),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => u128::from(u32::from(v4)),
-            None => (u128::from(v6) >> 64 << 64) | 1 << 32,
-        },
-    }
-}
-
 impl PerAddress {
     /// A table allowing `cap` connections per address (at least 1).
     pub fn new(cap: usize) -> Arc<Self> {
@@ -80,7 +69,7 @@ impl PerAddress {
     /// A slot for one more connection from `peer`, or `None` when `peer`
     /// already has `cap` open.
     pub fn take(self: &Arc<Self>, peer: IpAddr) -> Option<Slot> {
-        let address = address(peer);
+        let address = client_key(peer);
         let mut open = self.open.lock();
         let count = open.entry(address).or_insert(0);
         if *count >= self.cap {
@@ -96,7 +85,11 @@ impl PerAddress {
 
     /// Connections open from `peer`'s address (its /64 for IPv6).
     pub fn open(&self, peer: IpAddr) -> usize {
-        self.open.lock().get(&address(peer)).copied().unwrap_or(0)
+        self.open
+            .lock()
+            .get(&client_key(peer))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Addresses with a connection open (the size of the table).
