@@ -182,6 +182,34 @@ fn reply(
             return Reply::Now(ready(Ok(response)));
         }
         Admission::Admitted(admitted) => admitted,
+        Admission::Charge(pending) => {
+            // The rate limit is Redis's (`--redis`): await it, then go on
+            // as below. Only in that mode: the in-process limiter decides
+            // synchronously above.
+            let connection = connection.clone();
+            return Reply::Later(Box::pin(async move {
+                let decision = pending.decide(&connection.state).await;
+                let admitted = match admit_decided(&connection, &head, body_empty, decision) {
+                    Admission::Admitted(admitted) => admitted,
+                    Admission::Answered(mut response, served) => {
+                        if !body_empty {
+                            close(&mut response);
+                        }
+                        record(&connection, method, &response, &served, started);
+                        return Ok(response);
+                    }
+                    Admission::Charge(_) => {
+                        // `admit_decided` has its decision: never here.
+                        log_error!("rate limit asked for twice; answered 500");
+                        return Ok(ApiError::Internal.to_response());
+                    }
+                };
+                let durable_create =
+                    admitted.is_create() && connection.state.inventory.journal_path().is_some();
+                let body = read_body(&head, body, body_timeout).await;
+                Ok(answer_later(connection, head, admitted, body, durable_create, started).await)
+            }));
+        }
     };
     // A durable create waits for an fsync: run it where blocking is
     // allowed, so the runtime's workers keep serving reads meanwhile.
@@ -396,6 +424,23 @@ fn method_label(method: &Method) -> &'static str {
 fn admit(connection: &Connection, head: &Parts, body_empty: bool) -> Admission {
     std::panic::catch_unwind(AssertUnwindSafe(|| {
         routes::admit(connection, head, body_empty)
+    }))
+    .unwrap_or_else(|_| {
+        panicked(head);
+        Admission::Answered(ApiError::Internal.to_response(), Served::default())
+    })
+}
+
+/// [`routes::admit_decided`], with a panic turned into a logged 500
+/// `internal`.
+fn admit_decided(
+    connection: &Connection,
+    head: &Parts,
+    body_empty: bool,
+    decision: petstore_core::Decision,
+) -> Admission {
+    std::panic::catch_unwind(AssertUnwindSafe(|| {
+        routes::admit_decided(connection, head, body_empty, decision)
     }))
     .unwrap_or_else(|_| {
         panicked(head);
