@@ -307,3 +307,181 @@ fn a_mutated_script_is_caught() {
     }
     assert!(mutants >= 3, "only {mutants} `<=` found in the script");
 }
+
+/// One backend of the table: decides a request at an instant in ms.
+trait Backend {
+    fn decide(&mut self, now_ms: u64) -> Decision;
+}
+
+/// The in-process backend: the core's limiters, as each key entry (and
+/// the anonymous table) holds them.
+enum Local {
+    Key(KeyLimiter),
+    Anonymous(AnonymousLimiter),
+}
+
+impl Backend for Local {
+    fn decide(&mut self, now_ms: u64) -> Decision {
+        let now = Timestamp::from_unix_nanos(now_ms * 1_000_000);
+        match self {
+            Local::Key(limiter) => limiter.check(now),
+            Local::Anonymous(limiter) => limiter.check(ADDRESS, now),
+        }
+    }
+}
+
+/// The Redis backend: the script, with the instant passed in.
+struct InRedis<'a> {
+    connection: &'a mut redis::Connection,
+    name: String,
+    params: Params,
+}
+
+impl Backend for InRedis<'_> {
+    fn decide(&mut self, now_ms: u64) -> Decision {
+        let reply: Vec<i64> = redis::Script::new(SCRIPT)
+            .key(&self.name)
+            .arg(now_ms)
+            .arg(&self.params.args()[..])
+            .invoke(self.connection)
+            .unwrap();
+        decode(&reply, &self.params).unwrap()
+    }
+}
+
+/// What a step expects: `A`llowed, `L`imited or `B`anned (`!` when this
+/// request starts the ban), the binding window's remaining, and the
+/// Retry-After in seconds of a refusal.
+type Step = (u64, &'static str, u32, Option<u64>);
+
+struct TableCase {
+    name: &'static str,
+    quota: Option<(u32, u32)>,
+    ban: (u32, u64, u64),
+    anonymous_per_minute: u32,
+    /// (ms after the previous step, outcome, remaining, Retry-After).
+    steps: &'static [Step],
+}
+
+const TABLE: &[TableCase] = &[
+    TableCase {
+        name: "a free key: its 3 a minute, then one back every 20 s",
+        quota: Some((3, 1000)),
+        ban: (60, 60, 600),
+        anonymous_per_minute: 0,
+        steps: &[
+            (0, "A", 2, None),
+            (0, "A", 1, None),
+            (0, "A", 0, None),
+            (0, "L", 0, Some(20)),
+            (19_999, "L", 0, Some(1)),
+            (1, "A", 0, None),
+        ],
+    },
+    TableCase {
+        name: "a small perDay binds: Retry-After runs to the day bucket's next token",
+        quota: Some((100, 2)),
+        ban: (60, 60, 600),
+        anonymous_per_minute: 0,
+        steps: &[
+            (0, "A", 1, None),
+            (0, "A", 0, None),
+            (0, "L", 0, Some(43_200)),
+        ],
+    },
+    TableCase {
+        name: "coming back before Retry-After is a strike; the second bans",
+        quota: Some((1, 100)),
+        ban: (2, 60, 600),
+        anonymous_per_minute: 0,
+        steps: &[
+            (0, "A", 0, None),
+            (0, "L", 0, Some(60)),
+            (1_000, "L", 0, Some(59)),
+            (1_000, "B!", 0, Some(600)),
+            (599_999, "B", 0, Some(1)),
+            (1, "A", 0, None),
+        ],
+    },
+    TableCase {
+        name: "a client that waits as told is never banned, even at one strike",
+        quota: Some((1, 1000)),
+        ban: (1, 60, 600),
+        anonymous_per_minute: 0,
+        steps: &[
+            (0, "A", 0, None),
+            (0, "L", 0, Some(60)),
+            (60_000, "A", 0, None),
+            (0, "L", 0, Some(60)),
+            (60_000, "A", 0, None),
+        ],
+    },
+    TableCase {
+        name: "an address without a key: 2 a minute, never banned",
+        quota: None,
+        ban: (1, 60, 600),
+        anonymous_per_minute: 2,
+        steps: &[
+            (0, "A", 1, None),
+            (0, "A", 0, None),
+            (0, "L", 0, Some(30)),
+            (0, "L", 0, Some(30)),
+            (30_000, "A", 0, None),
+        ],
+    },
+];
+
+fn run_table(case: &TableCase, backend: &mut dyn Backend, label: &str) {
+    let mut now = 1_700_000_000_000u64;
+    for (i, (after, outcome, remaining, retry)) in case.steps.iter().enumerate() {
+        now += after;
+        let d = backend.decide(now);
+        let got = match d.outcome {
+            petstore_core::Outcome::Allowed => "A",
+            petstore_core::Outcome::Limited { .. } => "L",
+            petstore_core::Outcome::Banned { .. } if d.ban_started => "B!",
+            petstore_core::Outcome::Banned { .. } => "B",
+        };
+        let at = format!("{label}, {:?}, step {i}", case.name);
+        assert_eq!(got, *outcome, "{at}: {d:?}");
+        assert_eq!(d.binding().remaining, *remaining, "{at}: {d:?}");
+        assert_eq!(d.retry_after_secs(), *retry, "{at}: {d:?}");
+    }
+}
+
+#[test]
+fn one_table_of_limiter_cases_holds_in_process_and_in_redis() {
+    let server = RedisServer::start();
+    let mut connection = server.connection();
+    for (n, case) in TABLE.iter().enumerate() {
+        let (mut local, params, name) = match case.quota {
+            Some((m, d)) => {
+                let quota = Quota::new(m, d).unwrap();
+                let ban = BanPolicy::new(case.ban.0, case.ban.1, case.ban.2).unwrap();
+                (
+                    Local::Key(KeyLimiter::new(quota, ban)),
+                    Params::key(quota, ban),
+                    format!("{{table{n}}}:m{m}/d{d}"),
+                )
+            }
+            None => {
+                let per_minute = case.anonymous_per_minute;
+                (
+                    Local::Anonymous(AnonymousLimiter::new(
+                        NonZeroU32::new(per_minute).unwrap(),
+                        16,
+                    )),
+                    Params::anonymous(per_minute),
+                    format!("{{anon:table{n}}}:m{per_minute}"),
+                )
+            }
+        };
+        run_table(case, &mut local, "in process");
+        let mut redis = InRedis {
+            connection: &mut connection,
+            name,
+            params,
+        };
+        run_table(case, &mut redis, "in Redis");
+    }
+}

@@ -347,6 +347,8 @@ impl RedisLimits {
                 Ok(decision) => {
                     self.inner.stats.observe(started.elapsed());
                     if self.inner.alone.swap(false, Ordering::Relaxed) {
+                        // The probe got through: close the breaker.
+                        self.inner.open_until_ms.store(0, Ordering::Relaxed);
                         log_info!("Redis answers again: one rate limit across replicas");
                     }
                     return decision;
