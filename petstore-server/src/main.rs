@@ -99,6 +99,7 @@ async fn serve(cli: Cli) -> Result<(), String> {
                 usize::try_from(n).unwrap_or(usize::MAX)
             }),
         shutdown_grace: Duration::from_secs(10),
+        proxy_protocol: cli.proxy_protocol,
     };
     let inventory = if cli.in_memory {
         log_info!("inventory: in memory (pets are lost when the server stops)");

@@ -42,13 +42,14 @@ use hyper::service::service_fn;
 use hyper::{Method, Request};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use crate::access_log;
 use crate::connection::Connection;
 use crate::error::{ApiError, HttpResponse};
 use crate::per_address::PerAddress;
+use crate::proxy_protocol;
 use crate::recorder::METHODS;
 use crate::routes::{self, declared_length, Admission, Admitted, BodyRead, Served, MAX_BODY};
 use crate::state::AppState;
@@ -81,6 +82,10 @@ pub struct Limits {
     pub max_connections_per_address: usize,
     /// How long shutdown waits for requests in flight.
     pub shutdown_grace: Duration,
+    /// Every connection starts with a PROXY protocol header whose source
+    /// address is the client's ([`proxy_protocol`]); one without is
+    /// closed.
+    pub proxy_protocol: bool,
 }
 
 impl Default for Limits {
@@ -92,6 +97,7 @@ impl Default for Limits {
             max_connections: 1024,
             max_connections_per_address: PerAddress::default_cap(1024),
             shutdown_grace: Duration::from_secs(10),
+            proxy_protocol: false,
         }
     }
 }
@@ -246,6 +252,10 @@ fn close(response: &mut HttpResponse) {
         .insert(CONNECTION, HeaderValue::from_static("close"));
 }
 
+/// A connection whose PROXY header has been read: its stream, the
+/// client's address, its slot.
+type Proxied = (TcpStream, IpAddr, OwnedSemaphorePermit);
+
 /// The accept loop with all the limits, around any handler:
 /// `connect(peer)` makes the handler of one connection's requests. [`run`]
 /// uses it with the API; the load benchmark's baseline server uses it with
@@ -280,6 +290,34 @@ pub async fn serve<C, H, F>(
     // behind it by one accept and one close, never by a slot. (Accepting
     // first and then waiting for a slot with the connection in hand
     // would hold it just the same, plus its file descriptor.)
+    // With `--proxy-protocol`, a connection's address is known only once
+    // its header is read: that happens in a task of its own (bounded by
+    // the header timeout, holding its slot), which hands the connection
+    // back here to be counted per address and served.
+    let (ready_tx, mut ready_rx) = mpsc::unbounded_channel::<Proxied>();
+    let mut start = |stream: TcpStream, ip: IpAddr, slot: OwnedSemaphorePermit| {
+        let Some(address_slot) = per_address.take(ip) else {
+            // Over the address's cap: closed now (the drop); the slot
+            // goes back to the caller.
+            drop(stream);
+            return Some(slot);
+        };
+        let _ = stream.set_nodelay(true);
+        let service = service_fn(connect(ip));
+        let io = TokioIo::new(WriteTimeout::new(stream, limits.write_timeout));
+        let connection = graceful.watch(http.serve_connection(io, service));
+        tokio::spawn(async move {
+            // The address's place is given back before the slot (a
+            // tuple drops in order): the accept that the freed slot lets
+            // through must find the count already lowered, or it would
+            // refuse a connection that is within the cap.
+            let _slots = (address_slot, slot);
+            // Errors here are the client's (reset, timeout, bad framing);
+            // hyper has already answered what could be answered.
+            let _ = connection.await;
+        });
+        None
+    };
     let mut permit = None;
     loop {
         let slot = match permit.take() {
@@ -289,6 +327,10 @@ pub async fn serve<C, H, F>(
                     Ok(slot) => slot,
                     Err(_) => break, // the semaphore is never closed
                 },
+                Some((stream, ip, slot)) = ready_rx.recv() => {
+                    drop(start(stream, ip, slot));
+                    continue;
+                }
                 () = &mut shutdown => break,
             },
         };
@@ -303,29 +345,29 @@ pub async fn serve<C, H, F>(
                     continue;
                 }
             },
+            Some((stream, ip, ready_slot)) = ready_rx.recv() => {
+                drop(start(stream, ip, ready_slot));
+                permit = Some(slot);
+                continue;
+            }
             () = &mut shutdown => break,
         };
-        let Some(address_slot) = per_address.take(peer.ip()) else {
-            // Over the address's cap: closed now (the drop), and the slot
-            // is kept for the next client.
-            drop(stream);
-            permit = Some(slot);
+        if limits.proxy_protocol {
+            let ready = ready_tx.clone();
+            let timeout = limits.header_timeout;
+            tokio::spawn(async move {
+                let mut stream = stream;
+                let read = proxy_protocol::read_header(&mut stream, peer.ip());
+                // Otherwise closed (the drop): no header, a bad one, or
+                // none in time. Not logged: anyone can connect.
+                if let Ok(Ok(ip)) = tokio::time::timeout(timeout, read).await {
+                    let _ = ready.send((stream, ip, slot));
+                }
+            });
             continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let service = service_fn(connect(peer.ip()));
-        let io = TokioIo::new(WriteTimeout::new(stream, limits.write_timeout));
-        let connection = graceful.watch(http.serve_connection(io, service));
-        tokio::spawn(async move {
-            // The address's place is given back before the slot (a
-            // tuple drops in order): the accept that the freed slot lets
-            // through must find the count already lowered, or it would
-            // refuse a connection that is within the cap.
-            let _slots = (address_slot, slot);
-            // Errors here are the client's (reset, timeout, bad framing);
-            // hyper has already answered what could be answered.
-            let _ = connection.await;
-        });
+        }
+        // Over the address's cap: the slot is kept for the next client.
+        permit = start(stream, peer.ip(), slot);
     }
 
     drop(listener);

@@ -201,3 +201,105 @@ fn redis_stopped_each_replica_limits_alone_then_one_limit_again() {
         assert!(server.stderr_text().contains("Redis answers again"));
     }
 }
+
+/// A PROXY v1 header naming `client` as the source.
+fn proxy_v1(client: &str) -> String {
+    format!("PROXY TCP4 {client} 127.0.0.1 40000 8080\r\n")
+}
+
+/// A PROXY v2 header (as HAProxy's `send-proxy-v2`) naming `client`.
+fn proxy_v2(client: [u8; 4]) -> Vec<u8> {
+    let mut h = b"\r\n\r\n\0\r\nQUIT\n".to_vec();
+    h.extend_from_slice(&[0x21, 0x11, 0, 12]);
+    h.extend_from_slice(&client);
+    h.extend_from_slice(&[127, 0, 0, 1, 0x9c, 0x40, 0x1f, 0x90]);
+    h
+}
+
+/// One request without a key behind `header`, on a new connection.
+fn anonymous_get(server: &Server, header: &[u8]) -> Response {
+    let mut bytes = header.to_vec();
+    bytes.extend_from_slice(b"GET /v1/pets HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    server.raw(&bytes)
+}
+
+fn proxied_replica(redis: &RedisServer, extra: &[&str]) -> Server {
+    let mut builder = Server::builder()
+        .keys(keys())
+        .arg("--redis")
+        .arg(redis.url())
+        .arg("--proxy-protocol")
+        .arg("--access-log");
+    for a in extra {
+        builder = builder.arg(*a);
+    }
+    builder.start()
+}
+
+#[test]
+fn anonymous_limits_hold_across_replicas_by_the_address_of_the_proxy_header() {
+    let redis = RedisServer::start();
+    let replicas = [proxied_replica(&redis, &[]), proxied_replica(&redis, &[])];
+    // 4 a minute per address (`anonymousPerMinute`), shared: v1 and v2
+    // headers naming the same client, on alternating replicas.
+    for i in 0..4u64 {
+        let header = if i % 2 == 0 {
+            proxy_v1("203.0.113.5").into_bytes()
+        } else {
+            proxy_v2([203, 0, 113, 5])
+        };
+        let r = anonymous_get(&replicas[(i % 2) as usize], &header);
+        assert_error(&r, 401, "unauthorized");
+        assert_eq!(r.header_u64("x-ratelimit-remaining"), 3 - i, "request {i}");
+    }
+    for server in &replicas {
+        let r = anonymous_get(server, proxy_v1("203.0.113.5").as_bytes());
+        assert_error(&r, 429, "rate_limited");
+    }
+    // Another client behind the same balancer has its own bucket.
+    let r = anonymous_get(&replicas[1], &proxy_v2([203, 0, 113, 6]));
+    assert_eq!(r.header_u64("x-ratelimit-remaining"), 3);
+    // The logs name the client, not the balancer.
+    assert!(wait_until(Duration::from_secs(5), || replicas[0]
+        .stderr_text()
+        .contains(r#""client":"203.0.113.5""#)));
+}
+
+#[test]
+fn with_proxy_protocol_a_connection_without_the_header_is_closed() {
+    let redis = RedisServer::start();
+    let server = proxied_replica(&redis, &[]);
+    let mut conn = server.connect();
+    conn.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    assert!(conn.closed_within(Duration::from_secs(5)));
+    assert!(
+        conn.buffered().is_empty(),
+        "answered without a PROXY header"
+    );
+    // With one, the same request is answered.
+    let mut bytes = proxy_v1("192.0.2.1").into_bytes();
+    bytes.extend_from_slice(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!(server.raw(&bytes).status, 200);
+}
+
+#[test]
+fn the_per_address_cap_counts_the_address_of_the_proxy_header() {
+    let redis = RedisServer::start();
+    let server = proxied_replica(&redis, &["--max-connections-per-address", "1"]);
+    let mut held = server.connect();
+    held.send(proxy_v1("198.51.100.1").as_bytes()).unwrap();
+    // The first connection from 198.51.100.1 is served (keep-alive)...
+    held.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    assert_eq!(held.read_response().status, 200);
+    // ...a second one from the same client is closed at once, although
+    // every connection comes from 127.0.0.1...
+    let mut second = server.connect();
+    second.send(proxy_v1("198.51.100.1").as_bytes()).unwrap();
+    assert!(second.closed_within(Duration::from_secs(5)));
+    // ...and another client is served.
+    let mut bytes = proxy_v1("198.51.100.2").into_bytes();
+    bytes.extend_from_slice(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!(server.raw(&bytes).status, 200);
+}
