@@ -303,3 +303,34 @@ fn the_per_address_cap_counts_the_address_of_the_proxy_header() {
     bytes.extend_from_slice(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     assert_eq!(server.raw(&bytes).status, 200);
 }
+
+#[test]
+fn a_redis_that_does_not_answer_costs_a_request_at_most_its_timeout() {
+    let redis = RedisServer::start();
+    let server = replica(&redis);
+    wait_until_shared(&server);
+    redis.signal(true);
+    // Stopped: connections are accepted by the kernel, nothing answers.
+    // The first request waits out the 50 ms timeout, the next ones skip
+    // Redis (the breaker): all answered, none with a 5xx.
+    for i in 0..5u64 {
+        let started = std::time::Instant::now();
+        let r = server.get("/v1/pets", Some(DAILY));
+        assert_eq!(r.status, 200, "request {i}: {}", r.describe());
+        assert_eq!(x_ratelimit(&r).1, 4 - i);
+        assert!(
+            started.elapsed() < Duration::from_millis(1_000),
+            "request {i} took {:?}",
+            started.elapsed()
+        );
+    }
+    assert!(metric(&server, "petstore_redis_fallbacks_total") >= 5);
+    assert_eq!(server.get("/healthz", None).status, 200);
+    redis.signal(false);
+    wait_until_shared(&server);
+    // The replies that came too late are not taken for later requests'.
+    for i in 0..3u64 {
+        let r = server.get("/v1/pets", Some(FREE));
+        assert_eq!(x_ratelimit(&r).1, 59 - i);
+    }
+}

@@ -55,6 +55,11 @@ pub const BREAKER: Duration = Duration::from_secs(1);
 /// not become invalid when a deploy turns Redis on.
 pub const MAX_QUOTA: u32 = 100_000_000;
 
+/// The longest ban window or ban the script is given, 10^12 ms (about 31
+/// years): with a Unix time in ms (about 1.8 * 10^12) the sum stays far
+/// below 2^53. A keys file may say more; it changes nothing in practice.
+pub const MAX_BAN_MS: u64 = 1_000_000_000_000;
+
 const MINUTE: Duration = Duration::from_secs(60);
 const DAY: Duration = Duration::from_secs(86_400);
 
@@ -98,9 +103,12 @@ impl Params {
         }
     }
 
-    /// The script's `ARGV[2..]` (after the time).
+    /// The script's `ARGV[2..]` (after the time). A ban's window and
+    /// length are capped at [`MAX_BAN_MS`], so that the script's sums of
+    /// times stay exact.
     pub fn args(&self) -> [u64; 5] {
-        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let ms =
+            |d: Duration| u64::try_from(d.as_millis()).map_or(MAX_BAN_MS, |ms| ms.min(MAX_BAN_MS));
         let (strikes, window, ban) = match self.ban {
             Some(ban) => (
                 u64::from(ban.strikes().get()),
@@ -415,8 +423,7 @@ impl RedisLimits {
         decode(&reply, params).ok_or_else(|| format!("unexpected script reply {reply:?}"))
     }
 
-    /// Marks the breaker closed after a success (for the fallback test of
-    /// the breaker's state, and the first call).
+    /// Whether the last call to Redis failed: this replica limits alone.
     pub fn is_alone(&self) -> bool {
         self.inner.alone.load(Ordering::Relaxed)
     }

@@ -110,9 +110,24 @@ impl RedisServer {
         }
     }
 
+    /// `kill -STOP` (`pause`) or `kill -CONT`: a Redis that accepts
+    /// connections (the kernel does) but does not answer, as an
+    /// overloaded or swapping one.
+    pub fn signal(&self, pause: bool) {
+        let pid = self.child.as_ref().expect("redis-server running").id();
+        let sig = if pause { "-STOP" } else { "-CONT" };
+        let status = Command::new("kill")
+            .arg(sig)
+            .arg(pid.to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {sig} {pid}");
+    }
+
     /// `kill -9`: the process goes without a word, as a crash would.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
+            // A stopped process dies of SIGKILL too; nothing to resume.
             let _ = child.kill();
             let _ = child.wait();
         }
