@@ -2,7 +2,10 @@
 //! that needs no body, and [`Admitted::finish`] answers it once the body
 //! is read ([`respond`] is both, for a body already read). Synchronous and
 //! free of sockets, so every rule is testable without a server;
-//! `server.rs` only reads the body between the two.
+//! `server.rs` only reads the body between the two. With `--redis` the
+//! rate limit is decided in Redis: [`admit`] then answers
+//! [`Admission::Charge`], `server.rs` awaits the decision and hands it to
+//! [`admit_decided`] (`limits/mod.rs`, "How a request meets the seam").
 //!
 //! Order of checks for the operations (README, "Routing and order of
 //! checks"): route, method, key, rate limit, query, path, body; of the

@@ -14,6 +14,10 @@
 //! - at most `max_connections_per_address` of them from one address
 //!   ([`PerAddress`]): a connection over it is closed as soon as it is
 //!   accepted, so one address cannot take every slot.
+//! - with `--proxy-protocol`, the client's address is the one its load
+//!   balancer's PROXY header names ([`proxy_protocol`]), read in the
+//!   connection's own task within the header timeout; a connection
+//!   without the header is closed.
 //! - a write timeout ([`WriteTimeout`]): a connection whose client stops
 //!   reading is closed when a write makes no progress for that long.
 //! - idle keep-alive connections are closed by the header timeout: hyper

@@ -90,7 +90,21 @@ fn a_free_key_gets_exactly_its_60_a_minute_across_two_replicas() {
         assert_error(&r, 429, "rate_limited");
         assert_eq!(r.header_u64("x-ratelimit-remaining"), 0);
         assert_eq!(r.header_u64("retry-after"), 1);
-    }
+    } // In Redis: one state, named by the key's SHA-256 and its quota, with
+      // a TTL; never the key.
+    let mut connection = redis.connection();
+    let names: Vec<String> = ::redis::cmd("KEYS")
+        .arg("*")
+        .query(&mut connection)
+        .unwrap();
+    assert_eq!(names, [format!("{{{}}}:m60/d1000", sha256_hex(FREE))]);
+    let ttl: i64 = ::redis::cmd("PTTL")
+        .arg(&names[0])
+        .query(&mut connection)
+        .unwrap();
+    // Until the day bucket is full again: 60 tokens of 86.4 s, and a
+    // second's margin.
+    assert!((5_170_000..=5_186_000).contains(&ttl), "TTL {ttl} ms");
 }
 
 #[test]

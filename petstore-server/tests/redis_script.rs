@@ -257,6 +257,14 @@ fn the_script_decides_exactly_as_the_core_over_100_000_random_steps() {
         seen.steps,
         seen.shown.join("\n")
     );
+    // Every state the script wrote has a TTL (a key without one would
+    // stay in Redis forever).
+    let names: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut redis).unwrap();
+    assert!(names.len() > 100, "{} states", names.len());
+    for name in &names {
+        let ttl: i64 = redis::cmd("PTTL").arg(name).query(&mut redis).unwrap();
+        assert!(ttl > 0, "{name} has no TTL ({ttl})");
+    }
     // The steps reach every outcome, many times over.
     assert!(
         seen.allowed > 10_000
