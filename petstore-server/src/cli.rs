@@ -109,6 +109,20 @@ pub struct Cli {
     /// lost on power loss (for benchmarks).
     #[arg(long, env = "PETSTORE_FSYNC", default_value = "always", value_parser = parse_fsync)]
     pub fsync: FsyncPolicy,
+
+    /// Share the rate limits of keys and client addresses with the other
+    /// replicas in this Redis (`redis://host:port/db`): one plan across
+    /// all of them. When Redis does not answer within 50 ms each replica
+    /// limits alone at the full plan until it does.
+    #[arg(long, env = "PETSTORE_REDIS", value_name = "URL")]
+    pub redis: Option<String>,
+
+    /// Every connection starts with a PROXY protocol header (v1 or v2, as
+    /// a load balancer's `send-proxy-v2` sends); its source address is the
+    /// client's (anonymous limits, per-address cap, logs). A connection
+    /// without one is closed.
+    #[arg(long, env = "PETSTORE_PROXY_PROTOCOL")]
+    pub proxy_protocol: bool,
 }
 
 /// Subcommands.

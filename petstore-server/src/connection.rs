@@ -73,7 +73,11 @@ impl Connection {
     /// The header is remembered whole, not the key in it, so that a
     /// keep-alive client's next request costs one comparison: neither
     /// the parse of `Bearer <token68>` nor the digest.
-    pub fn with_key<R>(&self, authorization: &[u8], f: impl FnOnce(&KeyEntry) -> R) -> Option<R> {
+    pub fn with_key<R>(
+        &self,
+        authorization: &[u8],
+        f: impl FnOnce(&Arc<KeyEntry>) -> R,
+    ) -> Option<R> {
         let generation = self.state.keys_generation();
         let mut remembered = self.remembered.lock();
         if let Some(r) = remembered.as_ref() {

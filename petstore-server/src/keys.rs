@@ -153,6 +153,7 @@ fn whole<T: TryFrom<u64>>(
         None | Some(Value::Null) => Ok(None),
         Some(v) => v
             .as_u64()
+            .filter(|n| *n <= max)
             .and_then(|n| T::try_from(n).ok())
             .map(Some)
             .ok_or_else(|| {
@@ -172,18 +173,24 @@ fn parse_plan_name(s: &str) -> Option<Plan> {
     s.parse().ok()
 }
 
+/// The largest `perMinute` and `perDay` (100,000,000): the bound under
+/// which the Redis script's arithmetic in doubles stays exact (every
+/// intermediate below 2^53; `limits/limit.lua`). Enforced with or without
+/// Redis, so that turning Redis on never makes a keys file invalid.
+pub const MAX_QUOTA: u32 = crate::limits::redis::MAX_QUOTA;
+
 const PLAN_NAMES: &str = "free, pro, business or enterprise";
 
 fn entry(obj: &Map<String, Value>, at: &str) -> Result<KeyFileEntry, String> {
     check_fields(obj, at, ENTRY_FIELDS)?;
-    let u32_max = u64::from(u32::MAX);
+    let quota_max = u64::from(MAX_QUOTA);
     Ok(KeyFileEntry {
         name: required(string(obj, at, "name")?, at, "name")?,
         key: string(obj, at, "key")?,
         sha256: string(obj, at, "sha256")?,
         plan: required(string(obj, at, "plan")?, at, "plan")?,
-        per_minute: whole(obj, at, "perMinute", u32_max)?,
-        per_day: whole(obj, at, "perDay", u32_max)?,
+        per_minute: whole(obj, at, "perMinute", quota_max)?,
+        per_day: whole(obj, at, "perDay", quota_max)?,
     })
 }
 
@@ -345,9 +352,9 @@ impl Keys {
                 let at = format!("plans.{}", plan.as_str());
                 let limits = object(limits, &at, "a plan's limits")?;
                 check_fields(limits, &at, PLAN_FIELDS)?;
-                let u32_max = u64::from(u32::MAX);
-                let minute = required(whole(limits, &at, "perMinute", u32_max)?, &at, "perMinute")?;
-                let day = required(whole(limits, &at, "perDay", u32_max)?, &at, "perDay")?;
+                let max = u64::from(MAX_QUOTA);
+                let minute = required(whole(limits, &at, "perMinute", max)?, &at, "perMinute")?;
+                let day = required(whole(limits, &at, "perDay", max)?, &at, "perDay")?;
                 let quota = Quota::new(minute, day).map_err(|e| format!("{at}: {e}"))?;
                 plans.set(plan, quota);
             }
@@ -616,7 +623,7 @@ mod tests {
             (format!(r#"{{"keys":"{secret}"}}"#), "keys must be an array of entries, found a string"),
             (
                 format!(r#"{{"keys":[{{"name":"a","key":"k","plan":"free","perMinute":"{secret}"}}]}}"#),
-                "keys[0] (name \"a\"): perMinute must be a whole number from 0 to 4294967295, found a string",
+                "keys[0] (name \"a\"): perMinute must be a whole number from 0 to 100000000, found a string",
             ),
             (
                 format!(r#"{{"keys":[{{"name":"a","key":"k","plan":"{secret}"}}]}}"#),
@@ -626,9 +633,18 @@ mod tests {
                 format!(r#"{{"keys":[{{"name":"a","key":"k","plan":"free","{secret}":1}}]}}"#),
                 "keys[0] (name \"a\") has an unknown field (the fields",
             ),
+            // The bound of the Redis script's exact arithmetic (MAX_QUOTA).
+            (
+                r#"{"keys":[{"name":"big","key":"k","plan":"free","perDay":100000001}]}"#.to_owned(),
+                "keys[0] (name \"big\"): perDay must be a whole number from 0 to 100000000, found a number out of range",
+            ),
+            (
+                r#"{"keys":[],"plans":{"pro":{"perMinute":100000001,"perDay":1}}}"#.to_owned(),
+                "plans.pro: perMinute must be a whole number from 0 to 100000000, found a number out of range",
+            ),
             (
                 r#"{"keys":[{"name":"a","key":"k","plan":"free","perDay":-1}]}"#.to_owned(),
-                "perDay must be a whole number from 0 to 4294967295, found a negative or fractional number",
+                "perDay must be a whole number from 0 to 100000000, found a negative or fractional number",
             ),
             (
                 format!(r#"{{"keys":[],"plans":{{"{secret}":{{"perMinute":1,"perDay":1}}}}}}"#),

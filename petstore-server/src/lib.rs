@@ -13,9 +13,10 @@
 //! | [`buffers`] | reused buffers for list pages and per-response header values |
 //! | [`connection`] | one client connection: its address, the key it presented last |
 //! | [`per_address`] | open connections per client address, and their cap |
+//! | [`proxy_protocol`] | `--proxy-protocol`: the client address from a load balancer's PROXY header |
 //! | [`write_timeout`] | a socket whose stalled writes fail after a bounded time |
 //! | [`keys`] | the keys file, key lookup, reload |
-//! | [`limits`] | where limiter state lives beyond the process: the seam, the state file |
+//! | [`limits`] | where limiter state lives beyond the process: the seam, the state file, Redis (`--redis`) |
 //! | [`file_read`] | reading an operator's file without blocking on a FIFO or swelling memory |
 //! | [`query`] | query-string and path-parameter parsing |
 //! | [`headers`] | rate-limit and deprecation headers; per-quota templates of 2xx headers |
@@ -51,6 +52,7 @@ pub mod limits;
 pub mod log;
 pub mod metrics;
 pub mod per_address;
+pub mod proxy_protocol;
 pub mod query;
 pub mod recorder;
 pub mod routes;

@@ -11,6 +11,7 @@ use petstore_core::{
 };
 use petstore_server::cli::{Cli, Command};
 use petstore_server::keys::Keys;
+use petstore_server::limits::redis::RedisLimits;
 use petstore_server::limits::state_file;
 use petstore_server::per_address::PerAddress;
 use petstore_server::server::{self, Limits};
@@ -98,6 +99,7 @@ async fn serve(cli: Cli) -> Result<(), String> {
                 usize::try_from(n).unwrap_or(usize::MAX)
             }),
         shutdown_grace: Duration::from_secs(10),
+        proxy_protocol: cli.proxy_protocol,
     };
     let inventory = if cli.in_memory {
         log_info!("inventory: in memory (pets are lost when the server stops)");
@@ -142,13 +144,14 @@ async fn serve(cli: Cli) -> Result<(), String> {
     let limits_file = (!cli.in_memory).then(|| cli.data.join(state_file::FILE_NAME));
     let restored =
         (limits_file.as_deref()).and_then(|p| state_file::restore(p, &keys, clock.now()));
-    let state = Arc::new(AppState::new(
-        inventory,
-        keys,
-        cli.keys.clone(),
-        clock,
-        options,
-    ));
+    let state = AppState::new(inventory, keys, cli.keys.clone(), clock, options);
+    let state = Arc::new(match &cli.redis {
+        Some(url) => {
+            log_info!("rate limits: shared with the other replicas in Redis (--redis)");
+            state.with_redis(RedisLimits::new(url)?)
+        }
+        None => state,
+    });
     let limits_writer = match limits_file {
         Some(path) => Some(
             state_file::Writer::spawn(state.clone(), path, restored)

@@ -11,6 +11,8 @@
 //! | `petstore_journal_fsync_duration_seconds` | histogram | |
 //! | `petstore_journal_batch_size` | histogram (pets per group commit) | |
 //! | `petstore_connections_refused` | counter (over `--max-connections-per-address`) | |
+//! | `petstore_redis_fallbacks` | counter (`--redis`: requests decided in process because Redis failed or the breaker was open) | |
+//! | `petstore_redis_duration_seconds` | histogram (`--redis`: the script's round trip) | |
 //!
 //! The first three are counted by a [`Recorder`] (per-thread shards of
 //! plain atomics, cheap on the hot path) and summed at scrape time; the
@@ -18,7 +20,7 @@
 //! path pays nothing for them.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use petstore_core::{Inventory, BATCH_BUCKETS, FSYNC_BUCKETS};
@@ -29,6 +31,7 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
+use crate::limits::redis::{Stats as RedisStats, LATENCY_BOUNDS};
 use crate::recorder::Recorder;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -54,6 +57,7 @@ pub struct Metrics {
     registry: Registry,
     recorder: Arc<Recorder>,
     anonymous_clients: Gauge,
+    redis: Arc<OnceLock<Arc<RedisStats>>>,
 }
 
 impl Metrics {
@@ -72,11 +76,20 @@ impl Metrics {
         );
         registry.register_collector(Box::new(InventoryCollector { inventory }));
         registry.register_collector(Box::new(RefusedConnections));
+        let redis = Arc::new(OnceLock::new());
+        registry.register_collector(Box::new(RedisCollector(redis.clone())));
         Metrics {
             registry,
             recorder,
             anonymous_clients,
+            redis,
         }
+    }
+
+    /// Exports the Redis limiter's latency and fallbacks (`--redis`);
+    /// without it they are left out.
+    pub fn set_redis(&self, stats: Arc<RedisStats>) {
+        let _ = self.redis.set(stats);
     }
 
     /// Counts one answered request.
@@ -307,5 +320,35 @@ impl Collector for RefusedConnections {
             refused.metric_type(),
         )?;
         refused.encode(metric)
+    }
+}
+
+/// Reads the Redis limiter's [`RedisStats`] at scrape time, when there is
+/// one.
+#[derive(Debug)]
+struct RedisCollector(Arc<OnceLock<Arc<RedisStats>>>);
+
+impl Collector for RedisCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some(stats) = self.0.get() else {
+            return Ok(());
+        };
+        let fallbacks = ConstCounter::new(stats.fallbacks());
+        let metric = encoder.encode_descriptor(
+            "redis_fallbacks",
+            "Requests whose rate limit this replica decided alone: Redis failed, was slow, or the breaker was open",
+            None,
+            fallbacks.metric_type(),
+        )?;
+        fallbacks.encode(metric)?;
+        let (counts, sum) = stats.latency();
+        let count = counts.iter().sum();
+        let mut metric = encoder.encode_descriptor(
+            "redis_duration_seconds",
+            "Round trip of the rate-limit script in Redis, for the calls that got an answer",
+            None,
+            MetricType::Histogram,
+        )?;
+        metric.encode_histogram::<NoLabelSet>(sum, count, &buckets(&LATENCY_BOUNDS, &counts), None)
     }
 }

@@ -2,7 +2,10 @@
 //! that needs no body, and [`Admitted::finish`] answers it once the body
 //! is read ([`respond`] is both, for a body already read). Synchronous and
 //! free of sockets, so every rule is testable without a server;
-//! `server.rs` only reads the body between the two.
+//! `server.rs` only reads the body between the two. With `--redis` the
+//! rate limit is decided in Redis: [`admit`] then answers
+//! [`Admission::Charge`], `server.rs` awaits the decision and hands it to
+//! [`admit_decided`] (`limits/mod.rs`, "How a request meets the seam").
 //!
 //! Order of checks for the operations (README, "Routing and order of
 //! checks"): route, method, key, rate limit, query, path, body; of the
@@ -24,6 +27,7 @@ use crate::auth::{authorization, Authorization};
 use crate::connection::Connection;
 use crate::error::{ApiError, HttpResponse};
 use crate::headers::{Extra, QuotaHeaders};
+use crate::limits::redis::{Charge, RedisLimits};
 use crate::state::AppState;
 use crate::{buffers, cors, headers, health, query};
 
@@ -151,12 +155,20 @@ enum Operation<'a> {
 
 /// Answers one request on `connection` whose body has been read: [`admit`],
 /// then [`Admitted::finish`]. Also returns what the access log and
-/// metrics record of it.
+/// metrics record of it. Synchronous: with Redis, the rate limit is
+/// decided by this process's own limiter (the fallback), as it cannot
+/// wait for Redis.
 pub fn respond(connection: &Connection, head: &Parts, body: BodyRead) -> (HttpResponse, Served) {
     let empty = matches!(&body, BodyRead::Complete(bytes) if bytes.is_empty());
-    match admit(connection, head, empty) {
+    let mut admission = admit(connection, head, empty);
+    if let Admission::Charge(pending) = &admission {
+        let decision = pending.decide_here(&connection.state);
+        admission = admit_decided(connection, head, empty, decision);
+    }
+    match admission {
         Admission::Answered(response, served) => (response, served),
         Admission::Admitted(admitted) => admitted.finish(connection, head, body),
+        Admission::Charge(_) => (ApiError::Internal.to_response(), Served::default()),
     }
 }
 
@@ -168,6 +180,37 @@ pub enum Admission {
     /// Passed every check that needs no body: [`Admitted::finish`] answers
     /// it once the body is read.
     Admitted(Admitted),
+    /// The rate limit is decided elsewhere (Redis, `--redis`): the server
+    /// awaits [`Pending::decide`] and calls [`admit_decided`] with it.
+    Charge(Pending),
+}
+
+/// A request whose rate-limit decision has to be awaited: whose buckets
+/// it charges, and the backend that decides.
+#[derive(Debug)]
+pub struct Pending {
+    limits: RedisLimits,
+    charge: Charge,
+}
+
+impl Pending {
+    fn new(limits: &RedisLimits, charge: Charge) -> Pending {
+        Pending {
+            limits: limits.clone(),
+            charge,
+        }
+    }
+
+    /// The decision (never fails: the backend falls back to this
+    /// replica's own limiter).
+    pub async fn decide(&self, state: &AppState) -> Decision {
+        self.limits.decide(state, &self.charge).await
+    }
+
+    /// The decision of this process's own limiter (Redis's fallback).
+    pub fn decide_here(&self, state: &AppState) -> Decision {
+        crate::limits::redis::decide_here(state, &self.charge)
+    }
 }
 
 /// A request to an operation that passed route, method, key, rate limit,
@@ -202,6 +245,27 @@ enum Checked {
 /// byte of it; and a body is never read for a request that is refused
 /// anyway.
 pub fn admit(connection: &Connection, head: &Parts, body_empty: bool) -> Admission {
+    admit_with(connection, head, body_empty, None)
+}
+
+/// [`admit`] once the awaited rate-limit decision of
+/// [`Admission::Charge`] is in: the same checks, with `decision` as the
+/// rate limit's answer.
+pub fn admit_decided(
+    connection: &Connection,
+    head: &Parts,
+    body_empty: bool,
+    decision: Decision,
+) -> Admission {
+    admit_with(connection, head, body_empty, Some(decision))
+}
+
+fn admit_with(
+    connection: &Connection,
+    head: &Parts,
+    body_empty: bool,
+    decided: Option<Decision>,
+) -> Admission {
     let state = &*connection.state;
     let route =
         Route::find(head.uri.path()).filter(|r| *r != Route::Metrics || state.metrics.is_some());
@@ -230,16 +294,44 @@ pub fn admit(connection: &Connection, head: &Parts, body_empty: bool) -> Admissi
         (_, Route::OpenApi) if get => json(StatusCode::OK, state.openapi().clone()),
         (_, Route::Metrics) if get => metrics(state),
         (_, Route::Pets) if get => {
-            return operation(connection, head, body_empty, Operation::ListPets, served)
+            return operation(
+                connection,
+                head,
+                body_empty,
+                Operation::ListPets,
+                served,
+                decided,
+            )
         }
         (&Method::POST, Route::Pets) => {
-            return operation(connection, head, body_empty, Operation::CreatePet, served)
+            return operation(
+                connection,
+                head,
+                body_empty,
+                Operation::CreatePet,
+                served,
+                decided,
+            )
         }
         (_, Route::Pet(id)) if get => {
-            return operation(connection, head, body_empty, Operation::GetPet(id), served)
+            return operation(
+                connection,
+                head,
+                body_empty,
+                Operation::GetPet(id),
+                served,
+                decided,
+            )
         }
         (_, Route::Orders) if get => {
-            return operation(connection, head, body_empty, Operation::ListOrders, served)
+            return operation(
+                connection,
+                head,
+                body_empty,
+                Operation::ListOrders,
+                served,
+                decided,
+            )
         }
         (&Method::OPTIONS, route) if cors_on => {
             let mut response = empty(StatusCode::NO_CONTENT);
@@ -345,9 +437,13 @@ fn operation(
     body_empty: bool,
     op: Operation<'_>,
     mut served: Served,
+    decided: Option<Decision>,
 ) -> Admission {
     let state = &*connection.state;
-    let (decision, quota, caller) = authorize(connection, &head.headers);
+    let (decision, quota, caller) = match authorize(connection, &head.headers, decided) {
+        Ok(charged) => charged,
+        Err(pending) => return Admission::Charge(pending),
+    };
     let checked = match decision.outcome {
         Outcome::Limited { retry_after } => {
             let refused = ApiError::RateLimited { retry_after };
@@ -487,23 +583,37 @@ struct Success<'a> {
     extra: Extra<'a>,
 }
 
+/// What [`authorize`] found: the decision, the quota's header values of
+/// the charged limiter, and the key's entry name (or why there is no
+/// valid key).
+type Authorized = (Decision, QuotaHeaders, Result<&'static str, ApiError>);
+
 /// Charges the key's buckets, or the client address's when there is no
-/// valid key. Returns the decision, the quota's header values of the
-/// charged limiter, and the key's entry name (or why there is no valid
-/// key).
+/// valid key: in process, or with `decided` when the decision was
+/// awaited; without it and with Redis, says what to charge there.
 fn authorize(
     connection: &Connection,
     request: &HeaderMap,
-) -> (Decision, QuotaHeaders, Result<&'static str, ApiError>) {
+    decided: Option<Decision>,
+) -> Result<Authorized, Pending> {
     let state = &*connection.state;
     let now = state.clock.now();
     let key_sent = match authorization(request) {
         Authorization::Value(header) => {
             let charged = connection.with_key(header, |entry| {
-                (entry.limiter.check(now), entry.quota_headers, entry.name)
+                let decision = match (decided, &state.redis) {
+                    (Some(decision), _) => decision,
+                    (None, None) => entry.limiter.check(now),
+                    (None, Some(limits)) => {
+                        let charge = Charge::Key(entry.clone());
+                        return Err(Pending::new(limits, charge));
+                    }
+                };
+                Ok((decision, entry.quota_headers, entry.name))
             });
             match charged {
-                Some((decision, quota, name)) => return (decision, quota, Ok(name)),
+                Some(Ok((decision, quota, name))) => return Ok((decision, quota, Ok(name))),
+                Some(Err(pending)) => return Err(pending),
                 // Malformed, or not a key of ours: the same 401.
                 None => true,
             }
@@ -512,12 +622,18 @@ fn authorize(
         Authorization::Missing => false,
     };
     let keys = state.keys();
-    let decision = keys.anonymous.check(connection.peer, now);
-    (
+    let decision = match (decided, &state.redis) {
+        (Some(decision), _) => decision,
+        (None, None) => keys.anonymous.check(connection.peer, now),
+        (None, Some(limits)) => {
+            return Err(Pending::new(limits, Charge::Anonymous(connection.peer)))
+        }
+    };
+    Ok((
         decision,
         keys.anonymous_headers,
         Err(ApiError::Unauthorized { key_sent }),
-    )
+    ))
 }
 
 fn get_pet(state: &AppState, id: PetId) -> Result<Success<'_>, ApiError> {

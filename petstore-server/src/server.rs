@@ -14,6 +14,10 @@
 //! - at most `max_connections_per_address` of them from one address
 //!   ([`PerAddress`]): a connection over it is closed as soon as it is
 //!   accepted, so one address cannot take every slot.
+//! - with `--proxy-protocol`, the client's address is the one its load
+//!   balancer's PROXY header names ([`proxy_protocol`]), read in the
+//!   connection's own task within the header timeout; a connection
+//!   without the header is closed.
 //! - a write timeout ([`WriteTimeout`]): a connection whose client stops
 //!   reading is closed when a write makes no progress for that long.
 //! - idle keep-alive connections are closed by the header timeout: hyper
@@ -42,13 +46,14 @@ use hyper::service::service_fn;
 use hyper::{Method, Request};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use crate::access_log;
 use crate::connection::Connection;
 use crate::error::{ApiError, HttpResponse};
 use crate::per_address::PerAddress;
+use crate::proxy_protocol;
 use crate::recorder::METHODS;
 use crate::routes::{self, declared_length, Admission, Admitted, BodyRead, Served, MAX_BODY};
 use crate::state::AppState;
@@ -81,6 +86,10 @@ pub struct Limits {
     pub max_connections_per_address: usize,
     /// How long shutdown waits for requests in flight.
     pub shutdown_grace: Duration,
+    /// Every connection starts with a PROXY protocol header whose source
+    /// address is the client's ([`proxy_protocol`]); one without is
+    /// closed.
+    pub proxy_protocol: bool,
 }
 
 impl Default for Limits {
@@ -92,6 +101,7 @@ impl Default for Limits {
             max_connections: 1024,
             max_connections_per_address: PerAddress::default_cap(1024),
             shutdown_grace: Duration::from_secs(10),
+            proxy_protocol: false,
         }
     }
 }
@@ -182,6 +192,34 @@ fn reply(
             return Reply::Now(ready(Ok(response)));
         }
         Admission::Admitted(admitted) => admitted,
+        Admission::Charge(pending) => {
+            // The rate limit is Redis's (`--redis`): await it, then go on
+            // as below. Only in that mode: the in-process limiter decides
+            // synchronously above.
+            let connection = connection.clone();
+            return Reply::Later(Box::pin(async move {
+                let decision = pending.decide(&connection.state).await;
+                let admitted = match admit_decided(&connection, &head, body_empty, decision) {
+                    Admission::Admitted(admitted) => admitted,
+                    Admission::Answered(mut response, served) => {
+                        if !body_empty {
+                            close(&mut response);
+                        }
+                        record(&connection, method, &response, &served, started);
+                        return Ok(response);
+                    }
+                    Admission::Charge(_) => {
+                        // `admit_decided` has its decision: never here.
+                        log_error!("rate limit asked for twice; answered 500");
+                        return Ok(ApiError::Internal.to_response());
+                    }
+                };
+                let durable_create =
+                    admitted.is_create() && connection.state.inventory.journal_path().is_some();
+                let body = read_body(&head, body, body_timeout).await;
+                Ok(answer_later(connection, head, admitted, body, durable_create, started).await)
+            }));
+        }
     };
     // A durable create waits for an fsync: run it where blocking is
     // allowed, so the runtime's workers keep serving reads meanwhile.
@@ -218,6 +256,10 @@ fn close(response: &mut HttpResponse) {
         .insert(CONNECTION, HeaderValue::from_static("close"));
 }
 
+/// A connection whose PROXY header has been read: its stream, the
+/// client's address, its slot.
+type Proxied = (TcpStream, IpAddr, OwnedSemaphorePermit);
+
 /// The accept loop with all the limits, around any handler:
 /// `connect(peer)` makes the handler of one connection's requests. [`run`]
 /// uses it with the API; the load benchmark's baseline server uses it with
@@ -252,6 +294,34 @@ pub async fn serve<C, H, F>(
     // behind it by one accept and one close, never by a slot. (Accepting
     // first and then waiting for a slot with the connection in hand
     // would hold it just the same, plus its file descriptor.)
+    // With `--proxy-protocol`, a connection's address is known only once
+    // its header is read: that happens in a task of its own (bounded by
+    // the header timeout, holding its slot), which hands the connection
+    // back here to be counted per address and served.
+    let (ready_tx, mut ready_rx) = mpsc::unbounded_channel::<Proxied>();
+    let mut start = |stream: TcpStream, ip: IpAddr, slot: OwnedSemaphorePermit| {
+        let Some(address_slot) = per_address.take(ip) else {
+            // Over the address's cap: closed now (the drop); the slot
+            // goes back to the caller.
+            drop(stream);
+            return Some(slot);
+        };
+        let _ = stream.set_nodelay(true);
+        let service = service_fn(connect(ip));
+        let io = TokioIo::new(WriteTimeout::new(stream, limits.write_timeout));
+        let connection = graceful.watch(http.serve_connection(io, service));
+        tokio::spawn(async move {
+            // The address's place is given back before the slot (a
+            // tuple drops in order): the accept that the freed slot lets
+            // through must find the count already lowered, or it would
+            // refuse a connection that is within the cap.
+            let _slots = (address_slot, slot);
+            // Errors here are the client's (reset, timeout, bad framing);
+            // hyper has already answered what could be answered.
+            let _ = connection.await;
+        });
+        None
+    };
     let mut permit = None;
     loop {
         let slot = match permit.take() {
@@ -261,6 +331,10 @@ pub async fn serve<C, H, F>(
                     Ok(slot) => slot,
                     Err(_) => break, // the semaphore is never closed
                 },
+                Some((stream, ip, slot)) = ready_rx.recv() => {
+                    drop(start(stream, ip, slot));
+                    continue;
+                }
                 () = &mut shutdown => break,
             },
         };
@@ -275,29 +349,29 @@ pub async fn serve<C, H, F>(
                     continue;
                 }
             },
+            Some((stream, ip, ready_slot)) = ready_rx.recv() => {
+                drop(start(stream, ip, ready_slot));
+                permit = Some(slot);
+                continue;
+            }
             () = &mut shutdown => break,
         };
-        let Some(address_slot) = per_address.take(peer.ip()) else {
-            // Over the address's cap: closed now (the drop), and the slot
-            // is kept for the next client.
-            drop(stream);
-            permit = Some(slot);
+        if limits.proxy_protocol {
+            let ready = ready_tx.clone();
+            let timeout = limits.header_timeout;
+            tokio::spawn(async move {
+                let mut stream = stream;
+                let read = proxy_protocol::read_header(&mut stream, peer.ip());
+                // Otherwise closed (the drop): no header, a bad one, or
+                // none in time. Not logged: anyone can connect.
+                if let Ok(Ok(ip)) = tokio::time::timeout(timeout, read).await {
+                    let _ = ready.send((stream, ip, slot));
+                }
+            });
             continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let service = service_fn(connect(peer.ip()));
-        let io = TokioIo::new(WriteTimeout::new(stream, limits.write_timeout));
-        let connection = graceful.watch(http.serve_connection(io, service));
-        tokio::spawn(async move {
-            // The address's place is given back before the slot (a
-            // tuple drops in order): the accept that the freed slot lets
-            // through must find the count already lowered, or it would
-            // refuse a connection that is within the cap.
-            let _slots = (address_slot, slot);
-            // Errors here are the client's (reset, timeout, bad framing);
-            // hyper has already answered what could be answered.
-            let _ = connection.await;
-        });
+        }
+        // Over the address's cap: the slot is kept for the next client.
+        permit = start(stream, peer.ip(), slot);
     }
 
     drop(listener);
@@ -396,6 +470,23 @@ fn method_label(method: &Method) -> &'static str {
 fn admit(connection: &Connection, head: &Parts, body_empty: bool) -> Admission {
     std::panic::catch_unwind(AssertUnwindSafe(|| {
         routes::admit(connection, head, body_empty)
+    }))
+    .unwrap_or_else(|_| {
+        panicked(head);
+        Admission::Answered(ApiError::Internal.to_response(), Served::default())
+    })
+}
+
+/// [`routes::admit_decided`], with a panic turned into a logged 500
+/// `internal`.
+fn admit_decided(
+    connection: &Connection,
+    head: &Parts,
+    body_empty: bool,
+    decision: petstore_core::Decision,
+) -> Admission {
+    std::panic::catch_unwind(AssertUnwindSafe(|| {
+        routes::admit_decided(connection, head, body_empty, decision)
     }))
     .unwrap_or_else(|_| {
         panicked(head);

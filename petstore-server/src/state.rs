@@ -11,6 +11,7 @@ use parking_lot::RwLock;
 use petstore_core::{Clock, Inventory};
 
 use crate::keys::{Keys, KeysError};
+use crate::limits::redis::RedisLimits;
 use crate::metrics::Metrics;
 use crate::{log_error, log_info};
 
@@ -50,6 +51,9 @@ pub struct AppState {
     pub options: Options,
     /// The metrics, unless turned off.
     pub metrics: Option<Arc<Metrics>>,
+    /// The shared limiter of replicas (`--redis`); `None`: each key's
+    /// limiter in process decides.
+    pub redis: Option<RedisLimits>,
     /// The key table in force. A read lock is held only for one lookup
     /// (a connection's first request with a key, or one without a valid
     /// key); a reload builds the new table outside the lock and swaps it
@@ -83,11 +87,22 @@ impl AppState {
             inventory,
             clock,
             options,
+            redis: None,
             keys: RwLock::new(Arc::new(keys)),
             keys_generation: AtomicU64::new(0),
             keys_path,
             reloads: Rerun::default(),
         }
+    }
+
+    /// Limits shared with other replicas in the Redis of `limits`
+    /// (`--redis`), its latency and fallbacks in the metrics.
+    pub fn with_redis(mut self, limits: RedisLimits) -> Self {
+        if let Some(metrics) = &self.metrics {
+            metrics.set_redis(limits.stats());
+        }
+        self.redis = Some(limits);
+        self
     }
 
     /// `getPet`'s successor-version `Link` value.

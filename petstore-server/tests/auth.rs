@@ -381,7 +381,7 @@ fn bad_keys_files_refuse_to_start_naming_the_entry() {
         (
             "a key where a number belongs",
             file_with(json!([main, {"name": "num", "key": "k2", "plan": "free", "perDay": secret}])),
-            "keys[1] (name \"num\"): perDay must be a whole number from 0 to 4294967295, found a string",
+            "keys[1] (name \"num\"): perDay must be a whole number from 0 to 100000000, found a string",
         ),
         (
             "a key where a plan belongs",

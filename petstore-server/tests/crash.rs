@@ -155,7 +155,7 @@ fn kill_9_during_concurrent_creates_loses_no_acknowledged_pet() {
     let keys = root.join("keys.json");
     std::fs::write(
         &keys,
-        format!(r#"{{"keys":[{{"name":"crash","key":"{KEY}","plan":"enterprise","perMinute":100000000,"perDay":1000000000}}]}}"#),
+        format!(r#"{{"keys":[{{"name":"crash","key":"{KEY}","plan":"enterprise","perMinute":100000000,"perDay":100000000}}]}}"#),
     )
     .unwrap();
     let data = root.join("data");

@@ -143,7 +143,7 @@ fn a_reload_with_a_key_in_the_wrong_place_names_the_place_not_the_key() {
         (keys, "keys[3] must be an entry (a JSON object), found a string"),
         (
             json!({"keys": [{"name": "main", "key": KEY, "plan": "pro", "perMinute": secret}]}),
-            "keys[0] (name \"main\"): perMinute must be a whole number from 0 to 4294967295, found a string",
+            "keys[0] (name \"main\"): perMinute must be a whole number from 0 to 100000000, found a string",
         ),
     ];
     for (i, (file, want)) in cases.iter().enumerate() {

@@ -25,12 +25,24 @@
 //!   durable by [`state_file`]: a background thread writes a [`Snapshot`]
 //!   to `DIR/limits.state` at least every second when it changed, and at
 //!   shutdown; the server restores it at start.
-//! - Redis (the next step, for replicas): the same [`StateId`]s as Redis
-//!   keys and the same numbers in a script that decides and charges in
-//!   one round trip; `routes.rs` keeps asking for a `Decision` and does
-//!   not know which backend gave it.
+//! - [`redis`] (`--redis URL`, for replicas): the same [`StateId`]s as
+//!   Redis keys and the same numbers in a script that decides and charges
+//!   in one round trip, with the local backend as its fallback.
+//!
+//! How a request meets the seam: `routes.rs` asks for a [`Decision`]
+//! through [`crate::routes::admit`]. In-process, the decision is made
+//! right there, synchronously (no allocation, lock or await more than
+//! the core's own). With Redis, `admit` answers
+//! [`crate::routes::Admission::Charge`] instead: `server.rs` awaits
+//! [`redis::RedisLimits::decide`] and hands the decision back
+//! ([`crate::routes::admit_decided`]). Either way the headers are made
+//! from the same `Decision`, and `routes.rs` does not know which backend
+//! gave it.
+//!
+//! [`Decision`]: petstore_core::Decision
 
 pub mod local;
+pub mod redis;
 pub mod state_file;
 
 use std::fmt;

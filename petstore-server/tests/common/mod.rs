@@ -15,6 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+pub mod redis;
+
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 

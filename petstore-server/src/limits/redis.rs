@@ -1,0 +1,457 @@
+//! The Redis backend: one rate limit across replicas (`--redis URL`).
+//!
+//! - **One script per request** ([`SCRIPT`], `limit.lua`): one EVALSHA
+//!   decides and charges both windows, counts the strike, starts the ban
+//!   and returns every number the headers need, atomically in Redis. The
+//!   server never reads and then writes (two replicas doing that lose
+//!   each other's updates). redis-rs's `Script` sends EVALSHA and loads
+//!   the script on `NOSCRIPT` (a restarted or flushed Redis).
+//! - **One clock:** the script reads Redis `TIME`, so every replica
+//!   computes the same `X-RateLimit-Reset` and `Retry-After`. Times are
+//!   whole milliseconds; the decision is the core's for that millisecond
+//!   (tests/redis_limits.rs compares them over 100,000 random steps).
+//! - **Names:** `{<sha256 hex>}:m<perMinute>/d<perDay>` for a key (the
+//!   braces are a Redis Cluster hash tag: a key's entries share a slot;
+//!   the quota in the name makes a changed quota start fresh), and
+//!   `{anon:<IPv4 or IPv6 /64>}:m<perMinute>` for a client address. Never
+//!   the raw key. Every write sets a TTL that outlives the state.
+//! - **Redis unreachable or slow:** every call has a [`TIMEOUT`]; on a
+//!   failure the request is decided by the replica's in-process limiter
+//!   at the full plan (the state the `local` backend keeps), and a circuit
+//!   breaker sends every request there for [`BREAKER`] before one request
+//!   probes Redis again. Each change of mode is logged once; fallbacks and
+//!   Redis latency are in `/metrics`. Never a 5xx, never an unhealthy
+//!   `/healthz` because of Redis: a limiter that fails open per replica
+//!   (each still enforcing the plan) is the lesser harm than refusing
+//!   every request (Kong's `fault_tolerant`, Envoy's
+//!   `failure_mode_deny=false`).
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ::redis::aio::ConnectionManager;
+use petstore_core::{BanPolicy, Decision, Outcome, Quota, Timestamp, WindowState};
+
+use super::StateId;
+use crate::keys::KeyEntry;
+use crate::state::AppState;
+use crate::{log_error, log_info};
+
+/// The script, `limit.lua`.
+pub const SCRIPT: &str = include_str!("limit.lua");
+
+/// The longest a request waits for Redis before its replica decides alone.
+pub const TIMEOUT: Duration = Duration::from_millis(50);
+
+/// How long the replica decides alone after a failure before it probes
+/// Redis again.
+pub const BREAKER: Duration = Duration::from_secs(1);
+
+/// The largest `perMinute` or `perDay` a keys file may give: the script's
+/// exact arithmetic in doubles needs `86,400,000 ms * (perDay + 1) < 2^53`
+/// (`limit.lua`). The same bound holds without Redis, so a keys file does
+/// not become invalid when a deploy turns Redis on.
+pub const MAX_QUOTA: u32 = 100_000_000;
+
+/// The longest ban window or ban the script is given, 10^12 ms (about 31
+/// years): with a Unix time in ms (about 1.8 * 10^12) the sum stays far
+/// below 2^53. A keys file may say more; it changes nothing in practice.
+pub const MAX_BAN_MS: u64 = 1_000_000_000_000;
+
+const MINUTE: Duration = Duration::from_secs(60);
+const DAY: Duration = Duration::from_secs(86_400);
+
+/// Whose buckets one request charges: a key's (its entry) or, without a
+/// valid key, the client address's.
+#[derive(Clone, Debug)]
+pub enum Charge {
+    /// A valid key.
+    Key(Arc<KeyEntry>),
+    /// No valid key: the client's address.
+    Anonymous(IpAddr),
+}
+
+/// What one script call needs besides its state's name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Params {
+    /// The minute window's limit.
+    pub per_minute: u32,
+    /// The day window's limit; `None` for an anonymous client.
+    pub per_day: Option<u32>,
+    /// The ban policy; `None` for an anonymous client (never banned).
+    pub ban: Option<BanPolicy>,
+}
+
+impl Params {
+    /// A key's.
+    pub fn key(quota: Quota, ban: BanPolicy) -> Params {
+        Params {
+            per_minute: quota.per_minute().get(),
+            per_day: Some(quota.per_day().get()),
+            ban: Some(ban),
+        }
+    }
+
+    /// A client address's, `per_minute` requests a minute.
+    pub fn anonymous(per_minute: u32) -> Params {
+        Params {
+            per_minute,
+            per_day: None,
+            ban: None,
+        }
+    }
+
+    /// The script's `ARGV[2..]` (after the time). A ban's window and
+    /// length are capped at [`MAX_BAN_MS`], so that the script's sums of
+    /// times stay exact.
+    pub fn args(&self) -> [u64; 5] {
+        let ms =
+            |d: Duration| u64::try_from(d.as_millis()).map_or(MAX_BAN_MS, |ms| ms.min(MAX_BAN_MS));
+        let (strikes, window, ban) = match self.ban {
+            Some(ban) => (
+                u64::from(ban.strikes().get()),
+                ms(ban.window()),
+                ms(ban.duration()),
+            ),
+            None => (0, 0, 0),
+        };
+        [
+            u64::from(self.per_minute),
+            u64::from(self.per_day.unwrap_or(0)),
+            strikes,
+            window,
+            ban,
+        ]
+    }
+}
+
+/// The Redis name of a key's state.
+pub fn key_name(id: &StateId) -> String {
+    format!(
+        "{{{}}}:m{}/d{}",
+        crate::keys::hex(&id.digest),
+        id.quota.per_minute(),
+        id.quota.per_day()
+    )
+}
+
+/// The Redis name of a client address's state: IPv4 (an IPv4-mapped IPv6
+/// address counts as its IPv4), or the IPv6 /64, as the in-process
+/// anonymous limiter groups them.
+pub fn anonymous_name(ip: IpAddr, per_minute: u32) -> String {
+    let client = match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => {
+                let s = v6.segments();
+                format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+            }
+        },
+    };
+    format!("{{anon:{client}}}:m{per_minute}")
+}
+
+/// The script's reply as the core's [`Decision`]; `None` for a reply that
+/// is not the script's (12 integers, none negative).
+pub fn decode(reply: &[i64], params: &Params) -> Option<Decision> {
+    let r: [i64; 12] = reply.try_into().ok()?;
+    if r.iter().any(|n| *n < 0) {
+        return None;
+    }
+    let n = |i: usize| r[i] as u128;
+    let ns =
+        |ms: u128| Timestamp::from_unix_nanos(u64::try_from(ms * 1_000_000).unwrap_or(u64::MAX));
+    let at = ns(n(1));
+    // A TAT of ms + frac/cap is full again at its nanosecond, rounded up
+    // (the core's `Bucket::full_at`); a wait of w/cap ms likewise.
+    let full = |ms: u128, frac: u128, cap: u32| {
+        let extra = (frac * 1_000_000).div_ceil(u128::from(cap));
+        Timestamp::from_unix_nanos(u64::try_from(ms * 1_000_000 + extra).unwrap_or(u64::MAX))
+    };
+    let wait = |w: u128, cap: u32| {
+        Duration::from_nanos(
+            u64::try_from((w * 1_000_000).div_ceil(u128::from(cap))).unwrap_or(u64::MAX),
+        )
+    };
+    let day_cap = params.per_day.unwrap_or(1);
+    let outcome = match r[0] {
+        0 => Outcome::Allowed,
+        1 => Outcome::Limited {
+            retry_after: wait(n(6), params.per_minute).max(match params.per_day {
+                Some(cap) => wait(n(10), cap),
+                None => Duration::ZERO,
+            }),
+        },
+        2 => Outcome::Banned {
+            retry_after: ns(n(11)).saturating_duration_since(at),
+        },
+        _ => return None,
+    };
+    // A request that took nothing reports the buckets as they stand, at
+    // the earliest now; while banned, full at the earliest when it ends.
+    let floor = match outcome {
+        Outcome::Allowed => Timestamp::from_unix_nanos(0),
+        Outcome::Limited { .. } => at,
+        Outcome::Banned { retry_after } => at + retry_after,
+    };
+    let window = |name, cap: u32, period, base: usize| WindowState {
+        name,
+        limit: cap,
+        remaining: u32::try_from(r[base]).unwrap_or(u32::MAX),
+        period,
+        reset_at: full(n(base + 1), n(base + 2), cap).max(floor),
+    };
+    Some(Decision {
+        outcome,
+        at,
+        minute: window("minute", params.per_minute, MINUTE, 3),
+        day: params.per_day.map(|_| window("day", day_cap, DAY, 7)),
+        ban_started: r[2] == 1,
+    })
+}
+
+/// The decision of this process's own limiter for `charge`: the
+/// fallback, at the full plan.
+pub fn decide_here(state: &AppState, charge: &Charge) -> Decision {
+    let now = state.clock.now();
+    match charge {
+        Charge::Key(entry) => entry.limiter.check(now),
+        Charge::Anonymous(ip) => state.keys().anonymous.check(*ip, now),
+    }
+}
+
+/// Redis latency and fallbacks, for `/metrics`.
+#[derive(Debug, Default)]
+pub struct Stats {
+    fallbacks: AtomicU64,
+    /// Calls that got a reply, per bucket of [`LATENCY_BOUNDS`].
+    latency: [AtomicU64; LATENCY_BOUNDS.len()],
+    latency_sum_nanos: AtomicU64,
+}
+
+/// Upper bounds (seconds) of the Redis latency histogram; the last is
+/// `+Inf`.
+pub const LATENCY_BOUNDS: [f64; 8] = [
+    0.000_25,
+    0.000_5,
+    0.001,
+    0.002,
+    0.005,
+    0.01,
+    0.025,
+    f64::MAX,
+];
+
+impl Stats {
+    /// Requests decided by the in-process limiter because Redis failed or
+    /// the breaker was open.
+    pub fn fallbacks(&self) -> u64 {
+        self.fallbacks.load(Ordering::Relaxed)
+    }
+
+    /// The latency histogram: per-bucket counts and the sum in seconds.
+    pub fn latency(&self) -> ([u64; LATENCY_BOUNDS.len()], f64) {
+        let counts = std::array::from_fn(|i| self.latency[i].load(Ordering::Relaxed));
+        let sum = self.latency_sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
+        (counts, sum)
+    }
+
+    fn observe(&self, took: Duration) {
+        let secs = took.as_secs_f64();
+        let i = LATENCY_BOUNDS
+            .iter()
+            .position(|b| secs <= *b)
+            .unwrap_or(LATENCY_BOUNDS.len() - 1);
+        self.latency[i].fetch_add(1, Ordering::Relaxed);
+        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        self.latency_sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+    }
+}
+
+/// The shared limiter: a connection to Redis, the script, the breaker.
+#[derive(Clone)]
+pub struct RedisLimits {
+    connection: ConnectionManager,
+    script: Arc<::redis::Script>,
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for RedisLimits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisLimits").finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug)]
+struct Inner {
+    /// The instant (ms since `origin`) until which requests skip Redis.
+    open_until_ms: AtomicU64,
+    /// Whether the last call failed (the mode logged last).
+    alone: AtomicBool,
+    origin: Instant,
+    stats: Arc<Stats>,
+}
+
+impl RedisLimits {
+    /// A limiter over the Redis at `url` (`redis://host:port/db`). It
+    /// connects lazily, so a server starts while Redis is down (deciding
+    /// alone until it is up); a malformed URL is an error.
+    pub fn new(url: &str) -> Result<RedisLimits, String> {
+        let client = ::redis::Client::open(url).map_err(|e| format!("--redis: {e}"))?;
+        let config = ::redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(TIMEOUT))
+            .set_response_timeout(Some(TIMEOUT))
+            .set_number_of_retries(1)
+            .set_max_delay(BREAKER);
+        let connection = ConnectionManager::new_lazy_with_config(client, config)
+            .map_err(|e| format!("--redis: {e}"))?;
+        Ok(RedisLimits {
+            connection,
+            script: Arc::new(::redis::Script::new(SCRIPT)),
+            inner: Arc::new(Inner {
+                open_until_ms: AtomicU64::new(0),
+                alone: AtomicBool::new(false),
+                origin: Instant::now(),
+                stats: Arc::new(Stats::default()),
+            }),
+        })
+    }
+
+    /// Latency and fallback counts.
+    pub fn stats(&self) -> Arc<Stats> {
+        self.inner.stats.clone()
+    }
+
+    /// Decides one request of `charge` in Redis, or in this replica's own
+    /// limiter when Redis does not answer within [`TIMEOUT`] (or the
+    /// breaker is open). Never fails.
+    pub async fn decide(&self, state: &AppState, charge: &Charge) -> Decision {
+        let (name, params) = match charge {
+            Charge::Key(entry) => {
+                let quota = entry.limiter.quota();
+                let id = StateId {
+                    digest: *entry.digest(),
+                    quota,
+                };
+                (
+                    key_name(&id),
+                    Params::key(quota, entry.limiter.ban_policy()),
+                )
+            }
+            Charge::Anonymous(ip) => {
+                let per_minute = state.keys().anonymous.per_minute();
+                (
+                    anonymous_name(*ip, per_minute),
+                    Params::anonymous(per_minute),
+                )
+            }
+        };
+        if self.may_try() {
+            let started = Instant::now();
+            match self.call(&name, &params).await {
+                Ok(decision) => {
+                    self.inner.stats.observe(started.elapsed());
+                    if self.inner.alone.swap(false, Ordering::Relaxed) {
+                        // The probe got through: close the breaker.
+                        self.inner.open_until_ms.store(0, Ordering::Relaxed);
+                        log_info!("Redis answers again: one rate limit across replicas");
+                    }
+                    return decision;
+                }
+                Err(e) => self.failed(&e),
+            }
+        }
+        self.inner.stats.fallbacks.fetch_add(1, Ordering::Relaxed);
+        decide_here(state, charge)
+    }
+
+    fn elapsed_ms(&self) -> u64 {
+        u64::try_from(self.inner.origin.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Whether this request may call Redis: the breaker is closed, or this
+    /// is the one request that probes once it has been open for
+    /// [`BREAKER`] (it pushes the next probe a breaker's length away).
+    fn may_try(&self) -> bool {
+        let open_until = self.inner.open_until_ms.load(Ordering::Relaxed);
+        if open_until == 0 {
+            return true;
+        }
+        let now = self.elapsed_ms();
+        now >= open_until
+            && self
+                .inner
+                .open_until_ms
+                .compare_exchange(
+                    open_until,
+                    now + BREAKER.as_millis() as u64,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+    }
+
+    fn failed(&self, why: &str) {
+        let until = self.elapsed_ms() + BREAKER.as_millis() as u64;
+        self.inner
+            .open_until_ms
+            .store(until.max(1), Ordering::Relaxed);
+        if !self.inner.alone.swap(true, Ordering::Relaxed) {
+            log_error!(
+                "Redis: {why}; each replica limits alone at the full plan until Redis answers (probing every {} s)",
+                BREAKER.as_secs()
+            );
+        }
+    }
+
+    async fn call(&self, name: &str, params: &Params) -> Result<Decision, String> {
+        let mut connection = self.connection.clone();
+        let mut invocation = self.script.prepare_invoke();
+        invocation.key(name).arg("");
+        for a in params.args() {
+            invocation.arg(a);
+        }
+        let reply: Vec<i64> =
+            match tokio::time::timeout(TIMEOUT, invocation.invoke_async(&mut connection)).await {
+                Err(_) => return Err(format!("no answer within {} ms", TIMEOUT.as_millis())),
+                Ok(Err(e)) => return Err(e.to_string()),
+                Ok(Ok(reply)) => reply,
+            };
+        decode(&reply, params).ok_or_else(|| format!("unexpected script reply {reply:?}"))
+    }
+
+    /// Whether the last call to Redis failed: this replica limits alone.
+    pub fn is_alone(&self) -> bool {
+        self.inner.alone.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_never_hold_the_key_and_group_ipv6_by_64() {
+        let id = StateId {
+            digest: [0xab; 32],
+            quota: Quota::new(60, 1_000).unwrap(),
+        };
+        assert_eq!(key_name(&id), format!("{{{}}}:m60/d1000", "ab".repeat(32)));
+        let v6: IpAddr = "2001:db8:1:2:3:4:5:6".parse().unwrap();
+        assert_eq!(anonymous_name(v6, 60), "{anon:2001:db8:1:2::/64}:m60");
+        let mapped: IpAddr = "::ffff:192.0.2.1".parse().unwrap();
+        assert_eq!(anonymous_name(mapped, 7), "{anon:192.0.2.1}:m7");
+    }
+
+    #[test]
+    fn a_reply_that_is_not_the_scripts_is_refused() {
+        let p = Params::anonymous(60);
+        assert!(decode(&[0; 11], &p).is_none());
+        assert!(decode(&[-1; 12], &p).is_none());
+        assert!(decode(&[3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], &p).is_none());
+        assert!(decode(&[0, 1, 0, 59, 1, 0, 0, 0, 0, 0, 0, 0], &p).is_some());
+    }
+}

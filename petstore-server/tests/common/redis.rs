@@ -1,0 +1,142 @@
+//! A private Redis for the tests: `redis-server` started on a free port
+//! of 127.0.0.1 with its own directory, never the machine's Redis; killed
+//! (and its directory removed) when the guard drops. Tests can kill it
+//! hard, stop it, and start it again on the same port and directory.
+//!
+//! Without `redis-server` the test fails, naming the package to install:
+//! the Redis tests are part of `cargo test --workspace` and never skip.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The binary, found on `PATH`.
+const BIN: &str = "redis-server";
+
+/// A `redis-server` process of the test's own.
+#[derive(Debug)]
+pub struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+    dir: PathBuf,
+    aof: bool,
+}
+
+impl RedisServer {
+    /// Starts one without persistence.
+    pub fn start() -> RedisServer {
+        RedisServer::start_with(false)
+    }
+
+    /// Starts one with the append-only file on (`appendfsync always`, so a
+    /// `kill -9` loses nothing it acknowledged), in its own directory.
+    pub fn start_with_aof() -> RedisServer {
+        RedisServer::start_with(true)
+    }
+
+    fn start_with(aof: bool) -> RedisServer {
+        let port = {
+            let l = TcpListener::bind("127.0.0.1:0").expect("bind a probe port");
+            l.local_addr().expect("probe port").port()
+        };
+        let mut server = RedisServer {
+            child: None,
+            port,
+            dir: super::unique_temp_dir(),
+            aof,
+        };
+        server.restart();
+        server
+    }
+
+    /// `redis://127.0.0.1:PORT/`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// A plain (blocking) connection.
+    pub fn connection(&self) -> redis::Connection {
+        let client = redis::Client::open(self.url()).expect("redis url");
+        client
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .expect("connect to the test's redis-server")
+    }
+
+    /// (Re)starts the process on the same port and directory, and waits
+    /// until it answers PING (and has loaded its AOF).
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "redis-server is already running");
+        let port = self.port.to_string();
+        let spawned = Command::new(BIN)
+            .args(["--port", &port, "--bind", "127.0.0.1", "--save", ""])
+            .args(["--appendonly", if self.aof { "yes" } else { "no" }])
+            .args(["--appendfsync", "always"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let child = match spawned {
+            Ok(child) => child,
+            Err(e) => panic!(
+                "cannot run `{BIN}` ({e}): the Redis tests need Redis 7 installed \
+                 (Debian/Ubuntu: `apt-get install redis-server`)"
+            ),
+        };
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let ok = redis::Client::open(self.url())
+                .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
+                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
+            if ok.is_ok() {
+                return;
+            }
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!("redis-server exited at start with {status} (port {port} taken?)");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "redis-server did not answer PING within 20 s"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `kill -STOP` (`pause`) or `kill -CONT`: a Redis that accepts
+    /// connections (the kernel does) but does not answer, as an
+    /// overloaded or swapping one.
+    pub fn signal(&self, pause: bool) {
+        let pid = self.child.as_ref().expect("redis-server running").id();
+        let sig = if pause { "-STOP" } else { "-CONT" };
+        let status = Command::new("kill")
+            .arg(sig)
+            .arg(pid.to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {sig} {pid}");
+    }
+
+    /// `kill -9`: the process goes without a word, as a crash would.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // A stopped process dies of SIGKILL too; nothing to resume.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -1,0 +1,350 @@
+//! Replicas sharing one rate limit in Redis (`--redis`): two server
+//! processes on one Redis of the harness's own, a client alternating
+//! between them. And what a Redis failure does: restarted with its AOF,
+//! limits go on where they were; stopped, each replica limits alone at
+//! the full plan without a 5xx; back, one shared limit again.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::redis::RedisServer;
+use common::*;
+use serde_json::{json, Value};
+
+const FREE: &str = "replica-free-key";
+const STRICT: &str = "replica-strict-key";
+const DAILY: &str = "replica-daily-key";
+const PROBE: &str = "replica-probe-key";
+
+fn keys() -> Value {
+    json!({
+        "keys": [
+            {"name": "free", "key": FREE, "plan": "free"},
+            {"name": "strict", "key": STRICT, "plan": "pro", "perMinute": 1, "perDay": 100},
+            {"name": "daily", "key": DAILY, "plan": "pro", "perMinute": 100, "perDay": 5},
+            {"name": "probe", "key": PROBE, "plan": "enterprise",
+             "perMinute": 100_000_000, "perDay": 100_000_000}
+        ],
+        "plans": {"free": {"perMinute": 60, "perDay": 1000}},
+        "ban": {"strikes": 3, "windowSeconds": 60, "banSeconds": 600},
+        "anonymousPerMinute": 4
+    })
+}
+
+fn replica(redis: &RedisServer) -> Server {
+    Server::builder()
+        .keys(keys())
+        .arg("--redis")
+        .arg(redis.url())
+        .start()
+}
+
+/// The metric line's value, 0 when absent.
+fn metric(server: &Server, name: &str) -> u64 {
+    let text = server.get("/metrics", None).text();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Requests whose limit Redis decided.
+fn redis_answers(server: &Server) -> u64 {
+    metric(server, "petstore_redis_duration_seconds_count")
+}
+
+/// Waits until `server`'s requests are decided in Redis again (its
+/// breaker probes once a second), using the probe key, whose limit no
+/// test reaches.
+fn wait_until_shared(server: &Server) {
+    let shared = wait_until(Duration::from_secs(15), || {
+        let before = redis_answers(server);
+        let r = server.get("/v1/pets", Some(PROBE));
+        assert_eq!(r.status, 200, "{}", r.describe());
+        redis_answers(server) > before
+    });
+    assert!(shared, "the replica did not go back to Redis within 15 s");
+}
+
+#[test]
+fn a_free_key_gets_exactly_its_60_a_minute_across_two_replicas() {
+    let redis = RedisServer::start();
+    let replicas = [replica(&redis), replica(&redis)];
+    let mut first_reset = None;
+    for i in 0..60u64 {
+        let r = replicas[(i % 2) as usize].get("/v1/pets", Some(FREE));
+        assert_eq!(r.status, 200, "request {i}: {}", r.describe());
+        let (limit, remaining, reset) = x_ratelimit(&r);
+        assert_eq!(limit, 60);
+        // One shared bucket: down by one per request, whichever answers.
+        assert_eq!(remaining, 59 - i, "request {i}");
+        // One clock and one state: each request moves the instant the
+        // bucket is full again by exactly its second (GCRA, 60 a minute).
+        let reset0 = *first_reset.get_or_insert(reset);
+        assert_eq!(reset, reset0 + i, "request {i}: X-RateLimit-Reset");
+    }
+    for server in &replicas {
+        let r = server.get("/v1/pets", Some(FREE));
+        assert_error(&r, 429, "rate_limited");
+        assert_eq!(r.header_u64("x-ratelimit-remaining"), 0);
+        assert_eq!(r.header_u64("retry-after"), 1);
+    } // In Redis: one state, named by the key's SHA-256 and its quota, with
+      // a TTL; never the key.
+    let mut connection = redis.connection();
+    let names: Vec<String> = ::redis::cmd("KEYS")
+        .arg("*")
+        .query(&mut connection)
+        .unwrap();
+    assert_eq!(names, [format!("{{{}}}:m60/d1000", sha256_hex(FREE))]);
+    let ttl: i64 = ::redis::cmd("PTTL")
+        .arg(&names[0])
+        .query(&mut connection)
+        .unwrap();
+    // Until the day bucket is full again: 60 tokens of 86.4 s, and a
+    // second's margin.
+    assert!((5_170_000..=5_186_000).contains(&ttl), "TTL {ttl} ms");
+}
+
+#[test]
+fn strikes_split_across_replicas_lead_to_a_ban_both_enforce() {
+    let redis = RedisServer::start();
+    let (a, b) = (replica(&redis), replica(&redis));
+    assert_eq!(a.get("/v1/pets", Some(STRICT)).status, 200);
+    // Refused, told to come back in 60 s; then three came back early,
+    // on alternating replicas: the third strike bans.
+    assert_error(&b.get("/v1/pets", Some(STRICT)), 429, "rate_limited");
+    assert_error(&a.get("/v1/pets", Some(STRICT)), 429, "rate_limited");
+    assert_error(&b.get("/v1/pets", Some(STRICT)), 429, "rate_limited");
+    let banned = a.get("/v1/pets", Some(STRICT));
+    assert_error(&banned, 429, "key_banned");
+    assert_eq!(banned.header_u64("retry-after"), 600);
+    let other = b.get("/v1/pets", Some(STRICT));
+    assert_error(&other, 429, "key_banned");
+    assert!(other.header_u64("retry-after") <= 600);
+    assert!(wait_until(Duration::from_secs(5), || a
+        .stderr_text()
+        .contains("key \"strict\" banned for 600 s")));
+}
+
+#[test]
+fn a_small_custom_per_day_holds_across_both() {
+    let redis = RedisServer::start();
+    let replicas = [replica(&redis), replica(&redis)];
+    for i in 0..5u64 {
+        let r = replicas[(i % 2) as usize].get("/v1/pets", Some(DAILY));
+        assert_eq!(r.status, 200, "request {i}: {}", r.describe());
+        assert_eq!(x_ratelimit(&r).1, 4 - i);
+    }
+    for server in &replicas {
+        let r = server.get("/v1/pets", Some(DAILY));
+        assert_error(&r, 429, "rate_limited");
+        // The day's next token: 86,400 s / 5.
+        assert_eq!(r.header_u64("retry-after"), 17_280);
+    }
+}
+
+#[test]
+fn redis_restarted_with_its_aof_keeps_the_limits_and_the_script_reloads() {
+    let mut redis = RedisServer::start_with_aof();
+    let server = replica(&redis);
+    for i in 0..2u64 {
+        let r = server.get("/v1/pets", Some(DAILY));
+        assert_eq!(x_ratelimit(&r).1, 4 - i);
+    }
+    // A crash of Redis: the AOF (fsynced on every write) holds the state;
+    // the restarted Redis has no scripts (NOSCRIPT, then a reload).
+    redis.kill();
+    redis.restart();
+    wait_until_shared(&server);
+    let r = server.get("/v1/pets", Some(DAILY));
+    assert_eq!(r.status, 200, "{}", r.describe());
+    assert_eq!(x_ratelimit(&r).1, 2, "the day's count went on where it was");
+    // Scripts flushed under a running server: EVALSHA meets NOSCRIPT,
+    // loads the script and goes on, still in Redis.
+    ::redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .exec(&mut redis.connection())
+        .unwrap();
+    let before = redis_answers(&server);
+    let r = server.get("/v1/pets", Some(DAILY));
+    assert_eq!(r.status, 200, "{}", r.describe());
+    assert_eq!(x_ratelimit(&r).1, 1);
+    assert_eq!(redis_answers(&server), before + 1);
+    assert!(!server.stderr_text().contains("answered 5"));
+}
+
+#[test]
+fn redis_stopped_each_replica_limits_alone_then_one_limit_again() {
+    let mut redis = RedisServer::start();
+    let replicas = [replica(&redis), replica(&redis)];
+    redis.kill();
+    // Redis is gone: no 5xx, and each replica gives the full plan, alone.
+    for (n, server) in replicas.iter().enumerate() {
+        for i in 0..5u64 {
+            let r = server.get("/v1/pets", Some(DAILY));
+            assert_eq!(r.status, 200, "replica {n}, request {i}: {}", r.describe());
+            assert_eq!(x_ratelimit(&r).1, 4 - i);
+        }
+        assert_error(&server.get("/v1/pets", Some(DAILY)), 429, "rate_limited");
+        assert_eq!(server.get("/healthz", None).status, 200);
+        assert!(metric(server, "petstore_redis_fallbacks_total") >= 6);
+    }
+    for server in &replicas {
+        // The change of mode is logged once.
+        let log = server.stderr_text();
+        assert_eq!(log.matches("each replica limits alone").count(), 1, "{log}");
+    }
+    // Redis back (empty: no AOF): one shared limit again, 60 across both.
+    redis.restart();
+    for server in &replicas {
+        wait_until_shared(server);
+    }
+    for i in 0..60u64 {
+        let r = replicas[(i % 2) as usize].get("/v1/pets", Some(FREE));
+        assert_eq!(r.status, 200, "request {i}: {}", r.describe());
+        assert_eq!(x_ratelimit(&r).1, 59 - i);
+    }
+    assert_error(
+        &replicas[0].get("/v1/pets", Some(FREE)),
+        429,
+        "rate_limited",
+    );
+    for server in &replicas {
+        assert!(server.stderr_text().contains("Redis answers again"));
+    }
+}
+
+/// A PROXY v1 header naming `client` as the source.
+fn proxy_v1(client: &str) -> String {
+    format!("PROXY TCP4 {client} 127.0.0.1 40000 8080\r\n")
+}
+
+/// A PROXY v2 header (as HAProxy's `send-proxy-v2`) naming `client`.
+fn proxy_v2(client: [u8; 4]) -> Vec<u8> {
+    let mut h = b"\r\n\r\n\0\r\nQUIT\n".to_vec();
+    h.extend_from_slice(&[0x21, 0x11, 0, 12]);
+    h.extend_from_slice(&client);
+    h.extend_from_slice(&[127, 0, 0, 1, 0x9c, 0x40, 0x1f, 0x90]);
+    h
+}
+
+/// One request without a key behind `header`, on a new connection.
+fn anonymous_get(server: &Server, header: &[u8]) -> Response {
+    let mut bytes = header.to_vec();
+    bytes.extend_from_slice(b"GET /v1/pets HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    server.raw(&bytes)
+}
+
+fn proxied_replica(redis: &RedisServer, extra: &[&str]) -> Server {
+    let mut builder = Server::builder()
+        .keys(keys())
+        .arg("--redis")
+        .arg(redis.url())
+        .arg("--proxy-protocol")
+        .arg("--access-log");
+    for a in extra {
+        builder = builder.arg(*a);
+    }
+    builder.start()
+}
+
+#[test]
+fn anonymous_limits_hold_across_replicas_by_the_address_of_the_proxy_header() {
+    let redis = RedisServer::start();
+    let replicas = [proxied_replica(&redis, &[]), proxied_replica(&redis, &[])];
+    // 4 a minute per address (`anonymousPerMinute`), shared: v1 and v2
+    // headers naming the same client, on alternating replicas.
+    for i in 0..4u64 {
+        let header = if i % 2 == 0 {
+            proxy_v1("203.0.113.5").into_bytes()
+        } else {
+            proxy_v2([203, 0, 113, 5])
+        };
+        let r = anonymous_get(&replicas[(i % 2) as usize], &header);
+        assert_error(&r, 401, "unauthorized");
+        assert_eq!(r.header_u64("x-ratelimit-remaining"), 3 - i, "request {i}");
+    }
+    for server in &replicas {
+        let r = anonymous_get(server, proxy_v1("203.0.113.5").as_bytes());
+        assert_error(&r, 429, "rate_limited");
+    }
+    // Another client behind the same balancer has its own bucket.
+    let r = anonymous_get(&replicas[1], &proxy_v2([203, 0, 113, 6]));
+    assert_eq!(r.header_u64("x-ratelimit-remaining"), 3);
+    // The logs name the client, not the balancer.
+    assert!(wait_until(Duration::from_secs(5), || replicas[0]
+        .stderr_text()
+        .contains(r#""client":"203.0.113.5""#)));
+}
+
+#[test]
+fn with_proxy_protocol_a_connection_without_the_header_is_closed() {
+    let redis = RedisServer::start();
+    let server = proxied_replica(&redis, &[]);
+    let mut conn = server.connect();
+    conn.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    assert!(conn.closed_within(Duration::from_secs(5)));
+    assert!(
+        conn.buffered().is_empty(),
+        "answered without a PROXY header"
+    );
+    // With one, the same request is answered.
+    let mut bytes = proxy_v1("192.0.2.1").into_bytes();
+    bytes.extend_from_slice(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!(server.raw(&bytes).status, 200);
+}
+
+#[test]
+fn the_per_address_cap_counts_the_address_of_the_proxy_header() {
+    let redis = RedisServer::start();
+    let server = proxied_replica(&redis, &["--max-connections-per-address", "1"]);
+    let mut held = server.connect();
+    held.send(proxy_v1("198.51.100.1").as_bytes()).unwrap();
+    // The first connection from 198.51.100.1 is served (keep-alive)...
+    held.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    assert_eq!(held.read_response().status, 200);
+    // ...a second one from the same client is closed at once, although
+    // every connection comes from 127.0.0.1...
+    let mut second = server.connect();
+    second.send(proxy_v1("198.51.100.1").as_bytes()).unwrap();
+    assert!(second.closed_within(Duration::from_secs(5)));
+    // ...and another client is served.
+    let mut bytes = proxy_v1("198.51.100.2").into_bytes();
+    bytes.extend_from_slice(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!(server.raw(&bytes).status, 200);
+}
+
+#[test]
+fn a_redis_that_does_not_answer_costs_a_request_at_most_its_timeout() {
+    let redis = RedisServer::start();
+    let server = replica(&redis);
+    wait_until_shared(&server);
+    redis.signal(true);
+    // Stopped: connections are accepted by the kernel, nothing answers.
+    // The first request waits out the 50 ms timeout, the next ones skip
+    // Redis (the breaker): all answered, none with a 5xx.
+    for i in 0..5u64 {
+        let started = std::time::Instant::now();
+        let r = server.get("/v1/pets", Some(DAILY));
+        assert_eq!(r.status, 200, "request {i}: {}", r.describe());
+        assert_eq!(x_ratelimit(&r).1, 4 - i);
+        assert!(
+            started.elapsed() < Duration::from_millis(1_000),
+            "request {i} took {:?}",
+            started.elapsed()
+        );
+    }
+    assert!(metric(&server, "petstore_redis_fallbacks_total") >= 5);
+    assert_eq!(server.get("/healthz", None).status, 200);
+    redis.signal(false);
+    wait_until_shared(&server);
+    // The replies that came too late are not taken for later requests'.
+    for i in 0..3u64 {
+        let r = server.get("/v1/pets", Some(FREE));
+        assert_eq!(x_ratelimit(&r).1, 59 - i);
+    }
+}

@@ -1,0 +1,495 @@
+//! The Redis script (`src/limits/limit.lua`) against the core's limiter:
+//! the same requests at the same instants give the same `Decision`, field
+//! for field (outcome, Retry-After, both windows' remaining and reset, so
+//! `t=` too, and the start of a ban), over 100,000 random steps whose
+//! times land exactly on the edges (a token's return, a Retry-After, a
+//! window's reset, a strike leaving its window, a ban's end). A copy of
+//! the script with one `<=` turned into `<` must be caught: the test of
+//! the test. And one table of limiter cases runs against both backends.
+//!
+//! The script runs in the harness's own Redis with the time passed in
+//! (its first argument; empty in production, meaning Redis `TIME`). Steps
+//! are batched: many independent limiters take one step each per
+//! pipeline, so 100,000 steps take a few seconds.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use common::redis::RedisServer;
+use petstore_core::{AnonymousLimiter, BanPolicy, Decision, KeyLimiter, Quota, Timestamp};
+use petstore_server::limits::redis::{decode, Params, SCRIPT};
+
+/// A small deterministic generator (xorshift64*): the same steps on every
+/// run, so a failure reproduces.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len() as u64) as usize]
+    }
+}
+
+enum Subject {
+    Key(KeyLimiter, BanPolicy),
+    Anonymous(AnonymousLimiter),
+}
+
+/// One limiter in both implementations: the core's, and its state's name
+/// in Redis.
+struct Case {
+    subject: Subject,
+    name: String,
+    params: Params,
+    now_ms: u64,
+    last: Option<Decision>,
+}
+
+const ADDRESS: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7));
+
+fn ms_floor(t: Timestamp) -> u64 {
+    t.as_unix_nanos() / 1_000_000
+}
+
+fn ms_ceil(t: Timestamp) -> u64 {
+    t.as_unix_nanos().div_ceil(1_000_000)
+}
+
+impl Case {
+    fn new(rng: &mut Rng, i: usize) -> Case {
+        let now_ms = 1_700_000_000_000 + rng.below(1_000_000_000);
+        if rng.below(5) == 0 {
+            let per_minute = rng.pick(&[1u32, 2, 3, 7, 60, 1000]);
+            let limiter = AnonymousLimiter::new(NonZeroU32::new(per_minute).unwrap(), 16);
+            return Case {
+                subject: Subject::Anonymous(limiter),
+                name: format!("{{anon:{i}}}:m{per_minute}"),
+                params: Params::anonymous(per_minute),
+                now_ms,
+                last: None,
+            };
+        }
+        let per_minute = rng.pick(&[1u32, 2, 3, 5, 7, 60, 299, 100_000_000]);
+        let per_day = rng.pick(&[1u32, 2, 5, 13, 1000, 86_401, 100_000_000]);
+        let quota = Quota::new(per_minute, per_day).unwrap();
+        let ban = BanPolicy::new(
+            rng.pick(&[1u32, 2, 3, 5]),
+            rng.pick(&[1u64, 7, 60, 120]),
+            rng.pick(&[1u64, 30, 600]),
+        )
+        .unwrap();
+        Case {
+            subject: Subject::Key(KeyLimiter::new(quota, ban), ban),
+            name: format!("{{k{i}}}:m{per_minute}/d{per_day}"),
+            params: Params::key(quota, ban),
+            now_ms,
+            last: None,
+        }
+    }
+
+    /// Moves the clock to an edge of what the last decision said (or
+    /// anywhere), never backwards.
+    fn advance(&mut self, rng: &mut Rng) {
+        let now = self.now_ms;
+        let Some(last) = self.last else {
+            return;
+        };
+        let at = last.at;
+        let edge = |t: Timestamp, rng: &mut Rng| match rng.below(3) {
+            0 => ms_floor(t),
+            1 => ms_ceil(t),
+            _ => ms_ceil(t).saturating_sub(1),
+        };
+        let next = match rng.below(12) {
+            0 => now,
+            1 => now + 1,
+            2 => match last.outcome {
+                petstore_core::Outcome::Allowed => now + rng.below(3),
+                petstore_core::Outcome::Limited { retry_after }
+                | petstore_core::Outcome::Banned { retry_after } => edge(at + retry_after, rng),
+            },
+            3 => {
+                let secs = last.retry_after_secs().unwrap_or(1);
+                now + secs * 1000 - rng.below(2)
+            }
+            4 => edge(last.minute.reset_at, rng),
+            5 => match last.day {
+                Some(day) => edge(day.reset_at, rng),
+                None => now + 60_000,
+            },
+            6 => {
+                // A token's return: 60 s / the per-minute limit.
+                let token = Duration::from_secs(60) / last.minute.limit;
+                edge(at + token * (1 + rng.below(2) as u32), rng)
+            }
+            7 => match &self.subject {
+                Subject::Key(limiter, ban) => match limiter.state().refusals.first() {
+                    Some(t) => edge(*t + ban.window(), rng),
+                    None => now + rng.below(1000),
+                },
+                Subject::Anonymous(_) => now + rng.below(1000),
+            },
+            8 => match &self.subject {
+                Subject::Key(limiter, _) => match limiter.state().banned_until {
+                    Some(t) => edge(t, rng),
+                    None => now,
+                },
+                Subject::Anonymous(_) => now,
+            },
+            9 => match &self.subject {
+                Subject::Key(limiter, _) => match limiter.state().retry_at {
+                    Some(t) => edge(t, rng),
+                    None => now,
+                },
+                Subject::Anonymous(_) => now,
+            },
+            10 => now + rng.below(120_000),
+            _ => now + rng.below(3 * 86_400_000),
+        };
+        self.now_ms = next.max(now);
+    }
+
+    fn check(&mut self) -> Decision {
+        let now = Timestamp::from_unix_nanos(self.now_ms * 1_000_000);
+        let decision = match &self.subject {
+            Subject::Key(limiter, _) => limiter.check(now),
+            Subject::Anonymous(limiter) => limiter.check(ADDRESS, now),
+        };
+        self.last = Some(decision);
+        decision
+    }
+}
+
+/// Runs `cases` x `rounds` random steps of `script` against the core;
+/// returns the number of steps and the mismatches (the first few
+/// described).
+fn compare(
+    redis: &mut redis::Connection,
+    script: &str,
+    seed: u64,
+    cases: usize,
+    rounds: usize,
+) -> Comparison {
+    redis::cmd("FLUSHALL").exec(redis).unwrap();
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(script)
+        .query(redis)
+        .unwrap();
+    let mut rng = Rng(seed);
+    let mut all: Vec<Case> = (0..cases).map(|i| Case::new(&mut rng, i)).collect();
+    let mut seen = Comparison::default();
+    for _ in 0..rounds {
+        let mut pipe = redis::pipe();
+        let mut expected = Vec::with_capacity(cases);
+        for case in &mut all {
+            case.advance(&mut rng);
+            expected.push(case.check());
+            pipe.cmd("EVALSHA")
+                .arg(&sha)
+                .arg(1)
+                .arg(&case.name)
+                .arg(case.now_ms)
+                .arg(&case.params.args()[..]);
+        }
+        let replies: Vec<Vec<i64>> = pipe.query(redis).unwrap();
+        for ((case, want), reply) in all.iter().zip(&expected).zip(&replies) {
+            seen.steps += 1;
+            match want.outcome {
+                petstore_core::Outcome::Allowed => seen.allowed += 1,
+                petstore_core::Outcome::Limited { .. } => seen.limited += 1,
+                petstore_core::Outcome::Banned { .. } => seen.banned += 1,
+            }
+            seen.bans_started += usize::from(want.ban_started);
+            let got = decode(reply, &case.params);
+            if got.as_ref() != Some(want) {
+                seen.mismatches += 1;
+                if seen.shown.len() < 5 {
+                    seen.shown.push(format!(
+                        "{} at {} ms: core {want:?}\n   script {got:?} (reply {reply:?})",
+                        case.name, case.now_ms
+                    ));
+                }
+            }
+        }
+    }
+    seen
+}
+
+#[derive(Debug, Default)]
+struct Comparison {
+    steps: usize,
+    mismatches: usize,
+    shown: Vec<String>,
+    allowed: usize,
+    limited: usize,
+    banned: usize,
+    bans_started: usize,
+}
+
+#[test]
+fn the_script_decides_exactly_as_the_core_over_100_000_random_steps() {
+    let server = RedisServer::start();
+    let mut redis = server.connection();
+    let started = std::time::Instant::now();
+    let seen = compare(&mut redis, SCRIPT, 0x5eed_1234, 500, 200);
+    assert!(seen.steps >= 100_000);
+    assert_eq!(
+        seen.mismatches,
+        0,
+        "{} of {} steps differ:\n{}",
+        seen.mismatches,
+        seen.steps,
+        seen.shown.join("\n")
+    );
+    // Every state the script wrote has a TTL (a key without one would
+    // stay in Redis forever).
+    let names: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut redis).unwrap();
+    assert!(names.len() > 100, "{} states", names.len());
+    for name in &names {
+        let ttl: i64 = redis::cmd("PTTL").arg(name).query(&mut redis).unwrap();
+        assert!(ttl > 0, "{name} has no TTL ({ttl})");
+    }
+    // The steps reach every outcome, many times over.
+    assert!(
+        seen.allowed > 10_000
+            && seen.limited > 10_000
+            && seen.banned > 5_000
+            && seen.bans_started > 1_000,
+        "{seen:?}"
+    );
+    eprintln!(
+        "{} steps compared in {:?}: {} allowed, {} limited, {} banned ({} bans started)",
+        seen.steps,
+        started.elapsed(),
+        seen.allowed,
+        seen.limited,
+        seen.banned,
+        seen.bans_started
+    );
+}
+
+/// The test of the test: a copy of the script with any one of its `<=`
+/// (in code, not comments) turned into `<` must differ from the core.
+#[test]
+fn a_mutated_script_is_caught() {
+    let server = RedisServer::start();
+    let mut redis = server.connection();
+    let mut mutants = 0;
+    let mut offset = 0;
+    while let Some(found) = SCRIPT[offset..].find("<=") {
+        let at = offset + found;
+        offset = at + 2;
+        let line_start = SCRIPT[..at].rfind('\n').map_or(0, |i| i + 1);
+        if SCRIPT[line_start..at].contains("--") {
+            continue; // a comment
+        }
+        let mutant = format!("{}<{}", &SCRIPT[..at], &SCRIPT[at + 2..]);
+        let line = SCRIPT[line_start..].lines().next().unwrap_or("").trim();
+        let seen = compare(&mut redis, &mutant, 0xbad_5eed, 300, 100);
+        assert!(
+            seen.mismatches > 0,
+            "the mutant `{line}` (<= turned into <) passed {} steps unnoticed",
+            seen.steps
+        );
+        eprintln!(
+            "mutant `{line}`: {} of {} steps differ",
+            seen.mismatches, seen.steps
+        );
+        mutants += 1;
+    }
+    assert!(mutants >= 3, "only {mutants} `<=` found in the script");
+}
+
+/// One backend of the table: decides a request at an instant in ms.
+trait Backend {
+    fn decide(&mut self, now_ms: u64) -> Decision;
+}
+
+/// The in-process backend: the core's limiters, as each key entry (and
+/// the anonymous table) holds them.
+enum Local {
+    Key(KeyLimiter),
+    Anonymous(AnonymousLimiter),
+}
+
+impl Backend for Local {
+    fn decide(&mut self, now_ms: u64) -> Decision {
+        let now = Timestamp::from_unix_nanos(now_ms * 1_000_000);
+        match self {
+            Local::Key(limiter) => limiter.check(now),
+            Local::Anonymous(limiter) => limiter.check(ADDRESS, now),
+        }
+    }
+}
+
+/// The Redis backend: the script, with the instant passed in.
+struct InRedis<'a> {
+    connection: &'a mut redis::Connection,
+    name: String,
+    params: Params,
+}
+
+impl Backend for InRedis<'_> {
+    fn decide(&mut self, now_ms: u64) -> Decision {
+        let reply: Vec<i64> = redis::Script::new(SCRIPT)
+            .key(&self.name)
+            .arg(now_ms)
+            .arg(&self.params.args()[..])
+            .invoke(self.connection)
+            .unwrap();
+        decode(&reply, &self.params).unwrap()
+    }
+}
+
+/// What a step expects: `A`llowed, `L`imited or `B`anned (`!` when this
+/// request starts the ban), the binding window's remaining, and the
+/// Retry-After in seconds of a refusal.
+type Step = (u64, &'static str, u32, Option<u64>);
+
+struct TableCase {
+    name: &'static str,
+    quota: Option<(u32, u32)>,
+    ban: (u32, u64, u64),
+    anonymous_per_minute: u32,
+    /// (ms after the previous step, outcome, remaining, Retry-After).
+    steps: &'static [Step],
+}
+
+const TABLE: &[TableCase] = &[
+    TableCase {
+        name: "a free key: its 3 a minute, then one back every 20 s",
+        quota: Some((3, 1000)),
+        ban: (60, 60, 600),
+        anonymous_per_minute: 0,
+        steps: &[
+            (0, "A", 2, None),
+            (0, "A", 1, None),
+            (0, "A", 0, None),
+            (0, "L", 0, Some(20)),
+            (19_999, "L", 0, Some(1)),
+            (1, "A", 0, None),
+        ],
+    },
+    TableCase {
+        name: "a small perDay binds: Retry-After runs to the day bucket's next token",
+        quota: Some((100, 2)),
+        ban: (60, 60, 600),
+        anonymous_per_minute: 0,
+        steps: &[
+            (0, "A", 1, None),
+            (0, "A", 0, None),
+            (0, "L", 0, Some(43_200)),
+        ],
+    },
+    TableCase {
+        name: "coming back before Retry-After is a strike; the second bans",
+        quota: Some((1, 100)),
+        ban: (2, 60, 600),
+        anonymous_per_minute: 0,
+        steps: &[
+            (0, "A", 0, None),
+            (0, "L", 0, Some(60)),
+            (1_000, "L", 0, Some(59)),
+            (1_000, "B!", 0, Some(600)),
+            (599_999, "B", 0, Some(1)),
+            (1, "A", 0, None),
+        ],
+    },
+    TableCase {
+        name: "a client that waits as told is never banned, even at one strike",
+        quota: Some((1, 1000)),
+        ban: (1, 60, 600),
+        anonymous_per_minute: 0,
+        steps: &[
+            (0, "A", 0, None),
+            (0, "L", 0, Some(60)),
+            (60_000, "A", 0, None),
+            (0, "L", 0, Some(60)),
+            (60_000, "A", 0, None),
+        ],
+    },
+    TableCase {
+        name: "an address without a key: 2 a minute, never banned",
+        quota: None,
+        ban: (1, 60, 600),
+        anonymous_per_minute: 2,
+        steps: &[
+            (0, "A", 1, None),
+            (0, "A", 0, None),
+            (0, "L", 0, Some(30)),
+            (0, "L", 0, Some(30)),
+            (30_000, "A", 0, None),
+        ],
+    },
+];
+
+fn run_table(case: &TableCase, backend: &mut dyn Backend, label: &str) {
+    let mut now = 1_700_000_000_000u64;
+    for (i, (after, outcome, remaining, retry)) in case.steps.iter().enumerate() {
+        now += after;
+        let d = backend.decide(now);
+        let got = match d.outcome {
+            petstore_core::Outcome::Allowed => "A",
+            petstore_core::Outcome::Limited { .. } => "L",
+            petstore_core::Outcome::Banned { .. } if d.ban_started => "B!",
+            petstore_core::Outcome::Banned { .. } => "B",
+        };
+        let at = format!("{label}, {:?}, step {i}", case.name);
+        assert_eq!(got, *outcome, "{at}: {d:?}");
+        assert_eq!(d.binding().remaining, *remaining, "{at}: {d:?}");
+        assert_eq!(d.retry_after_secs(), *retry, "{at}: {d:?}");
+    }
+}
+
+#[test]
+fn one_table_of_limiter_cases_holds_in_process_and_in_redis() {
+    let server = RedisServer::start();
+    let mut connection = server.connection();
+    for (n, case) in TABLE.iter().enumerate() {
+        let (mut local, params, name) = match case.quota {
+            Some((m, d)) => {
+                let quota = Quota::new(m, d).unwrap();
+                let ban = BanPolicy::new(case.ban.0, case.ban.1, case.ban.2).unwrap();
+                (
+                    Local::Key(KeyLimiter::new(quota, ban)),
+                    Params::key(quota, ban),
+                    format!("{{table{n}}}:m{m}/d{d}"),
+                )
+            }
+            None => {
+                let per_minute = case.anonymous_per_minute;
+                (
+                    Local::Anonymous(AnonymousLimiter::new(
+                        NonZeroU32::new(per_minute).unwrap(),
+                        16,
+                    )),
+                    Params::anonymous(per_minute),
+                    format!("{{anon:table{n}}}:m{per_minute}"),
+                )
+            }
+        };
+        run_table(case, &mut local, "in process");
+        let mut redis = InRedis {
+            connection: &mut connection,
+            name,
+            params,
+        };
+        run_table(case, &mut redis, "in Redis");
+    }
+}
