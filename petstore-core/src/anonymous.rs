@@ -255,6 +255,55 @@ mod tests {
     }
 
     #[test]
+    fn limit_and_capacity_are_what_was_asked() {
+        let limiter = AnonymousLimiter::new(NonZeroU32::new(7).unwrap_or(NonZeroU32::MIN), 1_000);
+        assert_eq!(limiter.per_minute(), 7);
+        assert_eq!(limiter.capacity(), 1_000);
+        // An odd capacity is kept in two halves: one less, never more.
+        let odd = AnonymousLimiter::new(NonZeroU32::MIN, 9);
+        assert_eq!(odd.capacity(), 8);
+    }
+
+    #[test]
+    fn a_damaged_state_is_bounded_and_holds_the_capacity() {
+        let limiter = AnonymousLimiter::new(NonZeroU32::new(2).unwrap_or(NonZeroU32::MIN), 10);
+        let now = Timestamp::from_unix_secs(1_000);
+        // Every client far in the future: a damaged (or hostile) file.
+        let clients = (0..40u128).map(|c| (c, u128::MAX / 4)).collect();
+        let state = AnonymousState {
+            per_minute: 2,
+            clients,
+        };
+        assert_eq!(limiter.restore(&state, now), 40);
+        // Restored as requests are remembered: the newest ten, in two
+        // generations of five; the ones before them forgotten.
+        assert_eq!(limiter.tracked(), limiter.capacity());
+        let forgotten = IpAddr::V4(Ipv4Addr::from(29u32));
+        assert!(limiter.check(forgotten, now).is_allowed());
+        // The last client restored is remembered, its bucket at worst
+        // empty: refused now, and waiting no more than one period.
+        let last = IpAddr::V4(Ipv4Addr::from(39u32));
+        match limiter.check(last, now).outcome {
+            Outcome::Limited { retry_after } => {
+                assert_eq!(retry_after, std::time::Duration::from_secs(30));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_ipv6_prefix_never_meets_an_ipv4_address() {
+        // `::/64` holds `::1`, whose prefix is all zeros, like 0.0.0.0.
+        let zero_v6: IpAddr = IpAddr::V6(Ipv6Addr::LOCALHOST);
+        let zero_v4: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+        assert_ne!(client_key(zero_v6), client_key(zero_v4));
+        let limiter = AnonymousLimiter::new(NonZeroU32::MIN, 100);
+        let t = Timestamp::from_unix_secs(0);
+        assert!(limiter.check(zero_v4, t).is_allowed());
+        assert!(limiter.check(zero_v6, t).is_allowed());
+    }
+
+    #[test]
     fn ipv6_is_limited_per_64() {
         let limiter = AnonymousLimiter::new(NonZeroU32::MIN, 100);
         let t = Timestamp::from_unix_secs(0);

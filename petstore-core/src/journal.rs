@@ -254,16 +254,20 @@ pub(crate) fn lock_dir(dir: &Path) -> Result<File, OpenError> {
     }
 }
 
-/// The `(device, inode)` pair that names a file.
-#[cfg(unix)]
+/// The `(device, inode)` pair that names a file (`None` where there is no
+/// such pair: then the path is not checked). One function with the `cfg`
+/// inside, so that mutation testing mutates the code that runs here.
 fn file_identity(meta: &fs::Metadata) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    Some((meta.dev(), meta.ino()))
-}
-
-#[cfg(not(unix))]
-fn file_identity(_meta: &fs::Metadata) -> Option<(u64, u64)> {
-    None
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Some((meta.dev(), meta.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        None
+    }
 }
 
 /// A failed write or sync, classified: a full disk is worth saying so.
@@ -822,6 +826,23 @@ mod tests {
         .ok();
         assert_eq!(replayed.map(|r| (r.pets, r.torn_line)), Some((3, None)));
         assert_eq!(restored, [1, 2, 3]);
+    }
+
+    #[test]
+    fn stats_count_each_batch_in_the_bucket_of_its_bounds() {
+        let mut stats = JournalStats::default();
+        // On a bound: that bucket (the bounds are inclusive).
+        stats.record(1, Duration::from_micros(100));
+        stats.record(2, Duration::from_micros(250));
+        // Past every bound: the last, unbounded bucket.
+        stats.record(300, Duration::from_secs(2));
+        assert_eq!(&stats.fsync_buckets[..2], [1, 1]);
+        assert_eq!(stats.fsync_buckets[FSYNC_BUCKETS.len()], 1);
+        assert_eq!(stats.fsync_buckets.iter().sum::<u64>(), 3);
+        assert_eq!(&stats.batch_buckets[..2], [1, 1]);
+        assert_eq!(stats.batch_buckets[BATCH_BUCKETS.len()], 1);
+        assert_eq!((stats.batches, stats.records), (3, 303));
+        assert_eq!(stats.fsync_time, Duration::from_micros(2_000_350));
     }
 
     #[test]
