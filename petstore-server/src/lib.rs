@@ -23,6 +23,7 @@
 //! | [`cors`] | CORS preflight and response headers |
 //! | [`error`] | [`error::ApiError`]: every error's status, code and body |
 //! | [`state`] | [`state::AppState`], shared by all requests |
+//! | [`store`] | where pets live: the seam and its backends (in memory, journal, PostgreSQL) |
 //! | [`keygen`] | `petstore-server keygen` |
 //! | [`journal_cmd`] | `petstore-server journal check` and `journal repair` |
 //! | [`health`] | `GET /healthz`: ok, or degraded with a reason |
@@ -56,4 +57,5 @@ pub mod recorder;
 pub mod routes;
 pub mod server;
 pub mod state;
+pub mod store;
 pub mod write_timeout;

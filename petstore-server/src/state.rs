@@ -11,6 +11,7 @@ use petstore_core::{Clock, Inventory};
 
 use crate::keys::{Keys, KeysError};
 use crate::metrics::Metrics;
+use crate::store::Store;
 use crate::{log_error, log_info};
 
 /// Options of the HTTP layer that handlers need.
@@ -41,8 +42,11 @@ impl Default for Options {
 /// The state shared by all requests.
 #[derive(Debug)]
 pub struct AppState {
-    /// The pets.
+    /// The pets every read is answered from: the store's in-memory
+    /// inventory (with PostgreSQL, its read copy).
     pub inventory: Arc<Inventory>,
+    /// Where pets are stored: creates, and whether they can be.
+    pub store: Store,
     /// The clock of the rate limiter.
     pub clock: Arc<dyn Clock>,
     /// HTTP options.
@@ -77,6 +81,7 @@ impl AppState {
             metrics: options
                 .metrics
                 .then(|| Arc::new(Metrics::new(inventory.clone()))),
+            store: Store::Local(inventory.clone()),
             inventory,
             clock,
             options,
@@ -85,6 +90,18 @@ impl AppState {
             keys_path,
             reloads: Rerun::default(),
         }
+    }
+
+    /// The same state over another store (PostgreSQL): reads then come
+    /// from its inventory, and the metrics watch it.
+    pub fn with_store(mut self, store: Store) -> Self {
+        self.inventory = store.inventory().clone();
+        self.metrics = self
+            .options
+            .metrics
+            .then(|| Arc::new(Metrics::for_store(store.clone())));
+        self.store = store;
+        self
     }
 
     /// `getPet`'s successor-version `Link` value.

@@ -18,6 +18,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
+pub mod postgres;
+
 /// The server binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_petstore-server");
 
@@ -115,6 +117,7 @@ pub struct ServerBuilder {
     envs: Vec<(String, String)>,
     via_env: bool,
     data: Option<PathBuf>,
+    postgres: Option<String>,
 }
 
 impl Default for ServerBuilder {
@@ -125,6 +128,7 @@ impl Default for ServerBuilder {
             envs: Vec::new(),
             via_env: false,
             data: None,
+            postgres: None,
         }
     }
 }
@@ -158,6 +162,13 @@ impl ServerBuilder {
     /// default `--in-memory`.
     pub fn data(mut self, dir: &Path) -> Self {
         self.data = Some(dir.to_owned());
+        self
+    }
+
+    /// The inventory in PostgreSQL (`--postgres url`) instead of the
+    /// default `--in-memory`.
+    pub fn postgres(mut self, url: &str) -> Self {
+        self.postgres = Some(url.to_owned());
         self
     }
 
@@ -212,9 +223,10 @@ impl ServerBuilder {
                 cmd.arg("--keys").arg(p);
             }
         }
-        match &self.data {
-            Some(dir) => cmd.arg("--data").arg(dir),
-            None => cmd.arg("--in-memory"),
+        match (&self.postgres, &self.data) {
+            (Some(url), _) => cmd.arg("--postgres").arg(url),
+            (None, Some(dir)) => cmd.arg("--data").arg(dir),
+            (None, None) => cmd.arg("--in-memory"),
         };
         cmd.args(&self.args);
         for (k, v) in &self.envs {
