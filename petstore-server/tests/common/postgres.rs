@@ -53,12 +53,10 @@ fn find_bin() -> PathBuf {
 }
 
 fn is_root() -> bool {
-    // The owner of a file we just created is our effective user.
-    let probe = std::env::temp_dir().join(format!("petstore-uid-{}", std::process::id()));
-    std::fs::write(&probe, b"").unwrap();
-    let uid = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&probe).unwrap());
-    let _ = std::fs::remove_file(&probe);
-    uid == 0
+    // `/proc/self` belongs to the process's effective user.
+    std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap_or(false)
 }
 
 fn free_port() -> u16 {
@@ -201,7 +199,12 @@ impl Postgres {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+        // What a killed postmaster leaves behind, and a new one refuses
+        // to start over.
         let _ = std::fs::remove_file(self.data().join("postmaster.pid"));
+        let socket = self.dir.join(format!(".s.PGSQL.{}", self.port));
+        let _ = std::fs::remove_file(socket.with_extension(format!("{}.lock", self.port)));
+        let _ = std::fs::remove_file(&socket);
     }
 
     fn children_alive(&self, parent: &str) -> bool {
