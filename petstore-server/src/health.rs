@@ -42,7 +42,7 @@ mod tests {
 
     #[test]
     fn an_in_memory_inventory_is_healthy() {
-        let store = Store::Local(std::sync::Arc::new(petstore_core::Inventory::in_memory()));
+        let store = Store::Memory(std::sync::Arc::new(petstore_core::Inventory::in_memory()));
         let (status, body) = check(&store);
         assert_eq!(status, StatusCode::OK);
         assert_eq!(&body[..], b"{\"status\":\"ok\"}");

@@ -67,7 +67,7 @@ pub struct Metrics {
 impl Metrics {
     /// Metrics of a server over `inventory`.
     pub fn new(inventory: Arc<Inventory>) -> Self {
-        Self::for_store(Store::Local(inventory))
+        Self::for_store(Store::local(inventory))
     }
 
     /// Metrics of a server over `store`.

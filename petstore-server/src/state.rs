@@ -81,7 +81,7 @@ impl AppState {
             metrics: options
                 .metrics
                 .then(|| Arc::new(Metrics::new(inventory.clone()))),
-            store: Store::Local(inventory.clone()),
+            store: Store::local(inventory.clone()),
             inventory,
             clock,
             options,

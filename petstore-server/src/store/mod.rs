@@ -4,7 +4,7 @@
 //! | backend | flag | creates | reads |
 //! |---|---|---|---|
 //! | in memory | `--in-memory` | the core's [`Inventory::create`], at once | the inventory |
-//! | journal | `--data DIR` (default) | the core's group commit, on the blocking pool (it waits for an fsync) | the inventory |
+//! | journal | `--data DIR` (default) | one committer task: a group commit per batch, on one blocking thread ([`journal`]) | the inventory |
 //! | PostgreSQL | `--postgres URL` | one batcher task: a transaction per batch ([`postgres`]) | an in-memory read copy of the table |
 //!
 //! Why reads always come from the core's in-memory [`Inventory`], whatever
@@ -16,6 +16,7 @@
 //! [`Store::may_catch_up`]) and awaits [`Store::create`] or
 //! [`Store::catch_up`] only then. It never knows which backend answers.
 
+pub mod journal;
 pub mod postgres;
 mod schema;
 
@@ -23,6 +24,7 @@ use std::sync::Arc;
 
 use petstore_core::{Inventory, NewPet, Pet, PetId};
 
+pub use journal::Journal;
 pub use postgres::Postgres;
 
 /// Why a create was not stored (or may not have been: a commit whose
@@ -35,18 +37,30 @@ pub struct CreateFailed;
 /// Where the pets live. Cheap to clone (an `Arc`).
 #[derive(Clone, Debug)]
 pub enum Store {
-    /// The core's inventory alone: in memory, or durable in its journal.
-    Local(Arc<Inventory>),
+    /// The core's inventory in memory only.
+    Memory(Arc<Inventory>),
+    /// The core's durable inventory, fed by a committer.
+    Journal(Arc<Journal>),
     /// PostgreSQL, read through an in-memory copy.
     Postgres(Arc<Postgres>),
 }
 
 impl Store {
+    /// The store of the core's `inventory`: in memory, or its journal
+    /// (whose committer starts with the first create).
+    pub fn local(inventory: Arc<Inventory>) -> Store {
+        match inventory.journal_path() {
+            None => Store::Memory(inventory),
+            Some(_) => Store::Journal(Arc::new(Journal::new(inventory))),
+        }
+    }
+
     /// The in-memory inventory every read is answered from: the store
     /// itself for a local backend, the read copy for PostgreSQL.
     pub fn inventory(&self) -> &Arc<Inventory> {
         match self {
-            Store::Local(inventory) => inventory,
+            Store::Memory(inventory) => inventory,
+            Store::Journal(journal) => journal.inventory(),
             Store::Postgres(pg) => pg.copy(),
         }
     }
@@ -56,9 +70,7 @@ impl Store {
     /// to [`create`](Self::create) from an async context.
     pub fn create_now(&self, new: NewPet) -> Result<Result<Pet, CreateFailed>, NewPet> {
         match self {
-            Store::Local(inventory) if inventory.journal_path().is_none() => {
-                Ok(inventory.create(new).map_err(|_| CreateFailed))
-            }
+            Store::Memory(inventory) => Ok(inventory.create(new).map_err(|_| CreateFailed)),
             _ => Err(new),
         }
     }
@@ -69,22 +81,8 @@ impl Store {
     /// cannot answer in time answers `Err`.
     pub async fn create(&self, new: NewPet) -> Result<Pet, CreateFailed> {
         match self {
-            Store::Local(inventory) => {
-                if inventory.journal_path().is_none() {
-                    return inventory.create(new).map_err(|_| CreateFailed);
-                }
-                // The journal's group commit blocks its callers for the
-                // fsync: a thread of the blocking pool waits, not a worker.
-                let inventory = Arc::clone(inventory);
-                match tokio::task::spawn_blocking(move || inventory.create(new)).await {
-                    // The cause is logged once, by the inventory's failure hook.
-                    Ok(created) => created.map_err(|_| CreateFailed),
-                    Err(_) => {
-                        crate::log_error!("a journal create panicked; answered 503");
-                        Err(CreateFailed)
-                    }
-                }
-            }
+            Store::Memory(inventory) => inventory.create(new).map_err(|_| CreateFailed),
+            Store::Journal(journal) => journal.create(new).await,
             Store::Postgres(pg) => pg.create(new).await,
         }
     }
@@ -95,7 +93,7 @@ impl Store {
     /// a local backend, whose inventory is the whole truth.
     pub fn may_catch_up(&self, id: PetId) -> bool {
         match self {
-            Store::Local(_) => false,
+            Store::Memory(_) | Store::Journal(_) => false,
             Store::Postgres(pg) => id.get() > pg.copy().len() as u64,
         }
     }
@@ -112,7 +110,9 @@ impl Store {
     /// Why pets cannot be stored now (for `/healthz`), or `None`.
     pub fn failure(&self) -> Option<String> {
         match self {
-            Store::Local(inventory) => inventory
+            Store::Memory(_) => None,
+            Store::Journal(journal) => journal
+                .inventory()
                 .storage_failure()
                 .map(|failure| failure.fault.to_string()),
             Store::Postgres(pg) => pg.failure(),
