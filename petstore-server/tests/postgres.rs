@@ -165,6 +165,25 @@ fn a_database_at_a_newer_schema_version_is_refused() {
 }
 
 #[test]
+fn an_unreachable_postgres_refuses_the_start_without_the_password() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("postgres://petstore:s3cret@127.0.0.1:{port}/shop?connect_timeout=1");
+    let failure = Server::builder().postgres(&url).expect_startup_failure();
+    assert!(
+        failure.stderr.contains(&format!(
+            "cannot connect to PostgreSQL at 127.0.0.1:{port}/shop"
+        )),
+        "{}",
+        failure.stderr
+    );
+    assert!(!failure.stderr.contains("s3cret"), "{}", failure.stderr);
+}
+
+#[test]
 fn postgres_and_data_cannot_be_combined() {
     for other in [&["--in-memory"][..], &["--data", "/nonexistent"][..]] {
         let mut builder = Server::builder().postgres("postgres://127.0.0.1:1/x");
