@@ -142,6 +142,39 @@ fn two_replicas_serve_one_inventory() {
 }
 
 #[test]
+fn the_table_holds_the_contracts_rules() {
+    let pg = Postgres::start();
+    let server = replica(&pg);
+    // 100 characters of two bytes each: valid for the core and the table.
+    let long = "é".repeat(100);
+    let pet = server.create_pet(&json!({"name": long, "categoryId": 9223372036854775807u64}));
+    assert_eq!(pet["id"], 1);
+    assert_eq!(
+        pg.psql("SELECT char_length(name), category_id, status FROM petstore_pets"),
+        "100|9223372036854775807|available"
+    );
+    // What the API refuses, the table refuses too; the same row with
+    // valid values goes in (so each refusal is the rule's).
+    let row = |name: &str, category: &str, status: &str| {
+        format!(
+            "INSERT INTO petstore_pets VALUES (2, {name}, {category}, {status}, \
+             '{{\"id\":2,\"name\":\"x\",\"categoryId\":1,\"status\":\"sold\"}}')"
+        )
+    };
+    let too_long = format!("'{}'", "é".repeat(101));
+    for (name, category, status) in [
+        (too_long.as_str(), "1", "'sold'"),
+        ("''", "1", "'sold'"),
+        ("'x'", "0", "'sold'"),
+        ("'x'", "1", "'lost'"),
+    ] {
+        let sql = row(name, category, status);
+        assert!(pg.try_psql(&sql).is_err(), "the table took {sql}");
+    }
+    pg.psql(&row("'x'", "1", "'sold'"));
+}
+
+#[test]
 fn a_database_at_a_newer_schema_version_is_refused() {
     let pg = Postgres::start();
     pg.psql(

@@ -773,3 +773,23 @@ impl Histogram {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stored_json_is_the_cores_encoding() {
+        for name in ["Rex", "a\"b\\c", "é€😀 x", " tab\u{2003}"] {
+            let new = NewPet::new(name, CategoryId::MAX)
+                .unwrap()
+                .with_status(PetStatus::Sold);
+            for id in [1, 42, PetId::MAX.get()] {
+                // What the insert stores: `{"id":`, the id, the tail.
+                let stored = format!("{{\"id\":{id}{}", json_tail(&new));
+                let pet = new.clone().into_pet(PetId::new(id).unwrap());
+                assert_eq!(stored.as_bytes(), &pet.to_json()[..], "{name} {id}");
+            }
+        }
+    }
+}

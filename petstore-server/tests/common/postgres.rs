@@ -217,6 +217,12 @@ impl Postgres {
 
     /// Runs `sql` with psql; returns its unaligned, tuples-only output.
     pub fn psql(&self, sql: &str) -> String {
+        self.try_psql(sql)
+            .unwrap_or_else(|e| panic!("psql {sql:?} failed: {e}"))
+    }
+
+    /// [`psql`](Self::psql), with PostgreSQL's error as `Err`.
+    pub fn try_psql(&self, sql: &str) -> Result<String, String> {
         let port = self.port.to_string();
         let out = Command::new(self.bin.join("psql"))
             .args([
@@ -236,8 +242,10 @@ impl Postgres {
             .stdin(Stdio::null())
             .output()
             .unwrap();
-        assert!(out.status.success(), "psql {sql:?} failed: {}", text(&out));
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        if !out.status.success() {
+            return Err(text(&out));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
     }
 
     /// The directory (data, log, socket).
