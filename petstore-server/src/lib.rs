@@ -8,7 +8,7 @@
 //! |---|---|
 //! | [`cli`] | flags and their environment variables |
 //! | [`server`] | accept loop, connection limits, body reading, graceful shutdown |
-//! | [`routes`] | [`routes::admit`] (the checks before the body), then [`routes::Admitted::finish`]: one response out |
+//! | [`routes`] | [`routes::admit`] (the checks before the body), then [`routes::Admitted::finish`]: one response out, or a [`routes::Waiting`] on the store |
 //! | [`auth`] | the `Authorization: Bearer` header |
 //! | [`buffers`] | reused buffers for list pages and per-response header values |
 //! | [`connection`] | one client connection: its address, the key it presented last |

@@ -76,12 +76,13 @@ impl AppState {
         clock: Arc<dyn Clock>,
         options: Options,
     ) -> Self {
+        let store = Store::local(inventory.clone());
         AppState {
             successor_link: crate::headers::successor_link(&options.base_url),
             metrics: options
                 .metrics
-                .then(|| Arc::new(Metrics::new(inventory.clone()))),
-            store: Store::local(inventory.clone()),
+                .then(|| Arc::new(Metrics::for_store(store.clone()))),
+            store,
             inventory,
             clock,
             options,
