@@ -423,11 +423,12 @@ impl Postgres {
                 Ok(base) if base >= 0 => Ok(base as u64),
                 _ => Err("the insert returned no valid first id".into()),
             },
-            // The insert failed: PostgreSQL turned the COMMIT into a
+            // PostgreSQL refused the insert: it turned the COMMIT into a
             // rollback, nothing was stored.
-            Ok((Ok(()), Err(e), _)) => Err(discard(client, &e)),
-            // BEGIN or COMMIT failed: the outcome is unknown.
-            Ok((Err(e), _, _)) | Ok((_, _, Err(e))) => Err(format!(
+            Ok((Ok(()), Err(e), _)) if e.as_db_error().is_some() => Err(discard(client, &e)),
+            // The connection broke, or BEGIN or COMMIT failed: the
+            // outcome is unknown.
+            Ok((Err(e), _, _)) | Ok((_, Err(e), _)) | Ok((_, _, Err(e))) => Err(format!(
                 "a commit's outcome is unknown (answered 503, not retried): {}",
                 discard(client, &e)
             )),
