@@ -36,7 +36,8 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use crate::recorder::Recorder;
-use crate::store::postgres::{self, Histogram, Op};
+use crate::store::postgres;
+use crate::store::stats::{self, Histogram, Op};
 use crate::store::Store;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -254,7 +255,7 @@ fn encode_postgres(
     )?;
     behind.encode(metric)?;
     let stats = pg.stats();
-    let seconds: Vec<f64> = postgres::SECONDS_BUCKETS
+    let seconds: Vec<f64> = stats::SECONDS_BUCKETS
         .iter()
         .copied()
         .chain([f64::MAX])
@@ -280,7 +281,7 @@ fn encode_postgres(
             None,
         )?;
     }
-    let sizes: Vec<f64> = postgres::BATCH_BUCKETS
+    let sizes: Vec<f64> = stats::BATCH_BUCKETS
         .iter()
         .copied()
         .chain([f64::MAX])

@@ -15,10 +15,15 @@
 //! the store whether they must ([`Store::create_now`],
 //! [`Store::may_catch_up`]) and awaits [`Store::create`] or
 //! [`Store::catch_up`] only then. It never knows which backend answers.
+//!
+//! The PostgreSQL backend's pieces: [`postgres`] (committer, read copy,
+//! failures), `schema` (creation and migration), [`stats`] (its counters
+//! for `/metrics`).
 
 pub mod journal;
 pub mod postgres;
 mod schema;
+pub mod stats;
 
 use std::sync::Arc;
 
