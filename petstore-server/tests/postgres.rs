@@ -279,6 +279,15 @@ fn postgres_down_means_creates_503_reads_go_on_and_it_recovers() {
             health.text()
         );
 
+        let metrics = server.get("/metrics", None).text();
+        for want in ["petstore_postgres_up 0", "petstore_storage_writable 0"] {
+            assert!(metrics.contains(want), "{stop}: {want} in:\n{metrics}");
+        }
+        assert!(
+            !metrics.contains("petstore_postgres_errors_total{op=\"commit\"} 0"),
+            "{stop}: the failed commit is counted:\n{metrics}"
+        );
+
         pg.start_again();
         // The server notices without a restart.
         assert!(
