@@ -55,15 +55,17 @@ fn two_replicas_serve_one_inventory() {
     let pg = Postgres::start();
     let replicas = [replica(&pg), replica(&pg)];
     let acknowledged = Mutex::new(BTreeMap::new());
-    // 8 creators per replica; every 201 reads back byte-identical from the
-    // other replica at once.
+    // 16 creators, each alternating between the replicas (8 on each at any
+    // time); every 201 reads back byte-identical from the other replica at
+    // once.
     thread::scope(|s| {
-        for (r, here) in replicas.iter().enumerate() {
-            let other = &replicas[1 - r];
+        for r in 0..2 {
             for t in 0..8 {
-                let acknowledged = &acknowledged;
+                let (acknowledged, replicas) = (&acknowledged, &replicas);
                 s.spawn(move || {
                     for i in 0..12 {
+                        // Each client alternates between the replicas.
+                        let (here, other) = (&replicas[(r + i) % 2], &replicas[(r + i + 1) % 2]);
                         let (status, body) = create(here, &format!("r{r} t{t} #{i}"));
                         assert_eq!(status, 201, "{}", String::from_utf8_lossy(&body));
                         let pet: Value = serde_json::from_slice(&body).unwrap();
