@@ -180,6 +180,25 @@ pub enum OpenError {
     },
 }
 
+/// Why [`Inventory::apply`](crate::Inventory::apply) refused pets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ApplyError {
+    /// The pets do not follow on from the inventory's last id: the next id
+    /// it can take is `expected`, and `found` came (a gap, or pets out of
+    /// order). Nothing was applied.
+    #[error("pet ids must follow on: expected id {expected}, found {found}")]
+    Gap {
+        /// The next id the inventory can take.
+        expected: u64,
+        /// The id that came instead.
+        found: u64,
+    },
+    /// The inventory is durable: its pets come from its journal alone, and
+    /// pets applied only in memory would be lost at the next start.
+    #[error("pets can be applied only to an in-memory inventory")]
+    Durable,
+}
+
 /// A page size outside 1 to 100.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("limit must be an integer from 1 to 100")]

@@ -31,7 +31,7 @@ use std::path::Path;
 
 use parking_lot::RwLock;
 
-use crate::error::{CreateError, OpenError, StorageFailure};
+use crate::error::{ApplyError, CreateError, OpenError, StorageFailure};
 use crate::journal::{Journal, JournalOptions, JournalStats, Recovery};
 use crate::pet::{CategoryId, NewPet, Pet, PetId, PetStatus};
 use crate::query::{JsonPage, Limit, ListQuery, Page};
@@ -163,6 +163,99 @@ impl Inventory {
         let pet = new.into_pet(id);
         records.push(&pet);
         Ok(pet)
+    }
+
+    /// Stores several new pets under the next ids, in their order, and
+    /// returns them: [`create`](Self::create) for a caller that batches
+    /// creates itself. A durable inventory writes them in one group commit
+    /// and this call blocks once, for one fsync, however many pets it
+    /// holds (a server's committer then holds one thread per batch, not
+    /// one per waiting create). All or nothing: on an error no pet is
+    /// stored (or acknowledged).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use petstore_core::{CategoryId, Inventory, NewPet};
+    /// let inventory = Inventory::in_memory();
+    /// let new = |name| NewPet::new(name, CategoryId::MIN).unwrap();
+    /// let pets = inventory.create_many(vec![new("Rex"), new("Tom")]).unwrap();
+    /// assert_eq!(pets.iter().map(|p| p.id().get()).collect::<Vec<_>>(), [1, 2]);
+    /// assert_eq!(inventory.len(), 2);
+    /// ```
+    pub fn create_many(&self, news: Vec<NewPet>) -> Result<Vec<Pet>, CreateError> {
+        if let Some(journal) = &self.journal {
+            return journal.append_many(news, &|batch: &[Pet]| {
+                let mut records = self.records.write();
+                for pet in batch {
+                    records.push(pet);
+                }
+            });
+        }
+        let mut records = self.records.write();
+        let first = records.ends.len() as u64 + 1;
+        let last = first.saturating_add(news.len() as u64).saturating_sub(1);
+        if !news.is_empty() && PetId::new(last).is_none() {
+            return Err(CreateError::IdsExhausted);
+        }
+        let pets: Vec<Pet> = news
+            .into_iter()
+            .zip(first..)
+            .map(|(new, id)| new.into_pet(PetId::new(id).unwrap_or(PetId::MAX)))
+            .collect();
+        for pet in &pets {
+            records.push(pet);
+        }
+        Ok(pets)
+    }
+
+    /// Adds pets whose ids were given elsewhere (a database's counter):
+    /// how an in-memory inventory is kept as a read copy of another store.
+    /// `pets` must be in ascending id order and follow on from what the
+    /// inventory holds without a gap; pets it already holds (an id at or
+    /// below [`len`](Self::len)) are skipped, so two callers that fetched
+    /// overlapping ranges may both apply them. Returns how many pets were
+    /// added. All or nothing: on a gap nothing is added. One write lock
+    /// for the whole slice.
+    ///
+    /// A durable inventory refuses ([`ApplyError::Durable`]): its pets
+    /// come from its journal alone.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use petstore_core::{ApplyError, CategoryId, Inventory, NewPet, PetId};
+    /// let pet = |id| NewPet::new("Rex", CategoryId::MIN).unwrap().into_pet(PetId::new(id).unwrap());
+    /// let copy = Inventory::in_memory();
+    /// assert_eq!(copy.apply(&[pet(1), pet(2)]), Ok(2));
+    /// // Overlapping ranges are fine: pet 2 is already there.
+    /// assert_eq!(copy.apply(&[pet(2), pet(3)]), Ok(1));
+    /// assert_eq!(copy.apply(&[pet(5)]), Err(ApplyError::Gap { expected: 4, found: 5 }));
+    /// assert_eq!(copy.len(), 3);
+    /// ```
+    pub fn apply(&self, pets: &[Pet]) -> Result<usize, ApplyError> {
+        if self.journal.is_some() {
+            return Err(ApplyError::Durable);
+        }
+        let mut records = self.records.write();
+        let held = records.ends.len() as u64;
+        let fresh = pets
+            .iter()
+            .position(|pet| pet.id().get() > held)
+            .map_or(&[][..], |at| &pets[at..]);
+        for (i, pet) in fresh.iter().enumerate() {
+            let expected = held + 1 + i as u64;
+            if pet.id().get() != expected {
+                return Err(ApplyError::Gap {
+                    expected,
+                    found: pet.id().get(),
+                });
+            }
+        }
+        for pet in fresh {
+            records.push(pet);
+        }
+        Ok(fresh.len())
     }
 
     /// The pet with this id, if there is one.
@@ -630,6 +723,34 @@ mod tests {
             CategoryId::new(category)?,
             status,
         ))
+    }
+
+    #[test]
+    fn an_applied_copy_answers_like_the_original() {
+        let original = Inventory::in_memory();
+        let mut pets = Vec::new();
+        for (i, status) in PetStatus::ALL.iter().cycle().take(10).enumerate() {
+            let name = format!("pet {i}");
+            let new = NewPet::new(name, CategoryId::MIN).map(|n| n.with_status(*status));
+            let created = new.ok().and_then(|n| original.create(n).ok());
+            pets.extend(created);
+        }
+        let copy = Inventory::in_memory();
+        assert_eq!(copy.apply(&pets[..4]), Ok(4));
+        assert_eq!(
+            copy.apply(&pets[7..]),
+            Err(ApplyError::Gap {
+                expected: 5,
+                found: 8
+            })
+        );
+        assert_eq!(copy.apply(&pets[2..]), Ok(6));
+        for status in [None, Some(PetStatus::Sold)] {
+            let mut query = ListQuery::new();
+            query.status = status;
+            assert_eq!(copy.list_json(&query).body, original.list_json(&query).body);
+        }
+        assert_eq!(copy.get(PetId::MIN), original.get(PetId::MIN));
     }
 
     #[test]

@@ -438,18 +438,64 @@ impl Journal {
         let pet = new.into_pet(id);
         encode_line(&pet, &mut state.pending);
         state.pending_pets.push(pet.clone());
+        self.wait_durable(&mut state, id.get(), publish)?;
+        Ok(pet)
+    }
 
+    /// [`append`](Self::append) for several pets at once, given
+    /// consecutive ids in their order: one wait for all of them (a caller
+    /// that batches creates itself holds one thread per batch, not per
+    /// pet). All or nothing: on an error no pet is acknowledged.
+    pub(crate) fn append_many(
+        &self,
+        news: Vec<NewPet>,
+        publish: &dyn Fn(&[Pet]),
+    ) -> Result<Vec<Pet>, CreateError> {
+        let mut state = self.state.lock();
+        if let Some(failed) = &state.failed {
+            return Err(CreateError::Storage(failed.clone()));
+        }
+        let Some(last) = (news.len() as u64).checked_sub(1) else {
+            return Ok(Vec::new());
+        };
+        let first = state.next_id;
+        let last = first
+            .checked_add(last)
+            .and_then(PetId::new)
+            .ok_or(CreateError::IdsExhausted)?;
+        state.next_id = last.get() + 1;
+        let pets: Vec<Pet> = news
+            .into_iter()
+            .zip(first..)
+            .map(|(new, id)| new.into_pet(PetId::new(id).unwrap_or(last)))
+            .collect();
+        for pet in &pets {
+            encode_line(pet, &mut state.pending);
+            state.pending_pets.push(pet.clone());
+        }
+        self.wait_durable(&mut state, last.get(), publish)?;
+        Ok(pets)
+    }
+
+    /// Waits until every id up to `id` is durable and published, leading
+    /// a group commit when none is under way.
+    fn wait_durable(
+        &self,
+        state: &mut MutexGuard<'_, CommitState>,
+        id: u64,
+        publish: &dyn Fn(&[Pet]),
+    ) -> Result<(), CreateError> {
         loop {
-            if state.durable >= id.get() {
-                return Ok(pet);
+            if state.durable >= id {
+                return Ok(());
             }
             if let Some(failed) = &state.failed {
                 return Err(CreateError::Storage(failed.clone()));
             }
             if state.flushing {
-                self.flushed.wait(&mut state);
+                self.flushed.wait(state);
             } else {
-                self.lead(&mut state, publish);
+                self.lead(state, publish);
             }
         }
     }

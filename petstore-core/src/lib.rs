@@ -14,7 +14,7 @@
 //! | `pet` | [`Pet`], [`NewPet`], [`PetStatus`], [`PetId`], [`CategoryId`], name rules |
 //! | `body` | the `createPet` JSON body parser behind [`NewPet::from_json`] |
 //! | `query` | [`ListQuery`], [`Limit`], [`Page`], [`JsonPage`] |
-//! | `inventory` | [`Inventory`]: storage, `get`/`list`/`create` |
+//! | `inventory` | [`Inventory`]: storage, `get`/`list`/`create`, `apply` for a copy of another store |
 //! | `journal` | the append-only journal of a durable inventory: group commit, recovery |
 //! | `repair` | [`check_journal`], [`repair_journal`]: the way out of a damaged journal |
 //! | `clock` | [`Clock`], [`SystemClock`], [`FakeClock`], [`Timestamp`] |
@@ -65,8 +65,8 @@ pub use anonymous::{client_key, AnonymousLimiter, AnonymousState};
 pub use clock::{Clock, FakeClock, SystemClock, Timestamp};
 pub use decision::{Decision, Outcome, WindowState};
 pub use error::{
-    CreateError, IdError, LimitError, NameError, OpenError, PetError, QuotaError, StorageFailure,
-    StorageFault,
+    ApplyError, CreateError, IdError, LimitError, NameError, OpenError, PetError, QuotaError,
+    StorageFailure, StorageFault,
 };
 pub use inventory::Inventory;
 pub use journal::{

@@ -392,7 +392,21 @@ impl NewPet {
         self.status
     }
 
-    pub(crate) fn into_pet(self, id: PetId) -> Pet {
+    /// The pet under the id `id`. An inventory gives ids itself
+    /// ([`Inventory::create`](crate::Inventory::create)); this is for a
+    /// store that gives them elsewhere (a database's counter), whose pets
+    /// then enter an in-memory copy with
+    /// [`Inventory::apply`](crate::Inventory::apply).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use petstore_core::{CategoryId, NewPet, PetId};
+    /// let pet = NewPet::new("Rex", CategoryId::MIN).unwrap().into_pet(PetId::new(7).unwrap());
+    /// assert_eq!(pet.id().get(), 7);
+    /// assert_eq!(pet.name(), "Rex");
+    /// ```
+    pub fn into_pet(self, id: PetId) -> Pet {
         Pet {
             id,
             name: self.name,

@@ -65,6 +65,32 @@ fn reopen_replays_every_pet_and_ids_continue() {
 }
 
 #[test]
+fn batches_and_single_creates_share_one_id_sequence_and_survive_reopen() {
+    let dir = scratch("batches");
+    let created = {
+        let inventory = Inventory::open(&dir, JournalOptions::default()).unwrap();
+        let mut created = vec![inventory.create(new_pet(0)).unwrap()];
+        created.extend(
+            inventory
+                .create_many((1..6).map(new_pet).collect())
+                .unwrap(),
+        );
+        assert!(inventory.create_many(Vec::new()).unwrap().is_empty());
+        created.push(inventory.create(new_pet(6)).unwrap());
+        assert_eq!(
+            created.iter().map(|p| p.id().get()).collect::<Vec<_>>(),
+            (1..=7).collect::<Vec<_>>()
+        );
+        // Readable as soon as the call returns.
+        assert_eq!(all(&inventory), created);
+        created
+    };
+    let reopened = Inventory::open(&dir, JournalOptions::default()).unwrap();
+    assert_eq!(all(&reopened), created);
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn a_torn_tail_is_cut_at_every_offset_after_keeping_a_copy() {
     let dir = scratch("torn");
     let created = fill(&dir, 5);

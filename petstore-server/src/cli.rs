@@ -103,6 +103,15 @@ pub struct Cli {
     #[arg(long, env = "PETSTORE_IN_MEMORY")]
     pub in_memory: bool,
 
+    /// Keep the inventory in PostgreSQL (a URL such as
+    /// `postgres://user:password@host/db`, or a `key=value` connection
+    /// string): any number of replicas on one database serve one
+    /// inventory. Each keeps a read copy in memory. Cannot be combined
+    /// with --data or --in-memory.
+    #[arg(long, env = "PETSTORE_POSTGRES", value_name = "URL",
+          conflicts_with_all = ["data", "in_memory"])]
+    pub postgres: Option<String>,
+
     /// When created pets reach the disk. `always`: fsync before the 201,
     /// a pet survives a crash of the process or the machine. `never`: the
     /// OS flushes when it likes, so pets created in the last seconds can be
@@ -223,6 +232,13 @@ mod tests {
         assert_eq!(never.fsync, FsyncPolicy::Never);
         assert!(Cli::try_parse_from(["petstore-server", "--fsync", "sometimes"]).is_err());
         assert!(Cli::try_parse_from(["petstore-server", "--in-memory", "--data", "x"]).is_err());
+        let pg = Cli::try_parse_from(["petstore-server", "--postgres", "postgres://h/db"]).unwrap();
+        assert_eq!(pg.postgres.as_deref(), Some("postgres://h/db"));
+        for other in [&["--data", "x"][..], &["--in-memory"][..]] {
+            let args = ["petstore-server", "--postgres", "postgres://h/db"];
+            let refused = Cli::try_parse_from(args.iter().chain(other)).unwrap_err();
+            assert_eq!(refused.kind(), clap::error::ErrorKind::ArgumentConflict);
+        }
         let gen =
             Cli::try_parse_from(["petstore-server", "keygen", "--plan", "pro", "--name", "x"])
                 .unwrap();

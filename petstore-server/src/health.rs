@@ -4,12 +4,13 @@
 //! failed, or was deleted or replaced), so that the instance is taken out
 //! while reads still work for whoever is connected. The reason says what
 //! kind of failure it is, never a path or an error number (those are in
-//! the log).
+//! the log). With PostgreSQL, 503 while it cannot be reached.
 
 use hyper::body::Bytes;
 use hyper::StatusCode;
-use petstore_core::Inventory;
 use serde::Serialize;
+
+use crate::store::Store;
 
 #[derive(Serialize)]
 struct Degraded {
@@ -17,16 +18,16 @@ struct Degraded {
     reason: String,
 }
 
-/// The status and JSON body of `/healthz` for `inventory`. Costs one
-/// `stat` of the journal (to notice a deleted journal before any create
-/// does), which only health checks pay.
-pub fn check(inventory: &Inventory) -> (StatusCode, Bytes) {
-    match inventory.storage_failure() {
+/// The status and JSON body of `/healthz` for `store`. Costs one `stat`
+/// of the journal (to notice a deleted journal before any create does),
+/// which only health checks pay.
+pub fn check(store: &Store) -> (StatusCode, Bytes) {
+    match store.failure() {
         None => (StatusCode::OK, Bytes::from_static(b"{\"status\":\"ok\"}")),
         Some(failure) => {
             let body = Degraded {
                 status: "degraded",
-                reason: format!("pets cannot be stored: {}", failure.fault),
+                reason: format!("pets cannot be stored: {failure}"),
             };
             // Two plain string fields into a Vec cannot fail.
             let bytes = serde_json::to_vec(&body).unwrap_or_default();
@@ -41,7 +42,8 @@ mod tests {
 
     #[test]
     fn an_in_memory_inventory_is_healthy() {
-        let (status, body) = check(&Inventory::in_memory());
+        let store = Store::Memory(std::sync::Arc::new(petstore_core::Inventory::in_memory()));
+        let (status, body) = check(&store);
         assert_eq!(status, StatusCode::OK);
         assert_eq!(&body[..], b"{\"status\":\"ok\"}");
     }

@@ -8,7 +8,7 @@
 //! |---|---|
 //! | [`cli`] | flags and their environment variables |
 //! | [`server`] | accept loop, connection limits, body reading, graceful shutdown |
-//! | [`routes`] | [`routes::admit`] (the checks before the body), then [`routes::Admitted::finish`]: one response out |
+//! | [`routes`] | [`routes::admit`] (the checks before the body), then [`routes::Admitted::finish`]: one response out, or a [`routes::Waiting`] on the store |
 //! | [`auth`] | the `Authorization: Bearer` header |
 //! | [`buffers`] | reused buffers for list pages and per-response header values |
 //! | [`connection`] | one client connection: its address, the key it presented last |
@@ -24,6 +24,7 @@
 //! | [`cors`] | CORS preflight and response headers |
 //! | [`error`] | [`error::ApiError`]: every error's status, code and body |
 //! | [`state`] | [`state::AppState`], shared by all requests |
+//! | [`store`] | where pets live: the seam and its backends (in memory, journal, PostgreSQL) |
 //! | [`keygen`] | `petstore-server keygen` |
 //! | [`journal_cmd`] | `petstore-server journal check` and `journal repair` |
 //! | [`health`] | `GET /healthz`: ok, or degraded with a reason |
@@ -58,4 +59,5 @@ pub mod recorder;
 pub mod routes;
 pub mod server;
 pub mod state;
+pub mod store;
 pub mod write_timeout;

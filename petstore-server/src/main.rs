@@ -16,6 +16,7 @@ use petstore_server::limits::state_file;
 use petstore_server::per_address::PerAddress;
 use petstore_server::server::{self, Limits};
 use petstore_server::state::{AppState, Options};
+use petstore_server::store::{Postgres, Store};
 use petstore_server::{journal_cmd, keygen, log_error, log_info};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
@@ -101,7 +102,15 @@ async fn serve(cli: Cli) -> Result<(), String> {
         shutdown_grace: Duration::from_secs(10),
         proxy_protocol: cli.proxy_protocol,
     };
-    let inventory = if cli.in_memory {
+    let postgres = match &cli.postgres {
+        Some(url) => Some(Postgres::open(url).await.map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let inventory = if postgres.is_some() {
+        // Only fills the slot: with PostgreSQL the state's inventory is
+        // the store's read copy (`with_store` below).
+        Inventory::in_memory()
+    } else if cli.in_memory {
         log_info!("inventory: in memory (pets are lost when the server stops)");
         Inventory::in_memory()
     } else {
@@ -141,17 +150,21 @@ async fn serve(cli: Cli) -> Result<(), String> {
     let inventory = Arc::new(inventory);
     let clock = Arc::new(SystemClock::new());
     // Limiter state outlives the process, in the data directory.
-    let limits_file = (!cli.in_memory).then(|| cli.data.join(state_file::FILE_NAME));
+    let limits_file =
+        (!cli.in_memory && postgres.is_none()).then(|| cli.data.join(state_file::FILE_NAME));
     let restored =
         (limits_file.as_deref()).and_then(|p| state_file::restore(p, &keys, clock.now()));
-    let state = AppState::new(inventory, keys, cli.keys.clone(), clock, options);
-    let state = Arc::new(match &cli.redis {
-        Some(url) => {
-            log_info!("rate limits: shared with the other replicas in Redis (--redis)");
-            state.with_redis(RedisLimits::new(url)?)
-        }
-        None => state,
-    });
+    let mut state = AppState::new(inventory, keys, cli.keys.clone(), clock, options);
+    if let Some(pg) = postgres {
+        state = state.with_store(Store::Postgres(pg));
+    }
+    // After the store: `with_store` makes the metrics anew, and
+    // `with_redis` registers its own in them.
+    if let Some(url) = &cli.redis {
+        log_info!("rate limits: shared with the other replicas in Redis (--redis)");
+        state = state.with_redis(RedisLimits::new(url)?);
+    }
+    let state = Arc::new(state);
     let limits_writer = match limits_file {
         Some(path) => Some(
             state_file::Writer::spawn(state.clone(), path, restored)

@@ -13,6 +13,12 @@
 //! | `petstore_connections_refused` | counter (over `--max-connections-per-address`) | |
 //! | `petstore_redis_fallbacks` | counter (`--redis`: requests decided in process because Redis failed or the breaker was open) | |
 //! | `petstore_redis_duration_seconds` | histogram (`--redis`: the script's round trip) | |
+//! | `petstore_postgres_up` | gauge: 1 while PostgreSQL answers (`--postgres`) | |
+//! | `petstore_postgres_commit_duration_seconds` | histogram: one batch's transaction, connection included | |
+//! | `petstore_postgres_tail_duration_seconds` | histogram: one query of new pets for the read copy | |
+//! | `petstore_postgres_batch_size` | histogram (creates per transaction) | |
+//! | `petstore_postgres_copy_behind` | gauge: committed pets the read copy does not hold yet, as far as known | |
+//! | `petstore_postgres_errors` | counter | `op` (`commit`, `tail`, `queue_full`) |
 //!
 //! The first three are counted by a [`Recorder`] (per-thread shards of
 //! plain atomics, cheap on the hot path) and summed at scrape time; the
@@ -33,6 +39,9 @@ use prometheus_client::registry::Registry;
 
 use crate::limits::redis::{Stats as RedisStats, LATENCY_BOUNDS};
 use crate::recorder::Recorder;
+use crate::store::postgres;
+use crate::store::stats::{self, Histogram, Op};
+use crate::store::Store;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
@@ -63,6 +72,11 @@ pub struct Metrics {
 impl Metrics {
     /// Metrics of a server over `inventory`.
     pub fn new(inventory: Arc<Inventory>) -> Self {
+        Self::for_store(Store::local(inventory))
+    }
+
+    /// Metrics of a server over `store`.
+    pub fn for_store(store: Store) -> Self {
         let mut registry = Registry::with_prefix("petstore");
         let recorder = Arc::new(Recorder::default());
         registry.register_collector(Box::new(RequestCollector {
@@ -74,7 +88,7 @@ impl Metrics {
             "Client addresses the limiter of requests without a valid key remembers (bounded)",
             anonymous_clients.clone(),
         );
-        registry.register_collector(Box::new(InventoryCollector { inventory }));
+        registry.register_collector(Box::new(InventoryCollector { store }));
         registry.register_collector(Box::new(RefusedConnections));
         let redis = Arc::new(OnceLock::new());
         registry.register_collector(Box::new(RedisCollector(redis.clone())));
@@ -174,16 +188,17 @@ impl Collector for RequestCollector {
 /// Reads the pet count and the journal's histograms at scrape time.
 #[derive(Debug)]
 struct InventoryCollector {
-    inventory: Arc<Inventory>,
+    store: Store,
 }
 
 impl Collector for InventoryCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let pets = ConstGauge::new(self.inventory.len() as i64);
+        let inventory = self.store.inventory();
+        let pets = ConstGauge::new(inventory.len() as i64);
         let metric =
             encoder.encode_descriptor("pets", "Pets in the inventory", None, pets.metric_type())?;
         pets.encode(metric)?;
-        let writable = ConstGauge::new(i64::from(self.inventory.storage_failure().is_none()));
+        let writable = ConstGauge::new(i64::from(self.store.failure().is_none()));
         let metric = encoder.encode_descriptor(
             "storage_writable",
             "1 while pets can be stored, 0 once the journal failed or was deleted (see /healthz and the log)",
@@ -192,7 +207,10 @@ impl Collector for InventoryCollector {
         )?;
         writable.encode(metric)?;
 
-        let Some(stats) = self.inventory.journal_stats() else {
+        if let Store::Postgres(pg) = &self.store {
+            return encode_postgres(pg, &mut encoder);
+        }
+        let Some(stats) = inventory.journal_stats() else {
             return Ok(());
         };
         let fsync_bounds: Vec<f64> = FSYNC_BUCKETS.iter().copied().chain([f64::MAX]).collect();
@@ -226,6 +244,92 @@ impl Collector for InventoryCollector {
             None,
         )
     }
+}
+
+/// The PostgreSQL store's metrics, read at scrape time.
+fn encode_postgres(
+    pg: &postgres::Postgres,
+    encoder: &mut DescriptorEncoder,
+) -> Result<(), std::fmt::Error> {
+    let up = ConstGauge::new(i64::from(pg.is_up()));
+    let metric = encoder.encode_descriptor(
+        "postgres_up",
+        "1 while PostgreSQL answers, 0 while it fails (creates answer 503)",
+        None,
+        up.metric_type(),
+    )?;
+    up.encode(metric)?;
+    let behind = ConstGauge::new(i64::try_from(pg.behind()).unwrap_or(i64::MAX));
+    let metric = encoder.encode_descriptor(
+        "postgres_copy_behind",
+        "Committed pets the read copy does not hold yet, as far as this replica knows",
+        None,
+        behind.metric_type(),
+    )?;
+    behind.encode(metric)?;
+    let stats = pg.stats();
+    let seconds: Vec<f64> = stats::SECONDS_BUCKETS
+        .iter()
+        .copied()
+        .chain([f64::MAX])
+        .collect();
+    for (name, help, histogram) in [
+        (
+            "postgres_commit_duration_seconds",
+            "Time of each batch of creates: a connection, one transaction",
+            &stats.commit,
+        ),
+        (
+            "postgres_tail_duration_seconds",
+            "Time of each query of new pets for the read copy",
+            &stats.tail,
+        ),
+    ] {
+        let (micros, count, counts) = histogram.read();
+        let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Histogram)?;
+        metric.encode_histogram::<NoLabelSet>(
+            micros as f64 / 1e6,
+            count,
+            &buckets(&seconds, &counts),
+            None,
+        )?;
+    }
+    let sizes: Vec<f64> = stats::BATCH_BUCKETS
+        .iter()
+        .copied()
+        .chain([f64::MAX])
+        .collect();
+    let batch: &Histogram = &stats.batch;
+    let (creates, count, counts) = batch.read();
+    let mut metric = encoder.encode_descriptor(
+        "postgres_batch_size",
+        "Creates written per PostgreSQL transaction",
+        None,
+        MetricType::Histogram,
+    )?;
+    metric.encode_histogram::<NoLabelSet>(
+        creates as f64,
+        count,
+        &buckets(&sizes, &counts),
+        None,
+    )?;
+    let mut metric = encoder.encode_descriptor(
+        "postgres_errors",
+        "Failed PostgreSQL operations, by operation",
+        None,
+        MetricType::Counter,
+    )?;
+    for op in Op::ALL {
+        metric
+            .encode_family(&OpLabel { op: op.label() })?
+            .encode_counter::<NoLabelSet, _, u64>(&stats.errors(op), None)?;
+    }
+    Ok(())
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OpLabel {
+    op: &'static str,
 }
 
 /// Per-bucket counts as the `(upper bound, count)` pairs the encoder

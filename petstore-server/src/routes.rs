@@ -6,6 +6,10 @@
 //! rate limit is decided in Redis: [`admit`] then answers
 //! [`Admission::Charge`], `server.rs` awaits the decision and hands it to
 //! [`admit_decided`] (`limits/mod.rs`, "How a request meets the seam").
+//! The other await is the store's ([`Waiting::finish`]): a create the
+//! store cannot answer at once, or a get of an id its read copy may not
+//! hold yet; which backend answers is the store's business (`store/`),
+//! not this file's.
 //!
 //! Order of checks for the operations (README, "Routing and order of
 //! checks"): route, method, key, rate limit, query, path, body; of the
@@ -21,7 +25,7 @@ use hyper::header::{
 };
 use hyper::http::request::Parts;
 use hyper::{Method, Response, StatusCode, Version};
-use petstore_core::{quote, Decision, ListQuery, NewPet, Outcome, PetError, PetId};
+use petstore_core::{quote, Decision, ListQuery, NewPet, Outcome, Pet, PetError, PetId};
 
 use crate::auth::{authorization, Authorization};
 use crate::connection::Connection;
@@ -29,6 +33,7 @@ use crate::error::{ApiError, HttpResponse};
 use crate::headers::{Extra, QuotaHeaders};
 use crate::limits::redis::{Charge, RedisLimits};
 use crate::state::AppState;
+use crate::store::CreateFailed;
 use crate::{buffers, cors, headers, health, query};
 
 /// The OpenAPI document, embedded so the binary serves exactly the file in
@@ -155,9 +160,14 @@ enum Operation<'a> {
 
 /// Answers one request on `connection` whose body has been read: [`admit`],
 /// then [`Admitted::finish`]. Also returns what the access log and
-/// metrics record of it. Synchronous: with Redis, the rate limit is
-/// decided by this process's own limiter (the fallback), as it cannot
-/// wait for Redis.
+/// metrics record of it.
+///
+/// Synchronous: with Redis, the rate limit is decided by this process's
+/// own limiter (the fallback), as it cannot wait for Redis. A request
+/// that must wait for the store ([`Finished::Waiting`]) is awaited on a
+/// runtime of its own, so call this outside any runtime (it is for tests
+/// and embedders; the server awaits instead). With the in-memory store
+/// nothing waits.
 pub fn respond(connection: &Connection, head: &Parts, body: BodyRead) -> (HttpResponse, Served) {
     let empty = matches!(&body, BodyRead::Complete(bytes) if bytes.is_empty());
     let mut admission = admit(connection, head, empty);
@@ -167,7 +177,16 @@ pub fn respond(connection: &Connection, head: &Parts, body: BodyRead) -> (HttpRe
     }
     match admission {
         Admission::Answered(response, served) => (response, served),
-        Admission::Admitted(admitted) => admitted.finish(connection, head, body),
+        Admission::Admitted(admitted) => match admitted.finish(connection, head, body) {
+            Finished::Answered(response, served) => (response, served),
+            Finished::Waiting(waiting) => match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime.block_on(waiting.finish(connection, head)),
+                Err(_) => (ApiError::Internal.to_response(), Served::default()),
+            },
+        },
         Admission::Charge(_) => (ApiError::Internal.to_response(), Served::default()),
     }
 }
@@ -288,7 +307,7 @@ fn admit_with(
     let get = head.method == Method::GET || head.method == Method::HEAD;
     let response = match (&head.method, route) {
         (_, Route::Health) if get => {
-            let (status, body) = health::check(&state.inventory);
+            let (status, body) = health::check(&state.store);
             json(status, body)
         }
         (_, Route::OpenApi) if get => json(StatusCode::OK, state.openapi().clone()),
@@ -516,31 +535,93 @@ pub fn declared_length(headers: &HeaderMap) -> Option<u64> {
         .and_then(|v| v.parse::<u64>().ok())
 }
 
-impl Admitted {
-    /// Whether this is a create (whose answer waits for the journal).
-    pub fn is_create(&self) -> bool {
-        matches!(self.op, Checked::CreatePet)
-    }
+/// What [`Admitted::finish`] made of a request: its answer, or the store
+/// work it must wait for first.
+#[derive(Debug)]
+pub enum Finished {
+    /// Answered without waiting: every read of a pet the inventory holds,
+    /// every refusal, and a create in memory.
+    Answered(HttpResponse, Served),
+    /// A create the store answers later (a journal's fsync, a PostgreSQL
+    /// commit), or a get of an id the store's read copy may not hold yet:
+    /// [`Waiting::finish`] awaits it and answers.
+    Waiting(Waiting),
+}
 
+/// An admitted request waiting for the store. Holds no thread: the server
+/// awaits [`finish`](Self::finish).
+#[derive(Debug)]
+pub struct Waiting {
+    admitted: Admitted,
+    work: Work,
+}
+
+#[derive(Debug)]
+enum Work {
+    Create(NewPet),
+    CatchUp(PetId),
+}
+
+impl Waiting {
+    /// Awaits the store, then answers as [`Admitted::finish`] would have.
+    pub async fn finish(self, connection: &Connection, head: &Parts) -> (HttpResponse, Served) {
+        let state = &*connection.state;
+        let result = match self.work {
+            Work::Create(new) => created(state, state.store.create(new).await),
+            Work::CatchUp(id) => {
+                state.store.catch_up(id).await;
+                get_pet(state, id)
+            }
+        };
+        self.admitted.answer(state, head, result)
+    }
+}
+
+impl Admitted {
     /// Answers the admitted request with `body`, what the server read of
-    /// its body.
-    pub fn finish(
-        self,
-        connection: &Connection,
-        head: &Parts,
-        body: BodyRead,
-    ) -> (HttpResponse, Served) {
+    /// its body, or says what it must wait for.
+    pub fn finish(self, connection: &Connection, head: &Parts, body: BodyRead) -> Finished {
         let state = &*connection.state;
         let result = match self.op {
             Checked::ListPets(list) => no_body(&body).map(|()| list_pets(state, &list)),
-            Checked::CreatePet => create_pet(state, body),
-            Checked::GetPet(id) => no_body(&body).and_then(|()| get_pet(state, id)),
+            Checked::CreatePet => match new_pet(body) {
+                Err(error) => Err(error),
+                Ok(new) => match state.store.create_now(new) {
+                    Ok(stored) => created(state, stored),
+                    Err(new) => return self.wait(Work::Create(new)),
+                },
+            },
+            Checked::GetPet(id) => match no_body(&body).and_then(|()| get_pet(state, id)) {
+                // Only a 404 asks whether the store knows more.
+                Err(ApiError::NotFound(_)) if state.store.may_catch_up(id) => {
+                    return self.wait(Work::CatchUp(id))
+                }
+                result => result,
+            },
             Checked::ListOrders => no_body(&body).and_then(|()| {
                 Err(ApiError::NotImplemented(
                     "store orders are not implemented: the specification gives only the operation's existence".into(),
                 ))
             }),
         };
+        let (response, served) = self.answer(state, head, result);
+        Finished::Answered(response, served)
+    }
+
+    fn wait(self, work: Work) -> Finished {
+        Finished::Waiting(Waiting {
+            admitted: self,
+            work,
+        })
+    }
+
+    /// The response to `result`, with the rate-limit and CORS headers.
+    fn answer(
+        self,
+        state: &AppState,
+        head: &Parts,
+        result: Result<Success<'_>, ApiError>,
+    ) -> (HttpResponse, Served) {
         let mut response = match result {
             Ok(success) => {
                 let mut response = Response::new(Full::new(success.body));
@@ -676,7 +757,8 @@ fn content_type(request: &HeaderMap, body_empty: bool) -> Result<(), ApiError> {
     }
 }
 
-fn create_pet(state: &AppState, body: BodyRead) -> Result<Success<'_>, ApiError> {
+/// The validated pet of a create's body.
+fn new_pet(body: BodyRead) -> Result<NewPet, ApiError> {
     let bytes = match body {
         BodyRead::Complete(bytes) => bytes,
         BodyRead::TooLarge => return Err(ApiError::PayloadTooLarge(MAX_BODY)),
@@ -687,12 +769,13 @@ fn create_pet(state: &AppState, body: BodyRead) -> Result<Success<'_>, ApiError>
             ))
         }
     };
-    let new = NewPet::from_json(&bytes).map_err(|e| ApiError::InvalidBody(e.to_string()))?;
-    let pet = state
-        .inventory
-        .create(new)
-        // The cause is logged once, by the inventory's failure hook.
-        .map_err(|_| ApiError::Unavailable)?;
+    NewPet::from_json(&bytes).map_err(|e| ApiError::InvalidBody(e.to_string()))
+}
+
+/// The 201 of a stored pet, or the 503 of one the store could not store
+/// (the cause is logged once, by the store, when it starts).
+fn created(state: &AppState, stored: Result<Pet, CreateFailed>) -> Result<Success<'_>, ApiError> {
+    let pet = stored.map_err(|CreateFailed| ApiError::Unavailable)?;
     Ok(Success {
         status: StatusCode::CREATED,
         body: Bytes::from(pet.to_json()),

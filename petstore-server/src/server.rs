@@ -28,7 +28,7 @@
 //!   `internal`, never a dropped connection or a dead worker.
 
 use std::convert::Infallible;
-use std::future::Future;
+use std::future::{poll_fn, Future};
 use std::future::{ready, Ready};
 use std::net::IpAddr;
 use std::panic::AssertUnwindSafe;
@@ -55,7 +55,9 @@ use crate::error::{ApiError, HttpResponse};
 use crate::per_address::PerAddress;
 use crate::proxy_protocol;
 use crate::recorder::METHODS;
-use crate::routes::{self, declared_length, Admission, Admitted, BodyRead, Served, MAX_BODY};
+use crate::routes::{
+    self, declared_length, Admission, Admitted, BodyRead, Finished, Served, Waiting, MAX_BODY,
+};
 use crate::state::AppState;
 use crate::write_timeout::WriteTimeout;
 use crate::{log_error, log_info};
@@ -131,7 +133,8 @@ pub async fn run(
 pub enum Reply {
     /// Answered before hyper saw the future: no body to wait for.
     Now(Ready<Result<HttpResponse, Infallible>>),
-    /// A body still to read, or a durable create waiting for its fsync.
+    /// A body still to read, or the store to wait for (a create's commit,
+    /// a catch-up of the read copy).
     Later(Pin<Box<dyn Future<Output = Result<HttpResponse, Infallible>> + Send>>),
 }
 
@@ -214,34 +217,40 @@ fn reply(
                         return Ok(ApiError::Internal.to_response());
                     }
                 };
-                let durable_create =
-                    admitted.is_create() && connection.state.inventory.journal_path().is_some();
                 let body = read_body(&head, body, body_timeout).await;
-                Ok(answer_later(connection, head, admitted, body, durable_create, started).await)
+                Ok(answer_later(connection, head, admitted, body, started).await)
             }));
         }
     };
-    // A durable create waits for an fsync: run it where blocking is
-    // allowed, so the runtime's workers keep serving reads meanwhile.
-    let durable_create =
-        admitted.is_create() && connection.state.inventory.journal_path().is_some();
-    if !body_empty || durable_create {
+    if !body_empty {
         let connection = connection.clone();
         return Reply::Later(Box::pin(async move {
             let body = read_body(&head, body, body_timeout).await;
-            Ok(answer_later(connection, head, admitted, body, durable_create, started).await)
+            Ok(answer_later(connection, head, admitted, body, started).await)
         }));
     }
     drop(body);
-    let (response, served) = finish(
+    match finish(
         connection,
         &head,
         admitted,
         BodyRead::Complete(Bytes::new()),
-    );
-    drop(head);
-    record(connection, method, &response, &served, started);
-    Reply::Now(ready(Ok(response)))
+    ) {
+        Finished::Answered(response, served) => {
+            drop(head);
+            record(connection, method, &response, &served, started);
+            Reply::Now(ready(Ok(response)))
+        }
+        // A get of an id the store's read copy may not hold yet.
+        Finished::Waiting(waiting) => {
+            let connection = connection.clone();
+            Reply::Later(Box::pin(async move {
+                let (response, served) = wait(&connection, &head, waiting).await;
+                record(&connection, method, &response, &served, started);
+                Ok(response)
+            }))
+        }
+    }
 }
 
 /// Marks `response` as the last on its connection. For a request whose
@@ -388,28 +397,20 @@ pub async fn serve<C, H, F>(
 }
 
 /// The rest of [`reply`] for a request that had to wait for its body:
-/// answers it (on the blocking pool for a durable create) and records it.
+/// answers it (awaiting the store for a create it cannot answer at once)
+/// and records it.
 async fn answer_later(
     connection: Arc<Connection>,
     head: Parts,
     admitted: Admitted,
     body: BodyRead,
-    blocks: bool,
     started: Instant,
 ) -> HttpResponse {
     let method = method_label(&head.method);
     let read_to_the_end = matches!(body, BodyRead::Complete(_));
-    let (mut response, served) = if blocks {
-        let connection = connection.clone();
-        let path = head.uri.path().to_owned();
-        tokio::task::spawn_blocking(move || finish(&connection, &head, admitted, body))
-            .await
-            .unwrap_or_else(|_| {
-                log_error!("handler panicked on {method} {path}; answered 500");
-                (ApiError::Internal.to_response(), Served::default())
-            })
-    } else {
-        finish(&connection, &head, admitted, body)
+    let (mut response, served) = match finish(&connection, &head, admitted, body) {
+        Finished::Answered(response, served) => (response, served),
+        Finished::Waiting(waiting) => wait(&connection, &head, waiting).await,
     };
     if !read_to_the_end {
         close(&mut response);
@@ -495,17 +496,30 @@ fn admit_decided(
 }
 
 /// [`Admitted::finish`], with a panic turned into a logged 500 `internal`.
-fn finish(
-    connection: &Connection,
-    head: &Parts,
-    admitted: Admitted,
-    body: BodyRead,
-) -> (HttpResponse, Served) {
+fn finish(connection: &Connection, head: &Parts, admitted: Admitted, body: BodyRead) -> Finished {
     std::panic::catch_unwind(AssertUnwindSafe(|| admitted.finish(connection, head, body)))
         .unwrap_or_else(|_| {
             panicked(head);
-            (ApiError::Internal.to_response(), Served::default())
+            Finished::Answered(ApiError::Internal.to_response(), Served::default())
         })
+}
+
+/// [`Waiting::finish`], with a panic in any of its polls turned into a
+/// logged 500 `internal`.
+async fn wait(connection: &Connection, head: &Parts, waiting: Waiting) -> (HttpResponse, Served) {
+    let mut future = pin!(waiting.finish(connection, head));
+    let polled = poll_fn(move |cx| {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
+            Ok(Poll::Ready(answer)) => Poll::Ready(Some(answer)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(_) => Poll::Ready(None),
+        }
+    })
+    .await;
+    polled.unwrap_or_else(|| {
+        panicked(head);
+        (ApiError::Internal.to_response(), Served::default())
+    })
 }
 
 fn panicked(head: &Parts) {

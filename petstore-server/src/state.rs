@@ -13,6 +13,7 @@ use petstore_core::{Clock, Inventory};
 use crate::keys::{Keys, KeysError};
 use crate::limits::redis::RedisLimits;
 use crate::metrics::Metrics;
+use crate::store::Store;
 use crate::{log_error, log_info};
 
 /// Options of the HTTP layer that handlers need.
@@ -43,8 +44,11 @@ impl Default for Options {
 /// The state shared by all requests.
 #[derive(Debug)]
 pub struct AppState {
-    /// The pets.
+    /// The pets every read is answered from: the store's in-memory
+    /// inventory (with PostgreSQL, its read copy).
     pub inventory: Arc<Inventory>,
+    /// Where pets are stored: creates, and whether they can be.
+    pub store: Store,
     /// The clock of the rate limiter.
     pub clock: Arc<dyn Clock>,
     /// HTTP options.
@@ -78,12 +82,14 @@ impl AppState {
         clock: Arc<dyn Clock>,
         options: Options,
     ) -> Self {
+        let store = Store::local(inventory.clone());
         AppState {
             successor_link: crate::headers::successor_link(&options.base_url),
             openapi: crate::routes::openapi_document(&options.base_url),
             metrics: options
                 .metrics
-                .then(|| Arc::new(Metrics::new(inventory.clone()))),
+                .then(|| Arc::new(Metrics::for_store(store.clone()))),
+            store,
             inventory,
             clock,
             options,
@@ -102,6 +108,18 @@ impl AppState {
             metrics.set_redis(limits.stats());
         }
         self.redis = Some(limits);
+        self
+    }
+
+    /// The same state over another store (PostgreSQL): reads then come
+    /// from its inventory, and the metrics watch it.
+    pub fn with_store(mut self, store: Store) -> Self {
+        self.inventory = store.inventory().clone();
+        self.metrics = self
+            .options
+            .metrics
+            .then(|| Arc::new(Metrics::for_store(store.clone())));
+        self.store = store;
         self
     }
 

@@ -20,6 +20,8 @@ pub mod redis;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
+pub mod postgres;
+
 /// The server binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_petstore-server");
 
@@ -117,6 +119,7 @@ pub struct ServerBuilder {
     envs: Vec<(String, String)>,
     via_env: bool,
     data: Option<PathBuf>,
+    postgres: Option<String>,
 }
 
 impl Default for ServerBuilder {
@@ -127,6 +130,7 @@ impl Default for ServerBuilder {
             envs: Vec::new(),
             via_env: false,
             data: None,
+            postgres: None,
         }
     }
 }
@@ -160,6 +164,13 @@ impl ServerBuilder {
     /// default `--in-memory`.
     pub fn data(mut self, dir: &Path) -> Self {
         self.data = Some(dir.to_owned());
+        self
+    }
+
+    /// The inventory in PostgreSQL (`--postgres url`) instead of the
+    /// default `--in-memory`.
+    pub fn postgres(mut self, url: &str) -> Self {
+        self.postgres = Some(url.to_owned());
         self
     }
 
@@ -214,9 +225,10 @@ impl ServerBuilder {
                 cmd.arg("--keys").arg(p);
             }
         }
-        match &self.data {
-            Some(dir) => cmd.arg("--data").arg(dir),
-            None => cmd.arg("--in-memory"),
+        match (&self.postgres, &self.data) {
+            (Some(url), _) => cmd.arg("--postgres").arg(url),
+            (None, Some(dir)) => cmd.arg("--data").arg(dir),
+            (None, None) => cmd.arg("--in-memory"),
         };
         cmd.args(&self.args);
         for (k, v) in &self.envs {

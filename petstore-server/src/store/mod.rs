@@ -1,0 +1,126 @@
+//! The seam between the HTTP contract and where pets are kept: a
+//! [`Store`], with its backends.
+//!
+//! | backend | flag | creates | reads |
+//! |---|---|---|---|
+//! | in memory | `--in-memory` | the core's [`Inventory::create`], at once | the inventory |
+//! | journal | `--data DIR` (default) | one committer task: a group commit per batch, on one blocking thread ([`journal`]) | the inventory |
+//! | PostgreSQL | `--postgres URL` | one batcher task: a transaction per batch ([`postgres`]) | an in-memory read copy of the table |
+//!
+//! Why reads always come from the core's in-memory [`Inventory`], whatever
+//! the backend: a list or a get is then a copy out of memory, answered
+//! inside hyper's call with no await and no allocation beyond the body
+//! (the hot path, `server.rs`). Only a create, and a get of an id the
+//! PostgreSQL read copy may not have yet, have to wait; `routes.rs` asks
+//! the store whether they must ([`Store::create_now`],
+//! [`Store::may_catch_up`]) and awaits [`Store::create`] or
+//! [`Store::catch_up`] only then. It never knows which backend answers.
+//!
+//! The PostgreSQL backend's pieces: [`postgres`] (committer, read copy,
+//! failures), `schema` (creation and migration), [`stats`] (its counters
+//! for `/metrics`).
+
+pub mod journal;
+pub mod postgres;
+mod schema;
+pub mod stats;
+
+use std::sync::Arc;
+
+use petstore_core::{Inventory, NewPet, Pet, PetId};
+
+pub use journal::Journal;
+pub use postgres::Postgres;
+
+/// Why a create was not stored (or may not have been: a commit whose
+/// outcome is unknown). Every cause answers the same 503; the cause is
+/// logged once by the backend, when it starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the pet could not be stored")]
+pub struct CreateFailed;
+
+/// Where the pets live. Cheap to clone (an `Arc`).
+#[derive(Clone, Debug)]
+pub enum Store {
+    /// The core's inventory in memory only.
+    Memory(Arc<Inventory>),
+    /// The core's durable inventory, fed by a committer.
+    Journal(Arc<Journal>),
+    /// PostgreSQL, read through an in-memory copy.
+    Postgres(Arc<Postgres>),
+}
+
+impl Store {
+    /// The store of the core's `inventory`: in memory, or its journal
+    /// (whose committer starts with the first create).
+    pub fn local(inventory: Arc<Inventory>) -> Store {
+        match inventory.journal_path() {
+            None => Store::Memory(inventory),
+            Some(_) => Store::Journal(Arc::new(Journal::new(inventory))),
+        }
+    }
+
+    /// The in-memory inventory every read is answered from: the store
+    /// itself for a local backend, the read copy for PostgreSQL.
+    pub fn inventory(&self) -> &Arc<Inventory> {
+        match self {
+            Store::Memory(inventory) => inventory,
+            Store::Journal(journal) => journal.inventory(),
+            Store::Postgres(pg) => pg.copy(),
+        }
+    }
+
+    /// Creates `new` at once when the backend can without waiting (in
+    /// memory: a push under a lock); otherwise hands it back, to be given
+    /// to [`create`](Self::create) from an async context.
+    pub fn create_now(&self, new: NewPet) -> Result<Result<Pet, CreateFailed>, NewPet> {
+        match self {
+            Store::Memory(inventory) => Ok(inventory.create(new).map_err(|_| CreateFailed)),
+            _ => Err(new),
+        }
+    }
+
+    /// Stores `new` under the next id and returns it; once this returns
+    /// `Ok`, the pet is durable (fsynced, or committed) and readable from
+    /// [`inventory`](Self::inventory). Bounded in time: a backend that
+    /// cannot answer in time answers `Err`.
+    pub async fn create(&self, new: NewPet) -> Result<Pet, CreateFailed> {
+        match self {
+            Store::Memory(inventory) => inventory.create(new).map_err(|_| CreateFailed),
+            Store::Journal(journal) => journal.create(new).await,
+            Store::Postgres(pg) => pg.create(new).await,
+        }
+    }
+
+    /// Whether pet `id` may exist although the read copy does not hold it
+    /// yet (PostgreSQL: another replica created it a moment ago): then
+    /// [`catch_up`](Self::catch_up) before answering 404. Always false for
+    /// a local backend, whose inventory is the whole truth.
+    pub fn may_catch_up(&self, id: PetId) -> bool {
+        match self {
+            Store::Memory(_) | Store::Journal(_) => false,
+            Store::Postgres(pg) => id.get() > pg.copy().len() as u64,
+        }
+    }
+
+    /// Brings the read copy up to date, so that it holds `id` if the
+    /// store does (one query, bounded by a timeout; on failure the copy
+    /// stays as it is and reads go on from it).
+    pub async fn catch_up(&self, id: PetId) {
+        if let Store::Postgres(pg) = self {
+            pg.catch_up_to(id.get()).await;
+        }
+    }
+
+    /// Why pets cannot be stored now (for `/healthz`), or `None`.
+    pub fn failure(&self) -> Option<String> {
+        match self {
+            Store::Memory(_) => None,
+            Store::Journal(journal) => journal
+                .inventory()
+                .storage_failure()
+                .map(|failure| failure.fault.to_string()),
+            Store::Postgres(pg) => pg.failure(),
+        }
+    }
+}

@@ -1,0 +1,273 @@
+//! A private PostgreSQL for tests: `initdb` into a temporary directory,
+//! a free port on 127.0.0.1, its unix socket inside that directory. Tests
+//! can stop it (`-m fast`, `-m immediate`), kill it with SIGKILL, and
+//! start it again; it is stopped and its directory removed on drop.
+//!
+//! PostgreSQL refuses to run as root: as root, its commands run as the
+//! `postgres` user (`runuser`), which owns the directory. Without the
+//! server binaries the test fails, naming what to install; it never skips.
+
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Where the binaries may be, besides `PETSTORE_TEST_PG_BIN`.
+const SEARCH: &[&str] = &[
+    "/usr/lib/postgresql/17/bin",
+    "/usr/lib/postgresql/16/bin",
+    "/usr/lib/postgresql/15/bin",
+    "/usr/lib/postgresql/14/bin",
+    "/usr/local/pgsql/bin",
+    "/usr/local/bin",
+    "/usr/bin",
+];
+
+/// One private PostgreSQL server.
+#[derive(Debug)]
+pub struct Postgres {
+    bin: PathBuf,
+    dir: PathBuf,
+    /// Its TCP port on 127.0.0.1.
+    pub port: u16,
+    as_postgres_user: bool,
+}
+
+fn find_bin() -> PathBuf {
+    let wanted = ["initdb", "pg_ctl", "postgres", "psql"];
+    let candidates = std::env::var_os("PETSTORE_TEST_PG_BIN")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain(SEARCH.iter().map(PathBuf::from));
+    for dir in candidates {
+        if wanted.iter().all(|b| dir.join(b).is_file()) {
+            return dir;
+        }
+    }
+    panic!(
+        "the PostgreSQL tests need PostgreSQL's server binaries (initdb, pg_ctl, postgres, psql), \
+         and none were found in {SEARCH:?}: install them (Debian/Ubuntu: apt-get install postgresql-15; \
+         Fedora: dnf install postgresql-server), or set PETSTORE_TEST_PG_BIN to their directory"
+    );
+}
+
+fn is_root() -> bool {
+    // `/proc/self` belongs to the process's effective user.
+    std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap_or(false)
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Postgres {
+    /// initdb and start; waits until it accepts connections.
+    pub fn start() -> Postgres {
+        let bin = find_bin();
+        let dir = super::unique_temp_dir();
+        let as_postgres_user = is_root();
+        if as_postgres_user {
+            // The data directory must belong to the user that runs the
+            // server, and the path to it must be traversable.
+            let status = Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(&dir)
+                .status()
+                .unwrap();
+            assert!(status.success(), "chown of {} failed", dir.display());
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
+        let pg = Postgres {
+            bin,
+            dir,
+            port: free_port(),
+            as_postgres_user,
+        };
+        let out = pg.run(
+            "initdb",
+            &[
+                "-D",
+                &pg.data().display().to_string(),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "--no-sync",
+                "-E",
+                "UTF8",
+                "--locale=C",
+            ],
+        );
+        assert!(out.status.success(), "initdb failed: {}", text(&out));
+        let conf = format!(
+            "port = {}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\n\
+             fsync = off\nfull_page_writes = off\nmax_connections = 60\nshared_buffers = 32MB\n",
+            pg.port,
+            pg.dir.display()
+        );
+        let conf_path = pg.data().join("postgresql.conf");
+        let mut all = std::fs::read_to_string(&conf_path).unwrap();
+        all.push_str(&conf);
+        std::fs::write(&conf_path, all).unwrap();
+        pg.start_again();
+        pg
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    /// A connection string for `--postgres`.
+    pub fn url(&self) -> String {
+        format!(
+            "postgres://postgres@127.0.0.1:{}/postgres?connect_timeout=2",
+            self.port
+        )
+    }
+
+    fn run(&self, program: &str, args: &[&str]) -> Output {
+        let path = self.bin.join(program);
+        let mut cmd = if self.as_postgres_user {
+            let mut cmd = Command::new("runuser");
+            cmd.args(["-u", "postgres", "--"]).arg(path);
+            cmd
+        } else {
+            Command::new(path)
+        };
+        cmd.args(args)
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    /// Starts the server (again); waits until it accepts connections.
+    pub fn start_again(&self) {
+        let data = self.data().display().to_string();
+        let log = self.dir.join("log").display().to_string();
+        let out = self.run(
+            "pg_ctl",
+            &["-D", &data, "-l", &log, "-w", "-t", "60", "start"],
+        );
+        assert!(
+            out.status.success(),
+            "pg_ctl start failed: {}\n--- log:\n{}",
+            text(&out),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    }
+
+    /// `pg_ctl stop -m mode` (`fast`: disconnects clients and shuts down
+    /// cleanly; `immediate`: quits at once, recovery at the next start).
+    pub fn stop(&self, mode: &str) {
+        let data = self.data().display().to_string();
+        let out = self.run(
+            "pg_ctl",
+            &["-D", &data, "-m", mode, "-w", "-t", "60", "stop"],
+        );
+        assert!(out.status.success(), "pg_ctl stop failed: {}", text(&out));
+    }
+
+    /// SIGKILL to the postmaster (its children then quit as well), and
+    /// waits until the port refuses connections.
+    pub fn kill9(&self) {
+        let pid_file = std::fs::read_to_string(self.data().join("postmaster.pid")).unwrap();
+        let pid = pid_file.lines().next().unwrap().trim().to_owned();
+        let status = Command::new("kill").args(["-9", &pid]).status().unwrap();
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+            assert!(
+                Instant::now() < deadline,
+                "PostgreSQL still listens after kill -9"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // The postmaster's children notice its death and exit; a new one
+        // refuses to start while they hold the shared memory.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.children_alive(&pid) {
+            assert!(
+                Instant::now() < deadline,
+                "PostgreSQL's backends outlive kill -9"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // What a killed postmaster leaves behind, and a new one refuses
+        // to start over.
+        let _ = std::fs::remove_file(self.data().join("postmaster.pid"));
+        let socket = self.dir.join(format!(".s.PGSQL.{}", self.port));
+        let _ = std::fs::remove_file(socket.with_extension(format!("{}.lock", self.port)));
+        let _ = std::fs::remove_file(&socket);
+    }
+
+    fn children_alive(&self, parent: &str) -> bool {
+        let out = Command::new("pgrep")
+            .args(["-P", parent])
+            .output()
+            .map(|o| !o.stdout.is_empty());
+        out.unwrap_or(false)
+    }
+
+    /// Runs `sql` with psql; returns its unaligned, tuples-only output.
+    pub fn psql(&self, sql: &str) -> String {
+        self.try_psql(sql)
+            .unwrap_or_else(|e| panic!("psql {sql:?} failed: {e}"))
+    }
+
+    /// [`psql`](Self::psql), with PostgreSQL's error as `Err`.
+    pub fn try_psql(&self, sql: &str) -> Result<String, String> {
+        let port = self.port.to_string();
+        let out = Command::new(self.bin.join("psql"))
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-U",
+                "postgres",
+                "-d",
+                "postgres",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-Atc",
+                sql,
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            return Err(text(&out));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
+    /// The directory (data, log, socket).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let data = self.data().display().to_string();
+        if self.data().join("postmaster.pid").exists() {
+            let _ = self.run("pg_ctl", &["-D", &data, "-m", "immediate", "-w", "stop"]);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -1,0 +1,500 @@
+//! The inventory in PostgreSQL (`--postgres`): replicas on one database,
+//! against a private PostgreSQL that each test starts, stops, kills and
+//! restarts itself (`common/postgres.rs`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::postgres::Postgres;
+use common::{assert_error, wait_until, Server, KEY};
+use serde_json::{json, Value};
+
+const JSON: Option<&str> = Some("application/json");
+
+/// The longest a create may take before its answer: the server's own
+/// bound (6 s) plus slack for a loaded machine.
+const CREATE_BOUND: Duration = Duration::from_secs(9);
+
+fn replica(pg: &Postgres) -> Server {
+    Server::builder().postgres(&pg.url()).start()
+}
+
+/// POSTs a pet; the status and the body.
+fn create(server: &Server, name: &str) -> (u16, Vec<u8>) {
+    let body = json!({"name": name, "categoryId": 7, "status": "pending"}).to_string();
+    let resp = server.post("/v1/pets", Some(KEY), JSON, body.as_bytes());
+    (resp.status, resp.body)
+}
+
+/// Every id a replica lists, following its `Link` headers.
+fn all_ids(server: &Server) -> Vec<u64> {
+    let mut path = "/v1/pets?limit=100".to_owned();
+    let mut seen = Vec::new();
+    for _ in 0..1000 {
+        let (ids, link) = server.list_ids(&path);
+        seen.extend(ids);
+        let Some(link) = link else { return seen };
+        path = link
+            .strip_prefix('<')
+            .and_then(|l| l.split_once(">; rel=\"next\""))
+            .map(|(url, _)| url.to_owned())
+            .unwrap_or_else(|| panic!("Link {link:?}"));
+    }
+    panic!("more than 1000 pages");
+}
+
+#[test]
+fn two_replicas_serve_one_inventory() {
+    let pg = Postgres::start();
+    let replicas = [replica(&pg), replica(&pg)];
+    let acknowledged = Mutex::new(BTreeMap::new());
+    // 16 creators, each alternating between the replicas (8 on each at any
+    // time); every 201 reads back byte-identical from the other replica at
+    // once.
+    thread::scope(|s| {
+        for r in 0..2 {
+            for t in 0..8 {
+                let (acknowledged, replicas) = (&acknowledged, &replicas);
+                s.spawn(move || {
+                    for i in 0..12 {
+                        // Each client alternates between the replicas.
+                        let (here, other) = (&replicas[(r + i) % 2], &replicas[(r + i + 1) % 2]);
+                        let (status, body) = create(here, &format!("r{r} t{t} #{i}"));
+                        assert_eq!(status, 201, "{}", String::from_utf8_lossy(&body));
+                        let pet: Value = serde_json::from_slice(&body).unwrap();
+                        let id = pet["id"].as_u64().unwrap();
+                        let there = other.get(&format!("/v1/pets/{id}"), Some(KEY));
+                        assert_eq!(there.status, 200, "pet {id} on the other replica");
+                        assert_eq!(there.body, body, "pet {id} differs on the other replica");
+                        acknowledged.lock().unwrap().insert(id, body);
+                    }
+                });
+            }
+        }
+    });
+    let acknowledged = acknowledged.into_inner().unwrap();
+    let n = acknowledged.len() as u64;
+    assert_eq!(n, 2 * 8 * 12);
+    assert_eq!(
+        acknowledged.keys().copied().collect::<Vec<_>>(),
+        (1..=n).collect::<Vec<_>>(),
+        "ids are exactly 1..N"
+    );
+    // Paging on either replica visits every pet once.
+    for server in &replicas {
+        assert_eq!(all_ids(server), (1..=n).collect::<Vec<_>>());
+    }
+    // The table holds the bytes that were served.
+    let stored = pg.psql(&format!("SELECT json FROM petstore_pets WHERE id = {n}"));
+    assert_eq!(stored.as_bytes(), &acknowledged[&n][..]);
+
+    // A pet created on one replica is in the other's list within 100 ms
+    // (a notification wakes its tail at once; the poll backs it up). The
+    // median of five rounds is held to it, and every round to 1 s: on
+    // this shared two-core machine a round can lose the CPU for longer.
+    let mut lags = Vec::new();
+    for round in 0..5 {
+        let (here, there) = (&replicas[round % 2], &replicas[1 - round % 2]);
+        let (status, body) = create(here, "fresh");
+        assert_eq!(status, 201);
+        let created = Instant::now();
+        let id = serde_json::from_slice::<Value>(&body).unwrap()["id"]
+            .as_u64()
+            .unwrap();
+        let path = format!("/v1/pets?after={}", id - 1);
+        let mut listed = false;
+        for _ in 0..200 {
+            if there.list_ids(&path).0.contains(&id) {
+                listed = true;
+                break;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+        let took = created.elapsed();
+        assert!(listed, "pet {id} never listed on the other replica");
+        assert!(
+            took <= Duration::from_secs(1),
+            "pet {id} listed after {took:?}"
+        );
+        lags.push(took);
+    }
+    lags.sort();
+    assert!(
+        lags[2] <= Duration::from_millis(100),
+        "lags from a create on one replica to the other's list: {lags:?}"
+    );
+
+    let metrics = replicas[0].get("/metrics", None).text();
+    for want in [
+        "petstore_postgres_up 1",
+        "petstore_postgres_batch_size_count",
+        "petstore_postgres_commit_duration_seconds_bucket",
+        "petstore_postgres_copy_behind",
+        "petstore_postgres_errors_total{op=\"commit\"} 0",
+    ] {
+        assert!(metrics.contains(want), "{want} in:\n{metrics}");
+    }
+}
+
+#[test]
+fn the_table_holds_the_contracts_rules() {
+    let pg = Postgres::start();
+    let server = replica(&pg);
+    // 100 characters of two bytes each: valid for the core and the table.
+    let long = "é".repeat(100);
+    let pet = server.create_pet(&json!({"name": long, "categoryId": 9223372036854775807u64}));
+    assert_eq!(pet["id"], 1);
+    assert_eq!(
+        pg.psql("SELECT char_length(name), category_id, status FROM petstore_pets"),
+        "100|9223372036854775807|available"
+    );
+    // What the API refuses, the table refuses too; the same row with
+    // valid values goes in (so each refusal is the rule's).
+    let row = |name: &str, category: &str, status: &str| {
+        format!(
+            "INSERT INTO petstore_pets VALUES (2, {name}, {category}, {status}, \
+             '{{\"id\":2,\"name\":\"x\",\"categoryId\":1,\"status\":\"sold\"}}')"
+        )
+    };
+    let too_long = format!("'{}'", "é".repeat(101));
+    for (name, category, status) in [
+        (too_long.as_str(), "1", "'sold'"),
+        ("''", "1", "'sold'"),
+        ("'x'", "0", "'sold'"),
+        ("'x'", "1", "'lost'"),
+    ] {
+        let sql = row(name, category, status);
+        assert!(pg.try_psql(&sql).is_err(), "the table took {sql}");
+    }
+    pg.psql(&row("'x'", "1", "'sold'"));
+}
+
+#[test]
+fn a_database_at_a_newer_schema_version_is_refused() {
+    let pg = Postgres::start();
+    pg.psql(
+        "CREATE TABLE petstore_schema (only_row boolean PRIMARY KEY DEFAULT true, version integer NOT NULL);
+         INSERT INTO petstore_schema (version) VALUES (99);",
+    );
+    let failure = Server::builder()
+        .postgres(&pg.url())
+        .expect_startup_failure();
+    assert!(!failure.status.success());
+    assert!(
+        failure.stderr.contains("version 99") && failure.stderr.contains("up to 1"),
+        "{}",
+        failure.stderr
+    );
+    // Nothing was created or changed.
+    assert_eq!(
+        pg.psql("SELECT count(*) FROM pg_tables WHERE tablename LIKE 'petstore_%'"),
+        "1"
+    );
+}
+
+#[test]
+fn an_unreachable_postgres_refuses_the_start_without_the_password() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("postgres://petstore:s3cret@127.0.0.1:{port}/shop?connect_timeout=1");
+    let failure = Server::builder().postgres(&url).expect_startup_failure();
+    assert!(
+        failure.stderr.contains(&format!(
+            "cannot connect to PostgreSQL at 127.0.0.1:{port}/shop"
+        )),
+        "{}",
+        failure.stderr
+    );
+    assert!(!failure.stderr.contains("s3cret"), "{}", failure.stderr);
+}
+
+#[test]
+fn postgres_and_data_cannot_be_combined() {
+    for other in [&["--in-memory"][..], &["--data", "/nonexistent"][..]] {
+        let mut builder = Server::builder().postgres("postgres://127.0.0.1:1/x");
+        for arg in other {
+            builder = builder.arg(*arg);
+        }
+        let failure = builder.expect_startup_failure();
+        assert!(
+            failure.stderr.contains("cannot be used with"),
+            "{}",
+            failure.stderr
+        );
+    }
+}
+
+#[test]
+fn postgres_down_means_creates_503_reads_go_on_and_it_recovers() {
+    let pg = Postgres::start();
+    let server = replica(&pg);
+    for i in 0..3 {
+        assert_eq!(create(&server, &format!("before {i}")).0, 201);
+    }
+    assert_eq!(server.get("/healthz", None).status, 200);
+
+    for stop in ["fast", "kill"] {
+        if stop == "kill" {
+            pg.kill9();
+        } else {
+            pg.stop(stop);
+        }
+        let started = Instant::now();
+        let resp = server.post(
+            "/v1/pets",
+            Some(KEY),
+            JSON,
+            br#"{"name":"lost","categoryId":1}"#,
+        );
+        assert!(
+            started.elapsed() < CREATE_BOUND,
+            "{stop}: a create waited too long"
+        );
+        let message = assert_error(&resp, 503, "unavailable");
+        assert!(!message.contains("127.0.0.1"), "{message}");
+        // Reads go on from the copy.
+        let held = server.list_ids("/v1/pets").0.len();
+        assert!(held >= 3, "{stop}: {held} pets listed");
+        assert_eq!(server.get("/v1/pets/1", Some(KEY)).status, 200);
+        // An id above the copy: the catch-up fails, the answer is a 404.
+        let above = server.get("/v1/pets/1000", Some(KEY));
+        assert_eq!(above.status, 404, "{stop}: {}", above.describe());
+        let health = server.get("/healthz", None);
+        assert_eq!(health.status, 503, "{stop}");
+        assert_eq!(health.json()["status"], "degraded");
+        assert!(
+            health.json()["reason"]
+                .as_str()
+                .unwrap()
+                .contains("PostgreSQL"),
+            "{}",
+            health.text()
+        );
+
+        let metrics = server.get("/metrics", None).text();
+        for want in ["petstore_postgres_up 0", "petstore_storage_writable 0"] {
+            assert!(metrics.contains(want), "{stop}: {want} in:\n{metrics}");
+        }
+        assert!(
+            !metrics.contains("petstore_postgres_errors_total{op=\"commit\"} 0"),
+            "{stop}: the failed commit is counted:\n{metrics}"
+        );
+
+        pg.start_again();
+        // The server notices without a restart.
+        assert!(
+            wait_until(Duration::from_secs(10), || server
+                .get("/healthz", None)
+                .status
+                == 200),
+            "{stop}: /healthz never came back"
+        );
+        let (status, body) = create(&server, &format!("after {stop}"));
+        assert_eq!(status, 201, "{stop}: {}", String::from_utf8_lossy(&body));
+    }
+    let log = server.stderr_text();
+    assert_eq!(
+        log.matches("PostgreSQL failed").count(),
+        2,
+        "logged once per outage:\n{log}"
+    );
+    assert_eq!(log.matches("PostgreSQL answers again").count(), 2, "{log}");
+    let count: u64 = pg
+        .psql("SELECT count(*) FROM petstore_pets")
+        .parse()
+        .unwrap();
+    let max: u64 = pg
+        .psql("SELECT max(id) FROM petstore_pets")
+        .parse()
+        .unwrap();
+    assert_eq!(count, max, "no gap in the ids");
+}
+
+/// Creates from `writers` threads on each server until `stop`; every 201's
+/// body, and the longest any request took.
+fn write_until(
+    servers: &[&Server],
+    writers: usize,
+    stop: &AtomicBool,
+    acknowledged: &Mutex<BTreeMap<u64, Vec<u8>>>,
+) -> Duration {
+    let slowest = Mutex::new(Duration::ZERO);
+    thread::scope(|s| {
+        for (r, server) in servers.iter().enumerate() {
+            for t in 0..writers {
+                let slowest = &slowest;
+                s.spawn(move || {
+                    for i in 0..100_000 {
+                        if stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        let started = Instant::now();
+                        let Ok(mut conn) = common::Conn::try_open(server.addr) else {
+                            // A killed replica: its writers stop.
+                            return;
+                        };
+                        let body =
+                            json!({"name": format!("w{r}.{t}.{i}"), "categoryId": 3}).to_string();
+                        let request = format!(
+                            "POST /v1/pets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n\
+                             Content-Type: application/json\r\nContent-Length: {}\r\n\
+                             Connection: close\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if conn.send(request.as_bytes()).is_err() {
+                            return;
+                        }
+                        let Ok(resp) = conn.try_read_response(Duration::from_secs(20)) else {
+                            return;
+                        };
+                        let took = started.elapsed();
+                        let mut slow = slowest.lock().unwrap();
+                        *slow = (*slow).max(took);
+                        drop(slow);
+                        match resp.status {
+                            201 => {
+                                let id = resp.json()["id"].as_u64().unwrap();
+                                let previous = acknowledged.lock().unwrap().insert(id, resp.body);
+                                assert!(previous.is_none(), "id {id} given twice");
+                            }
+                            503 => thread::sleep(Duration::from_millis(10)),
+                            other => panic!("unexpected {other}: {}", resp.describe()),
+                        }
+                    }
+                });
+            }
+        }
+    });
+    slowest.into_inner().unwrap()
+}
+
+/// Every acknowledged pet is in the table with the bytes served, and the
+/// ids are 1..N.
+fn assert_all_committed(pg: &Postgres, acknowledged: &BTreeMap<u64, Vec<u8>>) {
+    let rows = pg.psql("SELECT id || ' ' || json FROM petstore_pets ORDER BY id");
+    let table: BTreeMap<u64, &str> = rows
+        .lines()
+        .map(|l| {
+            let (id, json) = l.split_once(' ').unwrap();
+            (id.parse().unwrap(), json)
+        })
+        .collect();
+    let n = table.len() as u64;
+    assert_eq!(
+        table.keys().copied().collect::<Vec<_>>(),
+        (1..=n).collect::<Vec<_>>(),
+        "ids 1..N"
+    );
+    for (id, body) in acknowledged {
+        assert_eq!(
+            table.get(id).map(|j| j.as_bytes()),
+            Some(&body[..]),
+            "acknowledged pet {id} is not in the table as served"
+        );
+    }
+}
+
+#[test]
+fn no_201_without_a_commit_when_postgres_stops_during_creates() {
+    let pg = Postgres::start();
+    let a = replica(&pg);
+    let b = replica(&pg);
+    let acknowledged = Mutex::new(BTreeMap::new());
+    for mode in ["immediate", "fast"] {
+        let stop = AtomicBool::new(false);
+        let slowest = thread::scope(|s| {
+            let writers = s.spawn(|| write_until(&[&a, &b], 4, &stop, &acknowledged));
+            let before = acknowledged.lock().unwrap().len();
+            assert!(
+                wait_until(Duration::from_secs(10), || acknowledged
+                    .lock()
+                    .unwrap()
+                    .len()
+                    > before + 50),
+                "{mode}: no creates before the stop"
+            );
+            pg.stop(mode);
+            thread::sleep(Duration::from_millis(300));
+            pg.start_again();
+            let after = acknowledged.lock().unwrap().len();
+            let recovered = wait_until(Duration::from_secs(15), || {
+                acknowledged.lock().unwrap().len() > after + 50
+            });
+            stop.store(true, Ordering::Relaxed);
+            let slowest = writers.join().unwrap();
+            assert!(recovered, "{mode}: creates never worked again");
+            slowest
+        });
+        assert!(slowest < CREATE_BOUND, "{mode}: a request took {slowest:?}");
+    }
+    let acknowledged = acknowledged.into_inner().unwrap();
+    assert_all_committed(&pg, &acknowledged);
+    // Both copies caught up with everything, acknowledged or not.
+    let n: u64 = pg
+        .psql("SELECT count(*) FROM petstore_pets")
+        .parse()
+        .unwrap();
+    for server in [&a, &b] {
+        assert!(wait_until(Duration::from_secs(5), || server
+            .list_ids(&format!("/v1/pets?after={}", n - 1))
+            .0
+            == [n]));
+    }
+}
+
+#[test]
+fn a_killed_replica_loses_no_acknowledged_pet() {
+    let pg = Postgres::start();
+    let a = replica(&pg);
+    let b = replica(&pg);
+    let acknowledged = Mutex::new(BTreeMap::new());
+    let stop = AtomicBool::new(false);
+    thread::scope(|s| {
+        let writers = s.spawn(|| write_until(&[&a, &b], 4, &stop, &acknowledged));
+        assert!(wait_until(Duration::from_secs(10), || acknowledged
+            .lock()
+            .unwrap()
+            .len()
+            > 100));
+        a.signal("KILL");
+        assert!(wait_until(Duration::from_secs(10), || {
+            common::Conn::try_open(a.addr).is_err()
+        }));
+        let after = acknowledged.lock().unwrap().len();
+        assert!(wait_until(Duration::from_secs(10), || acknowledged
+            .lock()
+            .unwrap()
+            .len()
+            > after + 50));
+        stop.store(true, Ordering::Relaxed);
+        writers.join().unwrap();
+    });
+    let acknowledged = acknowledged.into_inner().unwrap();
+    assert_all_committed(&pg, &acknowledged);
+    let n: u64 = pg
+        .psql("SELECT count(*) FROM petstore_pets")
+        .parse()
+        .unwrap();
+    // Every acknowledged pet is on the surviving replica, byte for byte.
+    for (id, body) in &acknowledged {
+        let got = b.get(&format!("/v1/pets/{id}"), Some(KEY));
+        assert_eq!(&got.body, body, "pet {id} on the surviving replica");
+    }
+    // The restarted replica serves the same pets.
+    let restarted = replica(&pg);
+    assert_eq!(all_ids(&restarted), (1..=n).collect::<Vec<_>>());
+    assert_eq!(
+        restarted.get("/v1/pets?limit=100&after=50", Some(KEY)).body,
+        b.get("/v1/pets?limit=100&after=50", Some(KEY)).body
+    );
+}
