@@ -891,6 +891,68 @@ mod tests {
         assert_eq!(stats.fsync_time, Duration::from_micros(2_000_350));
     }
 
+    /// A fresh directory under the system's temporary one.
+    fn scratch_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "petstore-journal-unit-{name}-{}",
+            std::process::id()
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// The names `save_aside` tries first for `what`, for this second and
+    /// the next two (so a test that runs across a second boundary still
+    /// finds them taken).
+    fn take_names(dir: &Path, what: &str, suffixes: std::ops::Range<u32>) {
+        let secs = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        for s in secs..secs + 3 {
+            for n in suffixes.clone() {
+                let name = match n {
+                    0 => format!("{JOURNAL_FILE}.{what}-{s}"),
+                    _ => format!("{JOURNAL_FILE}.{what}-{s}-{n}"),
+                };
+                fs::write(dir.join(name), b"taken").unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn save_aside_never_overwrites_and_tries_at_most_a_thousand_names() {
+        let dir = scratch_dir("aside");
+        // The plain name taken: the next free one, with the bytes.
+        take_names(&dir, "torn", 0..1);
+        let kept = save_aside(&dir, "torn", b"torn bytes").unwrap();
+        let name = kept.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(name.ends_with("-1"), "{name}");
+        assert_eq!(fs::read(&kept).unwrap(), b"torn bytes");
+        // The plain name and 1..=1000 taken: refused, naming the last try.
+        take_names(&dir, "bad", 0..1001);
+        match save_aside(&dir, "bad", b"x") {
+            Err(OpenError::Io { path, source }) => {
+                assert_eq!(source.kind(), io::ErrorKind::AlreadyExists);
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                assert!(name.ends_with("-1000"), "{name}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Another error is not retried under other names.
+        let missing = dir.join("missing");
+        match save_aside(&missing, "torn", b"x") {
+            Err(OpenError::Io { path, source }) => {
+                assert_eq!(source.kind(), io::ErrorKind::NotFound);
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                // `pets.journal.torn-SECS`: the first name, no `-N`.
+                assert_eq!(name.matches('-').count(), 1, "{name}");
+            }
+            other => panic!("{other:?}"),
+        }
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn damaged_lines_are_refused() {
         let mut out = Vec::new();

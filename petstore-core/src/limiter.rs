@@ -473,4 +473,25 @@ mod tests {
             .is_fresh(quota(1, 100), ban(3), later + Duration::from_secs(59)));
         assert!(limiter.state().is_fresh(quota(1, 100), ban(3), after));
     }
+
+    #[test]
+    fn freshness_needs_both_buckets_full_and_no_ban() {
+        let (q, b) = (quota(60, 1_000), ban(3));
+        let limiter = KeyLimiter::new(q, b);
+        limiter.check(T);
+        // A minute later the minute bucket is full, the day bucket not.
+        assert!(!limiter.state().is_fresh(q, b, T + Duration::from_secs(60)));
+        // A day later both are.
+        assert!(limiter
+            .state()
+            .is_fresh(q, b, T + Duration::from_secs(86_400)));
+        // A ban is fresh from the instant it ends, not before.
+        let end = T + Duration::from_secs(600);
+        let banned = KeyLimiterState {
+            banned_until: Some(end),
+            ..KeyLimiterState::default()
+        };
+        assert!(banned.is_fresh(q, b, end));
+        assert!(!banned.is_fresh(q, b, T));
+    }
 }

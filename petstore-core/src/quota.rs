@@ -220,3 +220,44 @@ impl BanPolicy {
         self.duration
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_names_round_trip_and_nothing_else_is_a_plan() {
+        let names: Vec<&str> = Plan::ALL.iter().map(|p| p.as_str()).collect();
+        assert_eq!(names, ["free", "pro", "business", "enterprise"]);
+        for plan in Plan::ALL {
+            assert_eq!(plan.as_str().parse::<Plan>(), Ok(plan));
+        }
+        for other in ["gold", "Free", "", "pro "] {
+            assert_eq!(
+                other.parse::<Plan>(),
+                Err(UnknownPlan(other.to_owned())),
+                "{other:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn set_overrides_that_plan_alone() {
+        let custom = Quota::new(7, 70).unwrap_or(Quota::from_nonzero(
+            std::num::NonZeroU32::MIN,
+            std::num::NonZeroU32::MIN,
+        ));
+        for plan in Plan::ALL {
+            let mut plans = Plans::default();
+            plans.set(plan, custom);
+            assert_eq!(plans.quota(plan, None), Ok(custom), "{plan:?}");
+            for other in Plan::ALL.into_iter().filter(|p| *p != plan) {
+                assert_eq!(
+                    plans.quota(other, None),
+                    Plans::default().quota(other, None),
+                    "{other:?} after setting {plan:?}"
+                );
+            }
+        }
+    }
+}
