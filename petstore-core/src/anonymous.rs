@@ -289,6 +289,11 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        // And it is full again a minute later: the damage did not outlast
+        // one window (the bucket bounds each wait, not the stored time).
+        assert!(limiter
+            .check(last, now + std::time::Duration::from_secs(60))
+            .is_allowed());
     }
 
     #[test]
