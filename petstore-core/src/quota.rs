@@ -243,10 +243,8 @@ mod tests {
 
     #[test]
     fn set_overrides_that_plan_alone() {
-        let custom = Quota::new(7, 70).unwrap_or(Quota::from_nonzero(
-            std::num::NonZeroU32::MIN,
-            std::num::NonZeroU32::MIN,
-        ));
+        let custom =
+            Quota::new(7, 70).unwrap_or(Quota::from_nonzero(NonZeroU32::MIN, NonZeroU32::MIN));
         for plan in Plan::ALL {
             let mut plans = Plans::default();
             plans.set(plan, custom);
