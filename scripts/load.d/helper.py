@@ -12,6 +12,8 @@ Subcommands:
   evalsha MONITOR              print the arguments of the first EVALSHA in
                                redis-cli MONITOR output, one a line
   csv-rps                      print the req/s of redis-benchmark --csv (stdin)
+  batches BASE KEY             print petstore_postgres_batch_size's sum and
+                               count from /metrics (creates, transactions)
   memwatch ...                 sample VmRSS and the pet count while a load runs
   report RESULTS [MEMORY]      print the Markdown tables; exit 3 on any error
 
@@ -287,6 +289,23 @@ def csv_rps(_args):
     print(r["rps"])
 
 
+def batches(args):
+    conn = connect(args.base)
+    conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {args.key}"})
+    response = conn.getresponse()
+    body = response.read().decode("utf-8", "replace")
+    if response.status != 200:
+        raise SystemExit(f"GET /metrics: {response.status}")
+    values = {}
+    for line in body.splitlines():
+        for field in ("sum", "count"):
+            if line.startswith(f"petstore_postgres_batch_size_{field} "):
+                values[field] = float(line.split()[1])
+    if len(values) != 2:
+        raise SystemExit("no petstore_postgres_batch_size in /metrics")
+    print(f"{values['sum']:.0f} {values['count']:.0f}")
+
+
 def evalsha(args):
     """The first EVALSHA of a `redis-cli monitor` capture, its words one a
     line (the command name first): `"EVALSHA" "sha" "1" "key" "" ...`."""
@@ -508,7 +527,7 @@ def report(args):
                   f"| {fmt(median(paired(srv, base)))} | {fmt(median(gain))} "
                   f"| {' '.join(f'{x:.2f}' for x in gain)} |")
         print()
-    replica_verdicts = replica_report(rows)
+    replica_verdicts = replica_report(rows, args.batches)
     # The cost of the observability features: the same list scenario on
     # servers that differ only in one flag, each as a ratio to its own
     # interleaved baseline runs.
@@ -566,6 +585,8 @@ REPLICA_RATIOS = [
      ("list", "server"), 0.4),
     ("replica + Redis list / Redis ceiling (redis-benchmark, the same EVALSHA)",
      ("list", "replica_redis"), ("list", "redis_ceiling"), None),
+    ("replica + Redis list / Redis ceiling pipelined by 16 (-P 16)",
+     ("list", "replica_redis"), ("list", "redis_ceiling_p16"), None),
     ("replica list / baseline", ("list", "replica"), ("list", "baseline"), None),
     ("replica + Redis list / replica list", ("list", "replica_redis"),
      ("list", "replica"), None),
@@ -574,7 +595,8 @@ REPLICA_TARGETS = [
     ("list", "server", "single node, GET /v1/pets?limit=20"),
     ("list", "replica", "replica (--postgres), GET /v1/pets?limit=20"),
     ("list", "replica_redis", "replica + Redis (--postgres --redis), GET /v1/pets?limit=20"),
-    ("list", "redis_ceiling", "redis-benchmark, the list request's EVALSHA (calls/s)"),
+    ("list", "redis_ceiling", "redis-benchmark -c 64, the list request's EVALSHA (calls/s)"),
+    ("list", "redis_ceiling_p16", "redis-benchmark -c 64 -P 16, the same (calls/s)"),
     ("get_id", "server", "single node, GET /v1/pets/{random id}"),
     ("get_id", "replica", "replica, GET /v1/pets/{random id}"),
     ("post_mem", "server", "single node, POST /v1/pets, in memory"),
@@ -584,7 +606,7 @@ REPLICA_TARGETS = [
 ]
 
 
-def replica_report(rows):
+def replica_report(rows, batches_path=None):
     """The Replicas section (LOAD_REPLICAS): every figure is a median over
     the rounds of ratios paired within a round. Returns the verdicts."""
     conns = sorted({r["conns"] for r in rows
@@ -609,6 +631,17 @@ def replica_report(rows):
             print(f"pgbench: latency average {fmt(median([r.get('avg_ms') for r in pg.values()]))} ms "
                   "(it gives no percentiles); CPU column: the server process "
                   "(Redis's own for redis-benchmark; none for pgbench).")
+        if batches_path and os.path.exists(batches_path):
+            with open(batches_path, encoding="utf-8") as f:
+                b = json.load(f)
+            if b.get("transactions"):
+                print()
+                print(f"Replica POST's transactions (its /metrics, "
+                      f"petstore_postgres_batch_size, over the {b['runs']} POST runs, "
+                      f"{b['secs']} s each): {b['creates']:,} creates in "
+                      f"{b['transactions']:,} transactions, "
+                      f"{b['creates'] / b['transactions']:.1f} creates per transaction, "
+                      f"{b['transactions'] / (b['runs'] * b['secs']):.0f} commits/s.")
         print()
         print("| ratio | per-round ratios | median | target | verdict |")
         print("|---|---|---:|---|---|")
@@ -644,7 +677,10 @@ def replica_report(rows):
               "transaction (scripts/load.d/create.pgbench), 64 clients; "
               "redis-benchmark sends the EVALSHA a list request sends "
               "(captured from Redis's MONITOR: same script, key and "
-              "arguments), 64 connections, 2 threads.")
+              "arguments), 64 connections, 2 threads, one call in flight per "
+              "connection, and 16 with -P 16: the server sends the calls of "
+              "concurrent requests over one multiplexed connection, that is "
+              "pipelined, so it can pass the -P 1 figure.")
         print()
     return verdicts
 
@@ -771,6 +807,11 @@ def main():
     s.add_argument("monitor")
     s.set_defaults(func=evalsha)
 
+    s = sub.add_parser("batches")
+    s.add_argument("base")
+    s.add_argument("key")
+    s.set_defaults(func=batches)
+
     s = sub.add_parser("csv-rps")
     s.set_defaults(func=csv_rps)
 
@@ -788,6 +829,7 @@ def main():
 
     s = sub.add_parser("report")
     s.add_argument("results")
+    s.add_argument("--batches", help="replica POST's creates and transactions (LOAD_REPLICAS)")
     s.add_argument("--memory")
     s.add_argument("--memory-meta")
     s.set_defaults(func=report)
