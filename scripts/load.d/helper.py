@@ -7,7 +7,13 @@ Subcommands:
   count BASE KEY AFTER         print how many pets have an id above AFTER
   drive BASE KEY METHOD PATH N send N requests on one keep-alive connection
   capture BASE KEY PATH OUT    write one GET's response as sent (the ruler's)
-  record ...                   turn one wrk run into a JSON line of results
+  record ...                   turn one wrk run (or, with --kind, a pgbench
+                               or redis-benchmark run) into a JSON line
+  evalsha MONITOR              print the arguments of the first EVALSHA in
+                               redis-cli MONITOR output, one a line
+  csv-rps                      print the req/s of redis-benchmark --csv (stdin)
+  batches BASE KEY             print petstore_postgres_batch_size's sum and
+                               count from /metrics (creates, transactions)
   memwatch ...                 sample VmRSS and the pet count while a load runs
   report RESULTS [MEMORY]      print the Markdown tables; exit 3 on any error
 
@@ -15,6 +21,8 @@ Everything talks to 127.0.0.1 only (the bash script refuses any other base).
 """
 
 import argparse
+import csv
+import re
 import http.client
 import json
 import os
@@ -178,22 +186,29 @@ def journal(args):
 # --- one wrk run ------------------------------------------------------------
 
 def record(args):
-    """Read the LOADSTATS line of report.lua from the wrk log and append one
-    JSON line of results; print a one-line summary."""
-    stats = None
-    with open(args.log, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if line.startswith("LOADSTATS "):
-                stats = json.loads(line[len("LOADSTATS "):])
+    """Read the LOADSTATS line of report.lua from the wrk log (or the
+    summary of pgbench or redis-benchmark, --kind) and append one JSON line
+    of results; print a one-line summary."""
+    stats = {"wrk": wrk_stats, "pgbench": pgbench_stats,
+             "redis": redis_stats}[args.kind](args.log)
     row = {
         "scenario": args.scenario, "conns": args.conns, "target": args.target,
         "round": args.round, "log": args.log, "wrk_status": args.wrk_status,
+        "kind": args.kind,
     }
-    if stats is None:
+    if stats is None or (args.kind != "wrk" and args.wrk_status != 0):
         row["missing"] = True
         row.update(requests=0, rps=0.0, p50_ms=0.0, p99_ms=0.0,
                    non2xx=0, socket_errors=0, cpu_s=0.0, cpu_per_100k=None)
-        summary = f"NO RESULT (wrk exit {args.wrk_status}; see {args.log})"
+        summary = f"NO RESULT (exit {args.wrk_status}; see {args.log})"
+    elif args.kind != "wrk":
+        cpu_s = args.cpu_ticks / args.clk_tck
+        row.update(stats, cpu_s=cpu_s, socket_errors=0,
+                   cpu_per_100k=(cpu_s / stats["requests"] * 100_000
+                                 if args.cpu_ticks and stats["requests"] else None))
+        summary = (f"{row['rps']:>9.0f} /s  p50 {fmt(row['p50_ms'])} ms  "
+                   f"p99 {fmt(row['p99_ms'])} ms  latency avg "
+                   f"{fmt(row.get('avg_ms'))} ms  errors {row['non2xx']}")
     else:
         secs = stats["duration_us"] / 1e6
         requests = stats["requests"]
@@ -219,6 +234,93 @@ def record(args):
         f.write(json.dumps(row) + "\n")
     print(f"{args.scenario:<13} c={args.conns:<4} {args.target:<8} "
           f"r{args.round}: {summary}")
+
+
+def wrk_stats(path):
+    stats = None
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.startswith("LOADSTATS "):
+                stats = json.loads(line[len("LOADSTATS "):])
+    return stats
+
+
+def pgbench_stats(path):
+    """pgbench's summary: tps (without the connections' set-up), the
+    average latency, the transactions and the failed ones (PostgreSQL 15
+    counts failures and goes on)."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    tps = re.search(r"^tps = ([0-9.]+) \(without initial connection time\)", text, re.M)
+    done = re.search(r"^number of transactions actually processed: (\d+)", text, re.M)
+    if not tps or not done:
+        return None
+    failed = re.search(r"^number of failed transactions: (\d+)", text, re.M)
+    avg = re.search(r"^latency average = ([0-9.]+) ms", text, re.M)
+    return {"rps": float(tps.group(1)), "requests": int(done.group(1)),
+            "non2xx": int(failed.group(1)) if failed else 0,
+            "avg_ms": float(avg.group(1)) if avg else None,
+            "p50_ms": None, "p99_ms": None}
+
+
+def redis_csv(lines):
+    rows = [r for r in csv.reader(lines) if r]
+    if len(rows) < 2 or rows[0][:2] != ["test", "rps"]:
+        return None
+    return dict(zip(rows[0], rows[1]))
+
+
+def redis_stats(path):
+    """redis-benchmark --csv: one line of req/s and latencies (ms)."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        r = redis_csv(f)
+    if r is None:
+        return None
+    return {"rps": float(r["rps"]), "requests": None, "non2xx": 0,
+            "avg_ms": float(r["avg_latency_ms"]),
+            "p50_ms": float(r["p50_latency_ms"]),
+            "p99_ms": float(r["p99_latency_ms"])}
+
+
+def csv_rps(_args):
+    r = redis_csv(sys.stdin)
+    if r is None:
+        raise SystemExit("no redis-benchmark --csv result on stdin")
+    print(r["rps"])
+
+
+def batches(args):
+    conn = connect(args.base)
+    conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {args.key}"})
+    response = conn.getresponse()
+    body = response.read().decode("utf-8", "replace")
+    if response.status != 200:
+        raise SystemExit(f"GET /metrics: {response.status}")
+    values = {}
+    for line in body.splitlines():
+        for field in ("sum", "count"):
+            if line.startswith(f"petstore_postgres_batch_size_{field} "):
+                values[field] = float(line.split()[1])
+    if len(values) != 2:
+        raise SystemExit("no petstore_postgres_batch_size in /metrics")
+    print(f"{values['sum']:.0f} {values['count']:.0f}")
+
+
+def evalsha(args):
+    """The first EVALSHA of a `redis-cli monitor` capture, its words one a
+    line (the command name first): `"EVALSHA" "sha" "1" "key" "" ...`."""
+    with open(args.monitor, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if '"EVALSHA"' not in line:
+                continue
+            words = re.findall(r'"((?:[^"\\]|\\.)*)"', line)
+            words = words[words.index("EVALSHA"):]
+            if any("\\" in w or "\n" in w for w in words):
+                raise SystemExit(f"an escaped argument in {line!r}")
+            for w in words:
+                print(w)
+            return
+    raise SystemExit("no EVALSHA in the capture")
 
 
 # --- memory -----------------------------------------------------------------
@@ -425,6 +527,7 @@ def report(args):
                   f"| {fmt(median(paired(srv, base)))} | {fmt(median(gain))} "
                   f"| {' '.join(f'{x:.2f}' for x in gain)} |")
         print()
+    replica_verdicts = replica_report(rows, args.batches)
     # The cost of the observability features: the same list scenario on
     # servers that differ only in one flag, each as a ratio to its own
     # interleaved baseline runs.
@@ -448,6 +551,13 @@ def report(args):
         if verdict != "MET":
             print(f"- MISSED: {name} at {conns} connections")
 
+    if replica_verdicts:
+        met = sum(1 for v in replica_verdicts if v[1] == "MET")
+        print(f"Replica targets (LOAD_REPLICAS): {met} of {len(replica_verdicts)} MET.")
+        for name, verdict in replica_verdicts:
+            if verdict != "MET":
+                print(f"- MISSED: {name}")
+
     if args.memory and os.path.exists(args.memory):
         failures += memory_report(args.memory, args.memory_meta)
 
@@ -460,6 +570,119 @@ def report(args):
         sys.exit(3)
     print("No errors: every run had zero non-2xx responses and zero socket "
           "errors.")
+
+
+# LOAD_REPLICAS: (label, numerator (scenario, target), denominator
+# (scenario, target), minimum or None). The two ran in the same round.
+REPLICA_RATIOS = [
+    ("replica list / single-node list", ("list", "replica"), ("list", "server"), 0.9),
+    ("replica get / single-node get", ("get_id", "replica"), ("get_id", "server"), 0.9),
+    ("replica POST / pgbench, one transaction per create", ("post_mem", "replica"),
+     ("post_mem", "pgbench"), 10.0),
+    ("durable POST (fsync always) / in-memory POST", ("post_mem", "durable"),
+     ("post_mem", "server"), 0.5),
+    ("replica + Redis list / single-node list", ("list", "replica_redis"),
+     ("list", "server"), 0.4),
+    ("replica + Redis list / Redis ceiling (redis-benchmark, the same EVALSHA)",
+     ("list", "replica_redis"), ("list", "redis_ceiling"), None),
+    ("replica + Redis list / Redis ceiling pipelined by 16 (-P 16)",
+     ("list", "replica_redis"), ("list", "redis_ceiling_p16"), None),
+    ("replica list / baseline", ("list", "replica"), ("list", "baseline"), None),
+    ("replica + Redis list / replica list", ("list", "replica_redis"),
+     ("list", "replica"), None),
+]
+REPLICA_TARGETS = [
+    ("list", "server", "single node, GET /v1/pets?limit=20"),
+    ("list", "replica", "replica (--postgres), GET /v1/pets?limit=20"),
+    ("list", "replica_redis", "replica + Redis (--postgres --redis), GET /v1/pets?limit=20"),
+    ("list", "redis_ceiling", "redis-benchmark -c 64, the list request's EVALSHA (calls/s)"),
+    ("list", "redis_ceiling_p16", "redis-benchmark -c 64 -P 16, the same (calls/s)"),
+    ("get_id", "server", "single node, GET /v1/pets/{random id}"),
+    ("get_id", "replica", "replica, GET /v1/pets/{random id}"),
+    ("post_mem", "server", "single node, POST /v1/pets, in memory"),
+    ("post_mem", "durable", "single node, POST /v1/pets, durable, fsync always"),
+    ("post_mem", "replica", "replica, POST /v1/pets (batched commits)"),
+    ("post_mem", "pgbench", "pgbench, one create per transaction (tps)"),
+]
+
+
+def replica_report(rows, batches_path=None):
+    """The Replicas section (LOAD_REPLICAS): every figure is a median over
+    the rounds of ratios paired within a round. Returns the verdicts."""
+    conns = sorted({r["conns"] for r in rows
+                    if r["target"] in ("replica", "replica_redis", "pgbench")})
+    verdicts = []
+    for c in conns:
+        print(f"### Replicas (LOAD_REPLICAS), {c} connections")
+        print()
+        print("| target | req/s | p50 ms | p99 ms | CPU s/100k req |")
+        print("|---|---:|---:|---:|---:|")
+        for scenario, target, label in REPLICA_TARGETS:
+            runs = by_round(rows, scenario, c, target)
+            if not runs:
+                continue
+            print(f"| {label} | {fmt(median([r['rps'] for r in runs.values()]), 0)} "
+                  f"| {fmt(median([r['p50_ms'] for r in runs.values()]))} "
+                  f"| {fmt(median([r['p99_ms'] for r in runs.values()]))} "
+                  f"| {fmt(median([r['cpu_per_100k'] for r in runs.values()]), 3)} |")
+        pg = by_round(rows, "post_mem", c, "pgbench")
+        if pg:
+            print()
+            print(f"pgbench: latency average {fmt(median([r.get('avg_ms') for r in pg.values()]))} ms "
+                  "(it gives no percentiles); CPU column: the server process "
+                  "(Redis's own for redis-benchmark; none for pgbench).")
+        if batches_path and os.path.exists(batches_path):
+            with open(batches_path, encoding="utf-8") as f:
+                b = json.load(f)
+            if b.get("transactions"):
+                print()
+                print(f"Replica POST's transactions (its /metrics, "
+                      f"petstore_postgres_batch_size, over the {b['runs']} POST runs, "
+                      f"{b['secs']} s each): {b['creates']:,} creates in "
+                      f"{b['transactions']:,} transactions, "
+                      f"{b['creates'] / b['transactions']:.1f} creates per transaction, "
+                      f"{b['transactions'] / (b['runs'] * b['secs']):.0f} commits/s.")
+        print()
+        print("| ratio | per-round ratios | median | target | verdict |")
+        print("|---|---|---:|---|---|")
+        for label, (sa, ta), (sb, tb), minimum in REPLICA_RATIOS:
+            per_round = paired(by_round(rows, sa, c, ta), by_round(rows, sb, c, tb))
+            if not per_round:
+                continue
+            ratio = median(per_round)
+            if minimum is None:
+                target_text, verdict = "(none)", "-"
+            else:
+                target_text = f">= {minimum:g}"
+                verdict = "MET" if ratio >= minimum else "MISSED"
+                verdicts.append((f"{label}, {c} connections", verdict))
+            print(f"| {label} | {' '.join(f'{x:.2f}' for x in per_round)} "
+                  f"| {fmt(ratio)} | {target_text} | **{verdict}** |")
+        print()
+        lat = {t: by_round(rows, "list", c, t) for t in ("server", "replica", "replica_redis")}
+        if lat["replica"] and lat["replica_redis"]:
+            def m(t, f):
+                return median([r[f] for r in lat[t].values()])
+            print("The Redis round trip (list, "
+                  f"{c} connections, wrk's medians): p50 {fmt(m('replica', 'p50_ms'))} ms "
+                  f"without --redis, {fmt(m('replica_redis', 'p50_ms'))} ms with "
+                  f"({fmt(m('replica_redis', 'p50_ms') - m('replica', 'p50_ms'))} ms more); "
+                  f"p99 {fmt(m('replica', 'p99_ms'))} ms without, "
+                  f"{fmt(m('replica_redis', 'p99_ms'))} ms with.")
+            print()
+        print("Each ratio pairs two runs of the same round (interleaved: "
+              "single node, baseline, page only, then the replica targets), "
+              "and the median is the verdict's. pgbench runs the committer's "
+              "own statement with a batch of one, each in its own "
+              "transaction (scripts/load.d/create.pgbench), 64 clients; "
+              "redis-benchmark sends the EVALSHA a list request sends "
+              "(captured from Redis's MONITOR: same script, key and "
+              "arguments), 64 connections, 2 threads, one call in flight per "
+              "connection, and 16 with -P 16: the server sends the calls of "
+              "concurrent requests over one multiplexed connection, that is "
+              "pipelined, so it can pass the -P 1 figure.")
+        print()
+    return verdicts
 
 
 def memory_report(path, meta_path):
@@ -577,7 +800,20 @@ def main():
     s.add_argument("--cpu-ticks", type=int, required=True)
     s.add_argument("--clk-tck", type=int, required=True)
     s.add_argument("--wrk-status", type=int, default=0)
+    s.add_argument("--kind", choices=["wrk", "pgbench", "redis"], default="wrk")
     s.set_defaults(func=record)
+
+    s = sub.add_parser("evalsha")
+    s.add_argument("monitor")
+    s.set_defaults(func=evalsha)
+
+    s = sub.add_parser("batches")
+    s.add_argument("base")
+    s.add_argument("key")
+    s.set_defaults(func=batches)
+
+    s = sub.add_parser("csv-rps")
+    s.set_defaults(func=csv_rps)
 
     s = sub.add_parser("memwatch")
     s.add_argument("--pid", type=int, required=True)
@@ -593,6 +829,7 @@ def main():
 
     s = sub.add_parser("report")
     s.add_argument("results")
+    s.add_argument("--batches", help="replica POST's creates and transactions (LOAD_REPLICAS)")
     s.add_argument("--memory")
     s.add_argument("--memory-meta")
     s.set_defaults(func=report)
