@@ -301,7 +301,7 @@ impl Journal {
         let lock = lock_dir(dir)?;
         let path = dir.join(JOURNAL_FILE);
         let existed = path.exists();
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .read(true)
             .append(true)
             .create(true)
@@ -330,7 +330,7 @@ impl Journal {
         let torn_tail = match replay.torn_line {
             None => None,
             Some(line) => {
-                let copy = cut_torn_tail(dir, &mut file, &bytes, replay.good_len)?;
+                let copy = cut_aside(dir, &file, &bytes, replay.good_len, "torn")?;
                 Some(TornTail {
                     line,
                     bytes_dropped: (bytes.len() - replay.good_len) as u64,
@@ -677,23 +677,26 @@ fn replay(
     })
 }
 
-/// Keeps the torn bytes (`bytes[good_len..]`) aside, then cuts the journal
-/// to `good_len` bytes, durably. Only the torn bytes are copied, so this
-/// needs free space for them alone, which matters after a full disk.
-fn cut_torn_tail(
+/// Keeps `bytes[cut..]` aside (in `pets.journal.<what>-<unix-seconds>`),
+/// then cuts the journal `file` to `cut` bytes, durably (the file and its
+/// directory synced). Only the removed bytes are copied, so this needs
+/// free space for them alone, which matters after a full disk. Recovery
+/// cuts a torn tail with it, and `repair` a damaged one.
+pub(crate) fn cut_aside(
     dir: &Path,
-    file: &mut File,
+    file: &File,
     bytes: &[u8],
-    good_len: usize,
+    cut: usize,
+    what: &str,
 ) -> Result<PathBuf, OpenError> {
-    let copy = save_aside(dir, "torn", &bytes[good_len..])?;
+    let copy = save_aside(dir, what, &bytes[cut..])?;
     let journal = dir.join(JOURNAL_FILE);
-    let cut = || -> io::Result<()> {
-        file.set_len(good_len as u64)?;
+    let truncate = || -> io::Result<()> {
+        file.set_len(cut as u64)?;
         file.sync_all()?;
         sync_dir(dir)
     };
-    cut().map_err(|source| OpenError::Io {
+    truncate().map_err(|source| OpenError::Io {
         path: journal,
         source,
     })?;

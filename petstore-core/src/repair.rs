@@ -20,10 +20,11 @@
 //! line moves.
 
 use std::fs::{self, OpenOptions};
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use crate::error::OpenError;
-use crate::journal::{decode_record, lock_dir, save_aside, sync_dir, JOURNAL_FILE};
+use crate::journal::{cut_aside, decode_record, lock_dir, JOURNAL_FILE};
 
 /// At most this many damaged lines are described one by one; the rest
 /// are only counted (a journal of garbage must not make a huge report).
@@ -128,7 +129,9 @@ pub fn repair_journal(dir: impl AsRef<Path>) -> Result<JournalRepair, OpenError>
         .write(true)
         .open(&path)
         .map_err(io_err)?;
-    let bytes = fs::read(&path).map_err(io_err)?;
+    // Read through the handle that will be cut, not the path again.
+    let mut bytes = Vec::new();
+    (&file).read_to_end(&mut bytes).map_err(io_err)?;
     let check = scan(&bytes, path.clone());
     let Some(first) = check.bad.first() else {
         return Ok(JournalRepair {
@@ -136,11 +139,8 @@ pub fn repair_journal(dir: impl AsRef<Path>) -> Result<JournalRepair, OpenError>
             side_file: None,
         });
     };
-    let cut = first.offset;
-    let side_file = save_aside(dir, "removed", &bytes[cut as usize..])?;
-    file.set_len(cut).map_err(io_err)?;
-    file.sync_all().map_err(io_err)?;
-    sync_dir(dir).map_err(io_err)?;
+    let cut = usize::try_from(first.offset).unwrap_or(bytes.len());
+    let side_file = cut_aside(dir, &file, &bytes, cut, "removed")?;
     Ok(JournalRepair {
         check,
         side_file: Some(side_file),
