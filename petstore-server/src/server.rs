@@ -186,12 +186,10 @@ fn reply(
     // `100 Continue`.
     let body_empty = body.is_end_stream();
     let admitted = match admit(connection, &head, body_empty) {
-        Admission::Answered(mut response, served) => {
-            if !body_empty {
-                close(&mut response);
-            }
+        Admission::Answered(response, served) => {
             drop((body, head));
-            record(connection, method, &response, &served, started);
+            let response =
+                answered_unread(connection, method, response, &served, body_empty, started);
             return Reply::Now(ready(Ok(response)));
         }
         Admission::Admitted(admitted) => admitted,
@@ -204,12 +202,15 @@ fn reply(
                 let decision = pending.decide(&connection.state).await;
                 let admitted = match admit_decided(&connection, &head, body_empty, decision) {
                     Admission::Admitted(admitted) => admitted,
-                    Admission::Answered(mut response, served) => {
-                        if !body_empty {
-                            close(&mut response);
-                        }
-                        record(&connection, method, &response, &served, started);
-                        return Ok(response);
+                    Admission::Answered(response, served) => {
+                        return Ok(answered_unread(
+                            &connection,
+                            method,
+                            response,
+                            &served,
+                            body_empty,
+                            started,
+                        ));
                     }
                     Admission::Charge(_) => {
                         // `admit_decided` has its decision: never here.
@@ -251,6 +252,23 @@ fn reply(
             }))
         }
     }
+}
+
+/// A request answered before its body was read (a refusal, or a route
+/// that takes none): a body left on the connection closes it; recorded.
+fn answered_unread(
+    connection: &Connection,
+    method: &'static str,
+    mut response: HttpResponse,
+    served: &Served,
+    body_empty: bool,
+    started: Instant,
+) -> HttpResponse {
+    if !body_empty {
+        close(&mut response);
+    }
+    record(connection, method, &response, served, started);
+    response
 }
 
 /// Marks `response` as the last on its connection. For a request whose
@@ -467,41 +485,50 @@ fn method_label(method: &Method) -> &'static str {
         .unwrap_or(METHODS[OTHER])
 }
 
-/// [`routes::admit`], with a panic turned into a logged 500 `internal`.
-fn admit(connection: &Connection, head: &Parts, body_empty: bool) -> Admission {
-    std::panic::catch_unwind(AssertUnwindSafe(|| {
-        routes::admit(connection, head, body_empty)
-    }))
-    .unwrap_or_else(|_| {
+/// Runs one synchronous step of a request, with a panic turned into a
+/// logged 500 `internal` (built by `internal` from the response): a bug
+/// never drops the connection or kills a worker.
+fn unpanicked<T>(
+    head: &Parts,
+    step: impl FnOnce() -> T,
+    internal: fn(HttpResponse, Served) -> T,
+) -> T {
+    std::panic::catch_unwind(AssertUnwindSafe(step)).unwrap_or_else(|_| {
         panicked(head);
-        Admission::Answered(ApiError::Internal.to_response(), Served::default())
+        internal(ApiError::Internal.to_response(), Served::default())
     })
 }
 
-/// [`routes::admit_decided`], with a panic turned into a logged 500
-/// `internal`.
+/// [`routes::admit`], panics caught.
+fn admit(connection: &Connection, head: &Parts, body_empty: bool) -> Admission {
+    unpanicked(
+        head,
+        || routes::admit(connection, head, body_empty),
+        Admission::Answered,
+    )
+}
+
+/// [`routes::admit_decided`], panics caught.
 fn admit_decided(
     connection: &Connection,
     head: &Parts,
     body_empty: bool,
     decision: petstore_core::Decision,
 ) -> Admission {
-    std::panic::catch_unwind(AssertUnwindSafe(|| {
-        routes::admit_decided(connection, head, body_empty, decision)
-    }))
-    .unwrap_or_else(|_| {
-        panicked(head);
-        Admission::Answered(ApiError::Internal.to_response(), Served::default())
-    })
+    unpanicked(
+        head,
+        || routes::admit_decided(connection, head, body_empty, decision),
+        Admission::Answered,
+    )
 }
 
-/// [`Admitted::finish`], with a panic turned into a logged 500 `internal`.
+/// [`Admitted::finish`], panics caught.
 fn finish(connection: &Connection, head: &Parts, admitted: Admitted, body: BodyRead) -> Finished {
-    std::panic::catch_unwind(AssertUnwindSafe(|| admitted.finish(connection, head, body)))
-        .unwrap_or_else(|_| {
-            panicked(head);
-            Finished::Answered(ApiError::Internal.to_response(), Served::default())
-        })
+    unpanicked(
+        head,
+        || admitted.finish(connection, head, body),
+        Finished::Answered,
+    )
 }
 
 /// [`Waiting::finish`], with a panic in any of its polls turned into a
