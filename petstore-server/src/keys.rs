@@ -218,13 +218,43 @@ pub struct KeyEntry {
     /// Its quota's rate-limit header values.
     pub quota_headers: QuotaHeaders,
     digest: [u8; 32],
+    /// The name of its limiter state in Redis, made once here rather
+    /// than per request.
+    redis_name: Arc<str>,
 }
 
 impl KeyEntry {
+    fn new(
+        name: &str,
+        plan: Plan,
+        limiter: Arc<KeyLimiter>,
+        quota_headers: QuotaHeaders,
+        digest: [u8; 32],
+    ) -> KeyEntry {
+        let redis_name = crate::limits::redis::key_name(&crate::limits::StateId {
+            digest,
+            quota: limiter.quota(),
+        });
+        KeyEntry {
+            name: intern(name),
+            plan,
+            limiter,
+            quota_headers,
+            digest,
+            redis_name: Arc::from(redis_name),
+        }
+    }
+
     /// The SHA-256 of the key: how the key is named anywhere outside
     /// the process (the limiter state), never the key itself.
     pub fn digest(&self) -> &[u8; 32] {
         &self.digest
+    }
+
+    /// The name of the key's limiter state in Redis
+    /// ([`crate::limits::redis::key_name`]).
+    pub fn redis_name(&self) -> Arc<str> {
+        self.redis_name.clone()
     }
 }
 
@@ -287,13 +317,13 @@ impl Keys {
     /// A table with one key (the development key of a server started
     /// without a keys file).
     pub fn single(name: &str, key: &str, quota: Quota) -> Keys {
-        let entry = KeyEntry {
-            name: intern(name),
-            plan: Plan::Pro,
-            limiter: Arc::new(KeyLimiter::new(quota, BanPolicy::default())),
-            quota_headers: key_headers(quota, BanPolicy::default()),
-            digest: digest(key),
-        };
+        let entry = KeyEntry::new(
+            name,
+            Plan::Pro,
+            Arc::new(KeyLimiter::new(quota, BanPolicy::default())),
+            key_headers(quota, BanPolicy::default()),
+            digest(key),
+        );
         let anonymous = AnonymousLimiter::new(
             NonZeroU32::new(60).unwrap_or(NonZeroU32::MIN),
             ANONYMOUS_CAPACITY,
@@ -470,13 +500,7 @@ impl Keys {
                 if limiter.ban_policy() != ban {
                     limiter.set_ban_policy(ban);
                 }
-                let entry = KeyEntry {
-                    name: intern(&name),
-                    plan,
-                    limiter,
-                    quota_headers: key_headers(quota, ban),
-                    digest,
-                };
+                let entry = KeyEntry::new(&name, plan, limiter, key_headers(quota, ban), digest);
                 (digest, Arc::new(entry))
             })
             .collect();

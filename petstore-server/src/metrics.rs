@@ -12,7 +12,8 @@
 //! | `petstore_journal_batch_size` | histogram (pets per group commit) | |
 //! | `petstore_connections_refused` | counter (over `--max-connections-per-address`) | |
 //! | `petstore_redis_fallbacks` | counter (`--redis`: requests decided in process because Redis failed or the breaker was open) | |
-//! | `petstore_redis_duration_seconds` | histogram (`--redis`: the script's round trip) | |
+//! | `petstore_redis_decisions` | counter (`--redis`: requests decided in Redis; over the histogram's count, the mean batch) | |
+//! | `petstore_redis_duration_seconds` | histogram (`--redis`: one script call's round trip, deciding a batch of one state's requests) | |
 //! | `petstore_postgres_up` | gauge: 1 while PostgreSQL answers (`--postgres`) | |
 //! | `petstore_postgres_commit_duration_seconds` | histogram: one batch's transaction, connection included | |
 //! | `petstore_postgres_tail_duration_seconds` | histogram: one query of new pets for the read copy | |
@@ -445,11 +446,19 @@ impl Collector for RedisCollector {
             fallbacks.metric_type(),
         )?;
         fallbacks.encode(metric)?;
+        let decisions = ConstCounter::new(stats.decisions());
+        let metric = encoder.encode_descriptor(
+            "redis_decisions",
+            "Requests whose rate limit Redis decided, in batches of one state's requests per call",
+            None,
+            decisions.metric_type(),
+        )?;
+        decisions.encode(metric)?;
         let (counts, sum) = stats.latency();
         let count = counts.iter().sum();
         let mut metric = encoder.encode_descriptor(
             "redis_duration_seconds",
-            "Round trip of the rate-limit script in Redis, for the calls that got an answer",
+            "Round trip of one rate-limit script call in Redis (a batch of one state's requests), for the calls that got an answer",
             None,
             MetricType::Histogram,
         )?;

@@ -18,6 +18,7 @@ const FREE: &str = "replica-free-key";
 const STRICT: &str = "replica-strict-key";
 const DAILY: &str = "replica-daily-key";
 const PROBE: &str = "replica-probe-key";
+const BURST: &str = "replica-burst-key";
 
 fn keys() -> Value {
     json!({
@@ -26,7 +27,8 @@ fn keys() -> Value {
             {"name": "strict", "key": STRICT, "plan": "pro", "perMinute": 1, "perDay": 100},
             {"name": "daily", "key": DAILY, "plan": "pro", "perMinute": 100, "perDay": 5},
             {"name": "probe", "key": PROBE, "plan": "enterprise",
-             "perMinute": 100_000_000, "perDay": 100_000_000}
+             "perMinute": 100_000_000, "perDay": 100_000_000},
+            {"name": "burst", "key": BURST, "plan": "pro", "perMinute": 120, "perDay": 10_000}
         ],
         "plans": {"free": {"perMinute": 60, "perDay": 1000}},
         "ban": {"strikes": 3, "windowSeconds": 60, "banSeconds": 600},
@@ -52,6 +54,11 @@ fn metric(server: &Server, name: &str) -> u64 {
 
 /// Requests whose limit Redis decided.
 fn redis_answers(server: &Server) -> u64 {
+    metric(server, "petstore_redis_decisions_total")
+}
+
+/// Script calls that got an answer (each decides a batch).
+fn redis_calls(server: &Server) -> u64 {
     metric(server, "petstore_redis_duration_seconds_count")
 }
 
@@ -105,6 +112,63 @@ fn a_free_key_gets_exactly_its_60_a_minute_across_two_replicas() {
     // Until the day bucket is full again: 60 tokens of 86.4 s, and a
     // second's margin.
     assert!((5_170_000..=5_186_000).contains(&ttl), "TTL {ttl} ms");
+}
+
+/// Many connections of one key at once on two replicas: each replica
+/// sends the requests that arrive while the key's call is in flight
+/// together in its next call (one script call decides a batch). Exactly
+/// the plan still goes through, each token to one request: the 200s'
+/// `X-RateLimit-Remaining` are 119 down to 0, each once.
+#[test]
+fn concurrent_requests_of_one_key_on_two_replicas_are_each_counted_once() {
+    let redis = RedisServer::start();
+    let replicas = [replica(&redis), replica(&redis)];
+    const THREADS: usize = 24;
+    const EACH: usize = 10;
+    let answers: Vec<(u16, u64)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let replicas = &replicas;
+                scope.spawn(move || {
+                    let mut seen = Vec::new();
+                    for i in 0..EACH {
+                        let r = replicas[(t + i) % 2].get("/v1/pets", Some(BURST));
+                        seen.push((r.status, r.header_u64("x-ratelimit-remaining")));
+                    }
+                    seen
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    let mut remaining: Vec<u64> = answers
+        .iter()
+        .filter(|(status, _)| *status == 200)
+        .map(|(_, remaining)| *remaining)
+        .collect();
+    remaining.sort_unstable();
+    assert_eq!(remaining, (0..120).collect::<Vec<u64>>(), "{answers:?}");
+    assert!(
+        answers
+            .iter()
+            .all(|(status, remaining)| *status == 200 || (*status == 429 && *remaining == 0)),
+        "{answers:?}"
+    );
+    // Every request was decided in Redis, in fewer calls than requests.
+    let decided: u64 = replicas.iter().map(redis_answers).sum();
+    let calls: u64 = replicas.iter().map(redis_calls).sum();
+    assert_eq!(decided, (THREADS * EACH) as u64);
+    assert!(calls < decided, "{calls} calls for {decided} requests");
+    assert_eq!(
+        replicas
+            .iter()
+            .map(|s| metric(s, "petstore_redis_fallbacks_total"))
+            .sum::<u64>(),
+        0
+    );
 }
 
 #[test]

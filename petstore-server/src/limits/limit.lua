@@ -1,7 +1,17 @@
--- One request's rate-limit decision, decided and charged atomically in
--- Redis: the core's KeyLimiter::check (petstore-core/src/limiter.rs) and
--- AnonymousLimiter::check, number for number (tests/redis_limits.rs runs
--- both on the same random steps and compares every field).
+-- The rate-limit decisions of COUNT requests of one limiter state,
+-- decided and charged atomically in Redis, one after the other at the
+-- same instant: the core's KeyLimiter::check (petstore-core/src/limiter.rs)
+-- and AnonymousLimiter::check, number for number, called COUNT times
+-- (tests/redis_script.rs runs both on the same random steps and compares
+-- every field).
+--
+-- Why several requests in one call: Redis runs scripts on one thread, and
+-- a call's fixed costs (the script's start, TIME, reading and writing the
+-- state, the reply) are most of its cost. The server sends one call per
+-- state at a time and the requests of that state that arrive meanwhile
+-- ride together in the next (redis.rs, "Batches"); a lone request is a
+-- call of COUNT 1. One state only per call: a key's entries share one
+-- Redis Cluster slot, different keys need not.
 --
 -- KEYS[1]  the state: a hash, `{<sha256 hex>}:m<perMinute>/d<perDay>` for a
 --          key, `{anon:<address>}:m<perMinute>` for a client address.
@@ -10,12 +20,14 @@
 -- ARGV[2]  per minute; ARGV[3] per day, "0" for none (anonymous).
 -- ARGV[4]  strikes that earn a ban, "0" for no bans (anonymous);
 -- ARGV[5]  the strikes' window, ms; ARGV[6] the ban's length, ms.
+-- ARGV[7]  COUNT, the number of requests (absent: 1), at most 1000.
 --
--- Returns 12 integers: outcome (0 allowed, 1 limited, 2 banned), now (ms),
--- ban started (0/1), then per window (minute, day) its remaining, the
--- instant it is full again as ms and a fraction (numerator over the
--- capacity) and, when refused by it, its wait as a numerator (ms times
--- 1/capacity); then when the ban ends (ms, 0 for none).
+-- Returns 12 integers per request, in order: outcome (0 allowed, 1
+-- limited, 2 banned), now (ms), ban started (0/1), then per window
+-- (minute, day) its remaining, the instant it is full again as ms and a
+-- fraction (numerator over the capacity) and, when refused by it, its
+-- wait as a numerator (ms times 1/capacity); then when the ban ends (ms,
+-- 0 for none).
 --
 -- Exact arithmetic in doubles: Lua numbers are doubles, exact for
 -- integers below 2^53. A bucket's theoretical arrival time (TAT) is kept
@@ -42,9 +54,11 @@ local function idiv(a, b)
 end
 
 -- Judges one request at `now` against the bucket whose TAT is ms + frac/cap
--- (the core's Bucket::judge; all quantities in units of 1 ms / cap). Returns
--- allowed, remaining, the TAT seen (max of the stored one and now), the TAT
--- to store if the request goes ahead, and the wait (0 when allowed).
+-- (the core's Bucket::judge; all quantities in units of 1 ms / cap).
+-- Returns whether it is allowed, the remaining, the TAT seen (max of the
+-- stored one and now, as ms and frac), the TAT to store if the request
+-- goes ahead (ms, frac), and the wait (0 when allowed). Plain values, no
+-- table: this runs once per request and window.
 local function judge(ms, frac, cap, period, now)
   if ms < now then
     ms = now
@@ -60,20 +74,12 @@ local function judge(ms, frac, cap, period, now)
       debt = span
     end
   end
-  local b = { tms = ms, tfrac = frac, nms = ms, nfrac = frac, wait = 0 }
-  b.allowed = debt + period <= span
-  local used = debt
-  if b.allowed then
-    used = debt + period
+  if debt + period <= span then
     local f = frac + period
     local carry = idiv(f, cap)
-    b.nms = ms + carry
-    b.nfrac = f - carry * cap
-  else
-    b.wait = debt + period - span
+    return true, idiv(span - debt - period, period), ms, frac, ms + carry, f - carry * cap, 0
   end
-  b.remaining = idiv(span - used, period)
-  return b
+  return false, idiv(span - debt, period), ms, frac, ms, frac, debt + period - span
 end
 
 -- Whole seconds of a wait as Retry-After states it: the wait is
@@ -85,6 +91,10 @@ local function wait_secs(wait, cap)
     s = 1
   end
   return s
+end
+
+local function int(x)
+  return string.format('%d', x)
 end
 
 local now
@@ -99,80 +109,124 @@ local dcap = tonumber(ARGV[3])
 local strikes = tonumber(ARGV[4])
 local window = tonumber(ARGV[5])
 local ban = tonumber(ARGV[6])
+local count = tonumber(ARGV[7] or '1')
 local key = KEYS[1]
-
-local st = redis.call('HMGET', key, 'mm', 'mf', 'dm', 'df', 'bu', 'ra', 'r')
-local m = judge(tonumber(st[1]) or 0, tonumber(st[2]) or 0, mcap, MINUTE, now)
-local d = { allowed = true, remaining = 0, tms = 0, tfrac = 0, nms = 0, nfrac = 0, wait = 0 }
-if dcap > 0 then
-  d = judge(tonumber(st[3]) or 0, tonumber(st[4]) or 0, dcap, DAY, now)
+if not count or count < 1 or count > 1000 then
+  return redis.error_reply('COUNT must be 1 to 1000')
 end
+
+-- The state, read once and written once for all COUNT requests.
+local st = redis.call('HMGET', key, 'mm', 'mf', 'dm', 'df', 'bu', 'ra', 'r')
+local mm, mf = tonumber(st[1]) or 0, tonumber(st[2]) or 0
+local dm, df = tonumber(st[3]) or 0, tonumber(st[4]) or 0
 local banned_until = tonumber(st[5])
 local retry_at = tonumber(st[6])
+local refusals_text = st[7] or ''
+local charged, struck = false, false
 
-local function int(x)
-  return string.format('%d', x)
+-- One window's reply fields for a request with this outcome: a request
+-- that went ahead reports the bucket after it; a refused one the bucket
+-- as it stands, a window that would have let it through counting the
+-- token it did not take; a banned one nothing remaining.
+local function window_reply(outcome, allowed, remaining, tms, tfrac, nms, nfrac)
+  if outcome == 0 then
+    return remaining, nms, nfrac
+  elseif outcome == 1 then
+    if allowed then
+      remaining = remaining + 1
+    end
+    return remaining, tms, tfrac
+  end
+  return 0, tms, tfrac
 end
 
-local outcome = 1
-local started = 0
-local wrote = false
-local refusals_text = st[7] or ''
-if banned_until and now < banned_until then
-  outcome = 2
-elseif m.allowed and d.allowed then
-  outcome = 0
-  redis.call('HSET', key, 'mm', int(m.nms), 'mf', int(m.nfrac), 'dm', int(d.nms), 'df', int(d.nfrac))
-  wrote = true
-elseif strikes > 0 then
-  -- The core's KeyLimiter::check: only a refusal that came back before
-  -- the previous refusal's Retry-After is a strike.
-  local secs = 0
-  if not m.allowed then
-    secs = wait_secs(m.wait, mcap)
+local out = {}
+for _ = 1, count do
+  local ma, mr, mtms, mtfrac, mnms, mnfrac, mwait = judge(mm, mf, mcap, MINUTE, now)
+  local da, dr, dtms, dtfrac, dnms, dnfrac, dwait = true, 0, 0, 0, 0, 0, 0
+  if dcap > 0 then
+    da, dr, dtms, dtfrac, dnms, dnfrac, dwait = judge(dm, df, dcap, DAY, now)
   end
-  if not d.allowed then
-    secs = math.max(secs, wait_secs(d.wait, dcap))
-  end
-  local ignored = retry_at and now < retry_at
-  retry_at = now + secs * 1000
-  local fields = { 'ra', int(retry_at) }
-  if ignored then
-    local refusals = {}
-    for t in string.gmatch(refusals_text, '%d+') do
-      local at = tonumber(t)
-      if window <= now - at then
-        -- out of the window: forgotten
-      else
-        refusals[#refusals + 1] = t
+  local outcome = 1
+  local started = 0
+  if banned_until and now < banned_until then
+    outcome = 2
+  elseif ma and da then
+    outcome = 0
+    mm, mf, dm, df = mnms, mnfrac, dnms, dnfrac
+    charged = true
+  elseif strikes > 0 then
+    -- The core's KeyLimiter::check: only a refusal that came back before
+    -- the previous refusal's Retry-After is a strike.
+    local secs = 0
+    if not ma then
+      secs = wait_secs(mwait, mcap)
+    end
+    if not da then
+      secs = math.max(secs, wait_secs(dwait, dcap))
+    end
+    local ignored = retry_at and now < retry_at
+    retry_at = now + secs * 1000
+    struck = true
+    if ignored then
+      local refusals = {}
+      for t in string.gmatch(refusals_text, '%d+') do
+        local at = tonumber(t)
+        if window <= now - at then
+          -- out of the window: forgotten
+        else
+          refusals[#refusals + 1] = t
+        end
       end
+      if strikes <= #refusals + 1 then
+        refusals = {}
+        banned_until = now + ban
+        outcome = 2
+        started = 1
+      else
+        refusals[#refusals + 1] = int(now)
+      end
+      refusals_text = table.concat(refusals, ',')
     end
-    if strikes <= #refusals + 1 then
-      refusals = {}
-      banned_until = now + ban
-      outcome = 2
-      started = 1
-      fields[#fields + 1] = 'bu'
-      fields[#fields + 1] = int(banned_until)
-    else
-      refusals[#refusals + 1] = int(now)
-    end
-    refusals_text = table.concat(refusals, ',')
+  end
+  local n = #out
+  out[n + 1] = outcome
+  out[n + 2] = now
+  out[n + 3] = started
+  out[n + 4], out[n + 5], out[n + 6] = window_reply(outcome, ma, mr, mtms, mtfrac, mnms, mnfrac)
+  out[n + 7] = mwait
+  out[n + 8], out[n + 9], out[n + 10] = window_reply(outcome, da, dr, dtms, dtfrac, dnms, dnfrac)
+  out[n + 11] = dwait
+  if outcome == 2 then
+    out[n + 12] = banned_until
+  else
+    out[n + 12] = 0
+  end
+end
+
+-- One write for the whole batch: the buckets if a request went ahead, the
+-- strike fields if one was refused; a ban starts only on a refusal.
+if charged or struck then
+  local fields = {}
+  if charged then
+    fields = { 'mm', int(mm), 'mf', int(mf), 'dm', int(dm), 'df', int(df) }
+  end
+  if struck then
+    fields[#fields + 1] = 'ra'
+    fields[#fields + 1] = int(retry_at)
     fields[#fields + 1] = 'r'
     fields[#fields + 1] = refusals_text
+    if banned_until then
+      fields[#fields + 1] = 'bu'
+      fields[#fields + 1] = int(banned_until)
+    end
   end
   redis.call('HSET', key, unpack(fields))
-  wrote = true
-end
-
--- A TTL on every write, outliving every field of the state: the buckets
--- full again, the ban over, the Retry-After passed, the last strike out
--- of its window. Past that, a missing key is exactly a fresh limiter.
-if wrote then
-  local keep = math.max(m.tms, d.tms, retry_at or 0, banned_until or 0)
-  if outcome == 0 then
-    keep = math.max(keep, m.nms + 1, d.nms + 1)
-  end
+  -- A TTL on every write, outliving every field of the state: the
+  -- buckets full again, the ban over, the Retry-After passed, the last
+  -- strike out of its window. Past that, a missing key is exactly a
+  -- fresh limiter.
+  local keep = math.max(mm + 1, dm + 1, retry_at or 0, banned_until or 0)
   local last = string.match(refusals_text, '(%d+)$')
   if last then
     keep = math.max(keep, tonumber(last) + window)
@@ -180,25 +234,4 @@ if wrote then
   redis.call('PEXPIRE', key, int(keep - now + 1000))
 end
 
-local function window_reply(b)
-  local remaining = 0
-  local fms, ffrac = b.tms, b.tfrac
-  if outcome == 0 then
-    remaining = b.remaining
-    fms, ffrac = b.nms, b.nfrac
-  elseif outcome == 1 then
-    remaining = b.remaining
-    if b.allowed then
-      remaining = remaining + 1
-    end
-  end
-  return remaining, fms, ffrac, b.wait
-end
-
-local mr, mfms, mffrac, mwait = window_reply(m)
-local dr, dfms, dffrac, dwait = window_reply(d)
-local until_ms = 0
-if outcome == 2 then
-  until_ms = banned_until
-end
-return { outcome, now, started, mr, mfms, mffrac, mwait, dr, dfms, dffrac, dwait, until_ms }
+return out

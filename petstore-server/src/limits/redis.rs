@@ -6,6 +6,17 @@
 //!   server never reads and then writes (two replicas doing that lose
 //!   each other's updates). redis-rs's `Script` sends EVALSHA and loads
 //!   the script on `NOSCRIPT` (a restarted or flushed Redis).
+//! - **Batches of one state:** at most one call per limiter state is in
+//!   flight from a replica; the requests of that state that arrive
+//!   meanwhile wait and go together in the next call, whose script
+//!   decides them one after the other, exactly as that many calls in the
+//!   same millisecond would (a lone request is a batch of one). Why:
+//!   Redis runs scripts on one thread, and most of a call's cost is fixed
+//!   (the call, `TIME`, reading and writing the state, the reply), so a
+//!   busy key (one client's many connections, the common case of a hot
+//!   key) costs Redis a call per round trip instead of one per request.
+//!   Different states never share a call, so a key's call touches only
+//!   its own Redis Cluster slot.
 //! - **One clock:** the script reads Redis `TIME`, so every replica
 //!   computes the same `X-RateLimit-Reset` and `Retry-After`. Times are
 //!   whole milliseconds; the decision is the core's for that millisecond
@@ -26,13 +37,17 @@
 //!   every request (Kong's `fault_tolerant`, Envoy's
 //!   `failure_mode_deny=false`).
 
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ::redis::aio::ConnectionManager;
+use parking_lot::Mutex;
 use petstore_core::{BanPolicy, Decision, Outcome, Quota, Timestamp, WindowState};
+use tokio::sync::oneshot;
 
 use super::StateId;
 use crate::keys::KeyEntry;
@@ -59,6 +74,11 @@ pub const MAX_QUOTA: u32 = 100_000_000;
 /// years): with a Unix time in ms (about 1.8 * 10^12) the sum stays far
 /// below 2^53. A keys file may say more; it changes nothing in practice.
 pub const MAX_BAN_MS: u64 = 1_000_000_000_000;
+
+/// The most requests one call decides. Bounds the time one script holds
+/// Redis's thread (a few microseconds per request) and the reply's size;
+/// more waiting requests go in the next call.
+pub const MAX_BATCH: usize = 64;
 
 const MINUTE: Duration = Duration::from_secs(60);
 const DAY: Duration = Duration::from_secs(86_400);
@@ -213,6 +233,18 @@ pub fn decode(reply: &[i64], params: &Params) -> Option<Decision> {
     })
 }
 
+/// A reply of the script for `count` requests, 12 integers each, as
+/// their decisions in order; `None` for a reply that is not the script's.
+pub fn decode_batch(reply: &[i64], params: &Params, count: usize) -> Option<Vec<Decision>> {
+    if reply.len() != count * 12 {
+        return None;
+    }
+    reply
+        .chunks_exact(12)
+        .map(|one| decode(one, params))
+        .collect()
+}
+
 /// The decision of this process's own limiter for `charge`: the
 /// fallback, at the full plan.
 pub fn decide_here(state: &AppState, charge: &Charge) -> Decision {
@@ -227,6 +259,8 @@ pub fn decide_here(state: &AppState, charge: &Charge) -> Decision {
 #[derive(Debug, Default)]
 pub struct Stats {
     fallbacks: AtomicU64,
+    /// Requests Redis decided (over the calls: the mean batch).
+    decisions: AtomicU64,
     /// Calls that got a reply, per bucket of [`LATENCY_BOUNDS`].
     latency: [AtomicU64; LATENCY_BOUNDS.len()],
     latency_sum_nanos: AtomicU64,
@@ -252,7 +286,13 @@ impl Stats {
         self.fallbacks.load(Ordering::Relaxed)
     }
 
-    /// The latency histogram: per-bucket counts and the sum in seconds.
+    /// Requests whose limit Redis decided.
+    pub fn decisions(&self) -> u64 {
+        self.decisions.load(Ordering::Relaxed)
+    }
+
+    /// The latency histogram, one observation per call: per-bucket counts
+    /// and the sum in seconds.
     pub fn latency(&self) -> ([u64; LATENCY_BOUNDS.len()], f64) {
         let counts = std::array::from_fn(|i| self.latency[i].load(Ordering::Relaxed));
         let sum = self.latency_sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
@@ -271,7 +311,8 @@ impl Stats {
     }
 }
 
-/// The shared limiter: a connection to Redis, the script, the breaker.
+/// The shared limiter: a connection to Redis, the script, the breaker and
+/// the requests waiting for their state's call.
 #[derive(Clone)]
 pub struct RedisLimits {
     connection: ConnectionManager,
@@ -285,6 +326,15 @@ impl std::fmt::Debug for RedisLimits {
     }
 }
 
+/// A state's name and the script's arguments: requests batch together
+/// only when both are equal (a reload that changes a key's ban policy but
+/// not its quota keeps the name, not the arguments).
+type BatchKey = (Arc<str>, [u64; 5]);
+
+/// Where a waiting request's decision goes: `None` when Redis did not
+/// decide it (the request falls back to this replica's limiter).
+type Waiter = oneshot::Sender<Option<Decision>>;
+
 #[derive(Debug)]
 struct Inner {
     /// The instant (ms since `origin`) until which requests skip Redis.
@@ -293,6 +343,10 @@ struct Inner {
     alone: AtomicBool,
     origin: Instant,
     stats: Arc<Stats>,
+    /// Per state with a call in flight, the requests waiting for the
+    /// next. A state is here exactly while its driver task runs. A plain
+    /// mutex: held for a push or a swap, never across an await.
+    waiting: Mutex<HashMap<BatchKey, Vec<Waiter>>>,
 }
 
 impl RedisLimits {
@@ -316,6 +370,7 @@ impl RedisLimits {
                 alone: AtomicBool::new(false),
                 origin: Instant::now(),
                 stats: Arc::new(Stats::default()),
+                waiting: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -329,52 +384,126 @@ impl RedisLimits {
     /// limiter when Redis does not answer within [`TIMEOUT`] (or the
     /// breaker is open). Never fails.
     pub async fn decide(&self, state: &AppState, charge: &Charge) -> Decision {
-        let (name, params) = match charge {
-            Charge::Key(entry) => {
-                let quota = entry.limiter.quota();
-                let id = StateId {
-                    digest: *entry.digest(),
-                    quota,
-                };
-                (
-                    key_name(&id),
-                    Params::key(quota, entry.limiter.ban_policy()),
-                )
-            }
-            Charge::Anonymous(ip) => {
-                let per_minute = state.keys().anonymous.per_minute();
-                (
-                    anonymous_name(*ip, per_minute),
-                    Params::anonymous(per_minute),
-                )
-            }
-        };
-        if self.may_try() {
-            let started = Instant::now();
-            match self.call(&name, &params).await {
-                Ok(decision) => {
-                    self.inner.stats.observe(started.elapsed());
-                    if self.inner.alone.swap(false, Ordering::Relaxed) {
-                        // The probe got through: close the breaker.
-                        self.inner.open_until_ms.store(0, Ordering::Relaxed);
-                        log_info!("Redis answers again: one rate limit across replicas");
-                    }
-                    return decision;
+        let decided = if self.breaker_open() {
+            None
+        } else {
+            let (name, params) = match charge {
+                Charge::Key(entry) => (
+                    entry.redis_name(),
+                    Params::key(entry.limiter.quota(), entry.limiter.ban_policy()),
+                ),
+                Charge::Anonymous(ip) => {
+                    let per_minute = state.keys().anonymous.per_minute();
+                    (
+                        Arc::from(anonymous_name(*ip, per_minute)),
+                        Params::anonymous(per_minute),
+                    )
                 }
-                Err(e) => self.failed(&e),
+            };
+            self.batched(name, params).await
+        };
+        match decided {
+            Some(decision) => decision,
+            None => {
+                self.inner.stats.fallbacks.fetch_add(1, Ordering::Relaxed);
+                decide_here(state, charge)
             }
         }
-        self.inner.stats.fallbacks.fetch_add(1, Ordering::Relaxed);
-        decide_here(state, charge)
+    }
+
+    /// Joins the requests waiting for `name`'s next call, or, when no call
+    /// of that state is in flight, starts its driver with this request as
+    /// the first batch. The driver is a task of its own, so a request
+    /// dropped while it waits (its client gone) never strands the others.
+    async fn batched(&self, name: Arc<str>, params: Params) -> Option<Decision> {
+        let (tx, rx) = oneshot::channel();
+        let lead = match self
+            .inner
+            .waiting
+            .lock()
+            .entry((name.clone(), params.args()))
+        {
+            Entry::Occupied(mut waiting) => {
+                waiting.get_mut().push(tx);
+                None
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(Vec::new());
+                Some(tx)
+            }
+        };
+        if let Some(tx) = lead {
+            tokio::spawn(self.clone().drive(name, params, vec![tx]));
+        }
+        // The driver answers every waiter or drops it (its guard), and each
+        // of its calls is bounded by TIMEOUT: this wait is bounded too.
+        rx.await.ok().flatten()
+    }
+
+    /// Calls Redis for `batch`, answers it, and goes on with the requests
+    /// that arrived meanwhile until none wait.
+    async fn drive(self, name: Arc<str>, params: Params, mut batch: Vec<Waiter>) {
+        let mut guard = Driving {
+            limits: &self,
+            key: Some((name, params.args())),
+        };
+        loop {
+            let Some(key) = guard.key.as_ref() else {
+                return;
+            };
+            let decided = if self.may_try() {
+                self.call(&key.0, &params, batch.len()).await
+            } else {
+                None
+            };
+            match decided {
+                Some(decisions) => {
+                    for (waiter, decision) in batch.drain(..).zip(decisions) {
+                        // A waiter gone (its connection closed) was charged
+                        // all the same, as a request the client abandoned.
+                        let _ = waiter.send(Some(decision));
+                    }
+                }
+                None => {
+                    for waiter in batch.drain(..) {
+                        let _ = waiter.send(None);
+                    }
+                }
+            }
+            let mut all = self.inner.waiting.lock();
+            let more = match all.get_mut(key) {
+                Some(waiting) if waiting.len() > MAX_BATCH => {
+                    batch.extend(waiting.drain(..MAX_BATCH));
+                    true
+                }
+                Some(waiting) if !waiting.is_empty() => {
+                    std::mem::swap(waiting, &mut batch);
+                    true
+                }
+                _ => false,
+            };
+            if !more {
+                all.remove(key);
+                drop(all);
+                guard.key = None;
+            }
+        }
     }
 
     fn elapsed_ms(&self) -> u64 {
         u64::try_from(self.inner.origin.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    /// Whether this request may call Redis: the breaker is closed, or this
-    /// is the one request that probes once it has been open for
-    /// [`BREAKER`] (it pushes the next probe a breaker's length away).
+    /// Whether the breaker is open and not yet due for a probe: the
+    /// request is decided here without queueing.
+    fn breaker_open(&self) -> bool {
+        let open_until = self.inner.open_until_ms.load(Ordering::Relaxed);
+        open_until != 0 && self.elapsed_ms() < open_until
+    }
+
+    /// Whether this call may go to Redis: the breaker is closed, or this
+    /// is the one call that probes once it has been open for [`BREAKER`]
+    /// (it pushes the next probe a breaker's length away).
     fn may_try(&self) -> bool {
         let open_until = self.inner.open_until_ms.load(Ordering::Relaxed);
         if open_until == 0 {
@@ -407,25 +536,70 @@ impl RedisLimits {
         }
     }
 
-    async fn call(&self, name: &str, params: &Params) -> Result<Decision, String> {
+    /// One script call deciding `count` requests of `name`; `None` (the
+    /// failure logged and the breaker opened) when Redis did not answer
+    /// with the script's reply within [`TIMEOUT`].
+    async fn call(&self, name: &str, params: &Params, count: usize) -> Option<Vec<Decision>> {
+        let started = Instant::now();
         let mut connection = self.connection.clone();
         let mut invocation = self.script.prepare_invoke();
-        invocation.key(name).arg("");
-        for a in params.args() {
-            invocation.arg(a);
-        }
-        let reply: Vec<i64> =
+        invocation
+            .key(name)
+            .arg("")
+            .arg(&params.args()[..])
+            .arg(count);
+        let reply: Result<Vec<i64>, String> =
             match tokio::time::timeout(TIMEOUT, invocation.invoke_async(&mut connection)).await {
-                Err(_) => return Err(format!("no answer within {} ms", TIMEOUT.as_millis())),
-                Ok(Err(e)) => return Err(e.to_string()),
-                Ok(Ok(reply)) => reply,
+                Err(_) => Err(format!("no answer within {} ms", TIMEOUT.as_millis())),
+                Ok(Err(e)) => Err(e.to_string()),
+                Ok(Ok(reply)) => Ok(reply),
             };
-        decode(&reply, params).ok_or_else(|| format!("unexpected script reply {reply:?}"))
+        let decided = reply.and_then(|reply| {
+            decode_batch(&reply, params, count)
+                .ok_or_else(|| format!("unexpected script reply {reply:?}"))
+        });
+        match decided {
+            Ok(decisions) => {
+                self.inner.stats.observe(started.elapsed());
+                self.inner
+                    .stats
+                    .decisions
+                    .fetch_add(count as u64, Ordering::Relaxed);
+                if self.inner.alone.swap(false, Ordering::Relaxed) {
+                    // The probe got through: close the breaker.
+                    self.inner.open_until_ms.store(0, Ordering::Relaxed);
+                    log_info!("Redis answers again: one rate limit across replicas");
+                }
+                Some(decisions)
+            }
+            Err(e) => {
+                self.failed(&e);
+                None
+            }
+        }
     }
 
     /// Whether the last call to Redis failed: this replica limits alone.
     pub fn is_alone(&self) -> bool {
         self.inner.alone.load(Ordering::Relaxed)
+    }
+}
+
+/// A running driver's claim on its state's queue. Dropped without having
+/// emptied it (the task cancelled at shutdown, or a panic), it removes the
+/// queue, so the waiters' channels close (they fall back to this replica's
+/// limiter) and the next request of the state starts a new driver instead
+/// of waiting behind one that is gone.
+struct Driving<'a> {
+    limits: &'a RedisLimits,
+    key: Option<BatchKey>,
+}
+
+impl Drop for Driving<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            self.limits.inner.waiting.lock().remove(&key);
+        }
     }
 }
 
@@ -453,5 +627,16 @@ mod tests {
         assert!(decode(&[-1; 12], &p).is_none());
         assert!(decode(&[3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], &p).is_none());
         assert!(decode(&[0, 1, 0, 59, 1, 0, 0, 0, 0, 0, 0, 0], &p).is_some());
+        let two = [
+            [0, 1, 0, 59, 1, 0, 0, 0, 0, 0, 0, 0],
+            [0, 1, 0, 58, 2, 0, 0, 0, 0, 0, 0, 0],
+        ];
+        let batch = decode_batch(two.as_flattened(), &p, 2).unwrap();
+        assert_eq!(batch.len(), 2);
+        assert_eq!(batch[1].minute.remaining, 58);
+        // A batch's reply must hold exactly its requests.
+        assert!(decode_batch(two.as_flattened(), &p, 1).is_none());
+        assert!(decode_batch(two.as_flattened(), &p, 3).is_none());
+        assert!(decode_batch(&two.as_flattened()[..23], &p, 2).is_none());
     }
 }
