@@ -289,21 +289,39 @@ def csv_rps(_args):
     print(r["rps"])
 
 
-def batches(args):
-    conn = connect(args.base)
-    conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {args.key}"})
+def metrics_values(base, key, names):
+    """The values of the metric lines `names` in BASE's /metrics."""
+    conn = connect(base)
+    conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {key}"})
     response = conn.getresponse()
     body = response.read().decode("utf-8", "replace")
     if response.status != 200:
         raise SystemExit(f"GET /metrics: {response.status}")
     values = {}
     for line in body.splitlines():
-        for field in ("sum", "count"):
-            if line.startswith(f"petstore_postgres_batch_size_{field} "):
-                values[field] = float(line.split()[1])
-    if len(values) != 2:
-        raise SystemExit("no petstore_postgres_batch_size in /metrics")
-    print(f"{values['sum']:.0f} {values['count']:.0f}")
+        parts = line.split()
+        if len(parts) == 2 and parts[0] in names:
+            values[parts[0]] = float(parts[1])
+    missing = [n for n in names if n not in values]
+    if missing:
+        raise SystemExit(f"no {', '.join(missing)} in /metrics")
+    return [values[n] for n in names]
+
+
+def batches(args):
+    """Replica POST's creates and transactions so far."""
+    creates, transactions = metrics_values(
+        args.base, args.key,
+        ["petstore_postgres_batch_size_sum", "petstore_postgres_batch_size_count"])
+    print(f"{creates:.0f} {transactions:.0f}")
+
+
+def redis_batches(args):
+    """Requests decided in Redis and script calls so far (--redis)."""
+    decided, calls = metrics_values(
+        args.base, args.key,
+        ["petstore_redis_decisions_total", "petstore_redis_duration_seconds_count"])
+    print(f"{decided:.0f} {calls:.0f}")
 
 
 def evalsha(args):
@@ -527,7 +545,7 @@ def report(args):
                   f"| {fmt(median(paired(srv, base)))} | {fmt(median(gain))} "
                   f"| {' '.join(f'{x:.2f}' for x in gain)} |")
         print()
-    replica_verdicts = replica_report(rows, args.batches)
+    replica_verdicts = replica_report(rows, args.batches, args.redis_batches)
     # The cost of the observability features: the same list scenario on
     # servers that differ only in one flag, each as a ratio to its own
     # interleaved baseline runs.
@@ -590,11 +608,15 @@ REPLICA_RATIOS = [
     ("replica list / baseline", ("list", "replica"), ("list", "baseline"), None),
     ("replica + Redis list / replica list", ("list", "replica_redis"),
      ("list", "replica"), None),
+    ("cluster (scripts/cluster, through HAProxy) list / single-node list",
+     ("list", "cluster"), ("list", "server"), None),
 ]
 REPLICA_TARGETS = [
     ("list", "server", "single node, GET /v1/pets?limit=20"),
     ("list", "replica", "replica (--postgres), GET /v1/pets?limit=20"),
     ("list", "replica_redis", "replica + Redis (--postgres --redis), GET /v1/pets?limit=20"),
+    ("list", "cluster", "scripts/cluster: HAProxy + 2 replicas + PostgreSQL + Redis, "
+     "GET /v1/pets?limit=20 (CPU: not measured)"),
     ("list", "redis_ceiling", "redis-benchmark -c 64, the list request's EVALSHA (calls/s)"),
     ("list", "redis_ceiling_p16", "redis-benchmark -c 64 -P 16, the same (calls/s)"),
     ("get_id", "server", "single node, GET /v1/pets/{random id}"),
@@ -606,11 +628,11 @@ REPLICA_TARGETS = [
 ]
 
 
-def replica_report(rows, batches_path=None):
+def replica_report(rows, batches_path=None, redis_batches_path=None):
     """The Replicas section (LOAD_REPLICAS): every figure is a median over
     the rounds of ratios paired within a round. Returns the verdicts."""
     conns = sorted({r["conns"] for r in rows
-                    if r["target"] in ("replica", "replica_redis", "pgbench")})
+                    if r["target"] in ("replica", "replica_redis", "cluster", "pgbench")})
     verdicts = []
     for c in conns:
         print(f"### Replicas (LOAD_REPLICAS), {c} connections")
@@ -642,6 +664,18 @@ def replica_report(rows, batches_path=None):
                       f"{b['transactions']:,} transactions, "
                       f"{b['creates'] / b['transactions']:.1f} creates per transaction, "
                       f"{b['transactions'] / (b['runs'] * b['secs']):.0f} commits/s.")
+        if redis_batches_path and os.path.exists(redis_batches_path):
+            with open(redis_batches_path, encoding="utf-8") as f:
+                b = json.load(f)
+            if b.get("calls"):
+                print()
+                print(f"Replica + Redis over the list runs (its /metrics, "
+                      f"petstore_redis_decisions_total and the calls of "
+                      f"petstore_redis_duration_seconds): {b['decided']:,} requests "
+                      f"decided in {b['calls']:,} script calls, "
+                      f"{b['decided'] / b['calls']:.1f} requests per call (one key: "
+                      f"the requests that arrive while its call is in flight go "
+                      f"together in the next).")
         print()
         print("| ratio | per-round ratios | median | target | verdict |")
         print("|---|---|---:|---|---|")
@@ -675,12 +709,16 @@ def replica_report(rows, batches_path=None):
               "and the median is the verdict's. pgbench runs the committer's "
               "own statement with a batch of one, each in its own "
               "transaction (scripts/load.d/create.pgbench), 64 clients; "
-              "redis-benchmark sends the EVALSHA a list request sends "
+              "redis-benchmark sends the EVALSHA a lone list request sends "
               "(captured from Redis's MONITOR: same script, key and "
-              "arguments), 64 connections, 2 threads, one call in flight per "
-              "connection, and 16 with -P 16: the server sends the calls of "
-              "concurrent requests over one multiplexed connection, that is "
-              "pipelined, so it can pass the -P 1 figure.")
+              "arguments, one request per call), 64 connections, 2 threads, "
+              "one call in flight per connection, and 16 with -P 16. The "
+              "server passes both: it pipelines the calls of concurrent "
+              "requests over one multiplexed connection, and decides one "
+              "key's concurrent requests in one call (the requests per call "
+              "above). The cluster runs scripts/cluster (HAProxy, two "
+              "replicas, their PostgreSQL and Redis) on the same two cores "
+              "as wrk.")
         print()
     return verdicts
 
@@ -812,6 +850,11 @@ def main():
     s.add_argument("key")
     s.set_defaults(func=batches)
 
+    s = sub.add_parser("redis-batches")
+    s.add_argument("base")
+    s.add_argument("key")
+    s.set_defaults(func=redis_batches)
+
     s = sub.add_parser("csv-rps")
     s.set_defaults(func=csv_rps)
 
@@ -830,6 +873,8 @@ def main():
     s = sub.add_parser("report")
     s.add_argument("results")
     s.add_argument("--batches", help="replica POST's creates and transactions (LOAD_REPLICAS)")
+    s.add_argument("--redis-batches",
+                   help="replica + Redis: requests decided in Redis and calls (LOAD_REPLICAS)")
     s.add_argument("--memory")
     s.add_argument("--memory-meta")
     s.set_defaults(func=report)
