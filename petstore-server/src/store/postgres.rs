@@ -291,7 +291,7 @@ impl Postgres {
         self.stats.tail.observe(started.elapsed());
         match pulled {
             Ok(Ok(())) => {
-                self.health.up();
+                self.health.up(started);
                 true
             }
             Ok(Err(cause)) => {
@@ -354,7 +354,7 @@ impl Postgres {
             self.stats.commit.observe(started.elapsed());
             match committed {
                 Ok(base) => {
-                    self.health.up();
+                    self.health.up(started);
                     let (pets, replies): (Vec<Pet>, Vec<_>) = batch
                         .drain(..)
                         .enumerate()
@@ -647,7 +647,8 @@ fn target(config: &Config) -> String {
 #[derive(Debug, Default)]
 struct Health {
     down: AtomicBool,
-    cause: Mutex<Option<String>>,
+    /// Why and since when it is down.
+    cause: Mutex<Option<(String, Instant)>>,
 }
 
 impl Health {
@@ -662,19 +663,28 @@ impl Health {
                 "PostgreSQL failed: {cause}. Creates answer 503, reads go on from this replica's copy, \
                  /healthz answers 503; retrying with backoff"
             );
-            *current = Some(cause.to_owned());
+            *current = Some((cause.to_owned(), Instant::now()));
             self.down.store(true, Ordering::Relaxed);
         }
     }
 
-    fn up(&self) {
+    /// An operation that `started` then succeeded. Only one that started
+    /// after the failure shows PostgreSQL answering again: while it shuts
+    /// down, a query already under way may still finish after another
+    /// failed, and would otherwise end an outage that goes on.
+    fn up(&self, started: Instant) {
         if !self.is_down() {
             return;
         }
         let mut current = self.cause.lock();
-        if let Some(cause) = current.take() {
-            log_info!("PostgreSQL answers again (it had failed: {cause}); creates work again");
+        match current.as_ref() {
+            Some((_, since)) if started < *since => return,
+            Some((cause, _)) => {
+                log_info!("PostgreSQL answers again (it had failed: {cause}); creates work again")
+            }
+            None => {}
         }
+        *current = None;
         self.down.store(false, Ordering::Relaxed);
     }
 }
@@ -682,6 +692,27 @@ impl Health {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_an_operation_started_after_the_failure_ends_an_outage() {
+        let health = Health::default();
+        let before = Instant::now();
+        health.up(before);
+        assert!(!health.is_down());
+        health.down("reset by peer");
+        // A query under way when PostgreSQL went down, finishing now.
+        health.up(before);
+        assert!(health.is_down());
+        // A second failure of the same outage keeps its first cause.
+        health.down("connection refused");
+        assert_eq!(
+            health.cause.lock().as_ref().map(|(c, _)| c.as_str()),
+            Some("reset by peer")
+        );
+        health.up(Instant::now());
+        assert!(!health.is_down());
+        assert!(health.cause.lock().is_none());
+    }
 
     #[test]
     fn the_stored_json_is_the_cores_encoding() {
