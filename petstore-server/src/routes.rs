@@ -170,24 +170,26 @@ enum Operation<'a> {
 /// nothing waits.
 pub fn respond(connection: &Connection, head: &Parts, body: BodyRead) -> (HttpResponse, Served) {
     let empty = matches!(&body, BodyRead::Complete(bytes) if bytes.is_empty());
-    let mut admission = admit(connection, head, empty);
-    if let Admission::Charge(pending) = &admission {
-        let decision = pending.decide_here(&connection.state);
-        admission = admit_decided(connection, head, empty, decision);
-    }
-    match admission {
-        Admission::Answered(response, served) => (response, served),
-        Admission::Admitted(admitted) => match admitted.finish(connection, head, body) {
-            Finished::Answered(response, served) => (response, served),
-            Finished::Waiting(waiting) => match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(runtime) => runtime.block_on(waiting.finish(connection, head)),
-                Err(_) => (ApiError::Internal.to_response(), Served::default()),
-            },
+    let admitted = match admit(connection, head, empty) {
+        Admission::Answered(response, served) => return (response, served),
+        Admission::Admitted(admitted) => admitted,
+        Admission::Charge(pending) => {
+            let decision = pending.decide_here(&connection.state);
+            match admit_decided(connection, head, empty, pending, decision) {
+                Decided::Admitted(admitted) => admitted,
+                Decided::Answered(response, served) => return (response, served),
+            }
+        }
+    };
+    match admitted.finish(connection, head, body) {
+        Finished::Answered(response, served) => (response, served),
+        Finished::Waiting(waiting) => match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime.block_on(waiting.finish(connection, head)),
+            Err(_) => (ApiError::Internal.to_response(), Served::default()),
         },
-        Admission::Charge(_) => (ApiError::Internal.to_response(), Served::default()),
     }
 }
 
@@ -204,22 +206,61 @@ pub enum Admission {
     Charge(Pending),
 }
 
+/// What [`admit_decided`] made of a request once its rate limit was
+/// decided: [`Admission`] but for the rate limit to await.
+#[derive(Debug)]
+pub enum Decided {
+    /// Refused (429, 401, or a check after the rate limit).
+    Answered(HttpResponse, Served),
+    /// Passed every check that needs no body.
+    Admitted(Admitted),
+}
+
 /// A request whose rate-limit decision has to be awaited: whose buckets
-/// it charges, and the backend that decides.
+/// it charges, the backend that decides, and what [`admit`] found before
+/// the rate limit (the operation, the caller), so that
+/// [`admit_decided`] goes on from there instead of checking again (a
+/// keys reload meanwhile cannot give the decision to another entry).
 #[derive(Debug)]
 pub struct Pending {
     limits: RedisLimits,
     charge: Charge,
+    op: PendingOperation,
+    served: Served,
+    quota: QuotaHeaders,
+    caller: Result<&'static str, ApiError>,
 }
 
-impl Pending {
-    fn new(limits: &RedisLimits, charge: Charge) -> Pending {
-        Pending {
-            limits: limits.clone(),
-            charge,
+/// [`Operation`] owning its path segment, to outlive an await.
+#[derive(Debug)]
+enum PendingOperation {
+    ListPets,
+    CreatePet,
+    GetPet(Box<str>),
+    ListOrders,
+}
+
+impl PendingOperation {
+    fn new(op: Operation<'_>) -> PendingOperation {
+        match op {
+            Operation::ListPets => PendingOperation::ListPets,
+            Operation::CreatePet => PendingOperation::CreatePet,
+            Operation::GetPet(segment) => PendingOperation::GetPet(segment.into()),
+            Operation::ListOrders => PendingOperation::ListOrders,
         }
     }
 
+    fn as_operation(&self) -> Operation<'_> {
+        match self {
+            PendingOperation::ListPets => Operation::ListPets,
+            PendingOperation::CreatePet => Operation::CreatePet,
+            PendingOperation::GetPet(segment) => Operation::GetPet(segment),
+            PendingOperation::ListOrders => Operation::ListOrders,
+        }
+    }
+}
+
+impl Pending {
     /// The decision (never fails: the backend falls back to this
     /// replica's own limiter).
     pub async fn decide(&self, state: &AppState) -> Decision {
@@ -264,27 +305,6 @@ enum Checked {
 /// byte of it; and a body is never read for a request that is refused
 /// anyway.
 pub fn admit(connection: &Connection, head: &Parts, body_empty: bool) -> Admission {
-    admit_with(connection, head, body_empty, None)
-}
-
-/// [`admit`] once the awaited rate-limit decision of
-/// [`Admission::Charge`] is in: the same checks, with `decision` as the
-/// rate limit's answer.
-pub fn admit_decided(
-    connection: &Connection,
-    head: &Parts,
-    body_empty: bool,
-    decision: Decision,
-) -> Admission {
-    admit_with(connection, head, body_empty, Some(decision))
-}
-
-fn admit_with(
-    connection: &Connection,
-    head: &Parts,
-    body_empty: bool,
-    decided: Option<Decision>,
-) -> Admission {
     let state = &*connection.state;
     let route =
         Route::find(head.uri.path()).filter(|r| *r != Route::Metrics || state.metrics.is_some());
@@ -313,44 +333,16 @@ fn admit_with(
         (_, Route::OpenApi) if get => json(StatusCode::OK, state.openapi().clone()),
         (_, Route::Metrics) if get => metrics(state),
         (_, Route::Pets) if get => {
-            return operation(
-                connection,
-                head,
-                body_empty,
-                Operation::ListPets,
-                served,
-                decided,
-            )
+            return operation(connection, head, body_empty, Operation::ListPets, served)
         }
         (&Method::POST, Route::Pets) => {
-            return operation(
-                connection,
-                head,
-                body_empty,
-                Operation::CreatePet,
-                served,
-                decided,
-            )
+            return operation(connection, head, body_empty, Operation::CreatePet, served)
         }
         (_, Route::Pet(id)) if get => {
-            return operation(
-                connection,
-                head,
-                body_empty,
-                Operation::GetPet(id),
-                served,
-                decided,
-            )
+            return operation(connection, head, body_empty, Operation::GetPet(id), served)
         }
         (_, Route::Orders) if get => {
-            return operation(
-                connection,
-                head,
-                body_empty,
-                Operation::ListOrders,
-                served,
-                decided,
-            )
+            return operation(connection, head, body_empty, Operation::ListOrders, served)
         }
         (&Method::OPTIONS, route) if cors_on => {
             let mut response = empty(StatusCode::NO_CONTENT);
@@ -455,14 +447,86 @@ fn operation(
     head: &Parts,
     body_empty: bool,
     op: Operation<'_>,
-    mut served: Served,
-    decided: Option<Decision>,
+    served: Served,
 ) -> Admission {
-    let state = &*connection.state;
-    let (decision, quota, caller) = match authorize(connection, &head.headers, decided) {
-        Ok(charged) => charged,
-        Err(pending) => return Admission::Charge(pending),
+    let (authorized, quota, caller) = authorize(connection, &head.headers);
+    let decision = match authorized {
+        Authorized::Decided(decision) => decision,
+        Authorized::Charge(limits, charge) => {
+            return Admission::Charge(Pending {
+                limits,
+                charge,
+                op: PendingOperation::new(op),
+                served,
+                quota,
+                caller,
+            })
+        }
     };
+    let found = Found {
+        op,
+        served,
+        quota,
+        caller,
+    };
+    match limited(connection, head, body_empty, found, decision) {
+        Decided::Admitted(admitted) => Admission::Admitted(admitted),
+        Decided::Answered(response, served) => Admission::Answered(response, served),
+    }
+}
+
+/// [`admit`] once the awaited rate-limit decision of
+/// [`Admission::Charge`] is in: the checks after the rate limit, with
+/// `decision` as its answer. Admitted, or answered (a refusal).
+pub fn admit_decided(
+    connection: &Connection,
+    head: &Parts,
+    body_empty: bool,
+    pending: Pending,
+    decision: Decision,
+) -> Decided {
+    let Pending {
+        op,
+        served,
+        quota,
+        caller,
+        ..
+    } = pending;
+    let found = Found {
+        op: op.as_operation(),
+        served,
+        quota,
+        caller,
+    };
+    limited(connection, head, body_empty, found, decision)
+}
+
+/// What the checks before the rate limit found: the operation, what the
+/// access log records so far, and the charged limiter's quota headers and
+/// caller (the key's entry name, or why there is no valid key).
+struct Found<'a> {
+    op: Operation<'a>,
+    served: Served,
+    quota: QuotaHeaders,
+    caller: Result<&'static str, ApiError>,
+}
+
+/// The rate limit's `decision` applied, then the checks of the operation
+/// that need no body.
+fn limited(
+    connection: &Connection,
+    head: &Parts,
+    body_empty: bool,
+    found: Found<'_>,
+    decision: Decision,
+) -> Decided {
+    let state = &*connection.state;
+    let Found {
+        op,
+        mut served,
+        quota,
+        caller,
+    } = found;
     let checked = match decision.outcome {
         Outcome::Limited { retry_after } => {
             let refused = ApiError::RateLimited { retry_after };
@@ -488,7 +552,7 @@ fn operation(
     };
     served.key = caller.ok();
     match checked {
-        Ok(op) => Admission::Admitted(Admitted {
+        Ok(op) => Decided::Admitted(Admitted {
             op,
             decision,
             quota,
@@ -498,7 +562,7 @@ fn operation(
             let deprecated = matches!(op, Operation::GetPet(_));
             let mut response = refusal(state, &error, &decision, &quota, deprecated);
             decorate(state, head, &mut response);
-            Admission::Answered(response, served)
+            Decided::Answered(response, served)
         }
     }
 }
@@ -664,37 +728,34 @@ struct Success<'a> {
     extra: Extra<'a>,
 }
 
-/// What [`authorize`] found: the decision, the quota's header values of
-/// the charged limiter, and the key's entry name (or why there is no
-/// valid key).
-type Authorized = (Decision, QuotaHeaders, Result<&'static str, ApiError>);
+/// What [`authorize`] found of the rate limit: decided here (in
+/// process), or to be charged in Redis (`--redis`).
+enum Authorized {
+    Decided(Decision),
+    Charge(RedisLimits, Charge),
+}
 
 /// Charges the key's buckets, or the client address's when there is no
-/// valid key: in process, or with `decided` when the decision was
-/// awaited; without it and with Redis, says what to charge there.
+/// valid key, in process; with Redis, says what to charge there. Also
+/// returns the quota's header values of the charged limiter, and the
+/// key's entry name (or why there is no valid key).
 fn authorize(
     connection: &Connection,
     request: &HeaderMap,
-    decided: Option<Decision>,
-) -> Result<Authorized, Pending> {
+) -> (Authorized, QuotaHeaders, Result<&'static str, ApiError>) {
     let state = &*connection.state;
     let now = state.clock.now();
     let key_sent = match authorization(request) {
         Authorization::Value(header) => {
             let charged = connection.with_key(header, |entry| {
-                let decision = match (decided, &state.redis) {
-                    (Some(decision), _) => decision,
-                    (None, None) => entry.limiter.check(now),
-                    (None, Some(limits)) => {
-                        let charge = Charge::Key(entry.clone());
-                        return Err(Pending::new(limits, charge));
-                    }
+                let authorized = match &state.redis {
+                    None => Authorized::Decided(entry.limiter.check(now)),
+                    Some(limits) => Authorized::Charge(limits.clone(), Charge::Key(entry.clone())),
                 };
-                Ok((decision, entry.quota_headers, entry.name))
+                (authorized, entry.quota_headers, entry.name)
             });
             match charged {
-                Some(Ok((decision, quota, name))) => return Ok((decision, quota, Ok(name))),
-                Some(Err(pending)) => return Err(pending),
+                Some((authorized, quota, name)) => return (authorized, quota, Ok(name)),
                 // Malformed, or not a key of ours: the same 401.
                 None => true,
             }
@@ -703,18 +764,15 @@ fn authorize(
         Authorization::Missing => false,
     };
     let keys = state.keys();
-    let decision = match (decided, &state.redis) {
-        (Some(decision), _) => decision,
-        (None, None) => keys.anonymous.check(connection.peer, now),
-        (None, Some(limits)) => {
-            return Err(Pending::new(limits, Charge::Anonymous(connection.peer)))
-        }
+    let authorized = match &state.redis {
+        None => Authorized::Decided(keys.anonymous.check(connection.peer, now)),
+        Some(limits) => Authorized::Charge(limits.clone(), Charge::Anonymous(connection.peer)),
     };
-    Ok((
-        decision,
+    (
+        authorized,
         keys.anonymous_headers,
         Err(ApiError::Unauthorized { key_sent }),
-    ))
+    )
 }
 
 fn get_pet(state: &AppState, id: PetId) -> Result<Success<'_>, ApiError> {

@@ -56,7 +56,8 @@ use crate::per_address::PerAddress;
 use crate::proxy_protocol;
 use crate::recorder::METHODS;
 use crate::routes::{
-    self, declared_length, Admission, Admitted, BodyRead, Finished, Served, Waiting, MAX_BODY,
+    self, declared_length, Admission, Admitted, BodyRead, Decided, Finished, Served, Waiting,
+    MAX_BODY,
 };
 use crate::state::AppState;
 use crate::write_timeout::WriteTimeout;
@@ -200,24 +201,20 @@ fn reply(
             let connection = connection.clone();
             return Reply::Later(Box::pin(async move {
                 let decision = pending.decide(&connection.state).await;
-                let admitted = match admit_decided(&connection, &head, body_empty, decision) {
-                    Admission::Admitted(admitted) => admitted,
-                    Admission::Answered(response, served) => {
-                        return Ok(answered_unread(
-                            &connection,
-                            method,
-                            response,
-                            &served,
-                            body_empty,
-                            started,
-                        ));
-                    }
-                    Admission::Charge(_) => {
-                        // `admit_decided` has its decision: never here.
-                        log_error!("rate limit asked for twice; answered 500");
-                        return Ok(ApiError::Internal.to_response());
-                    }
-                };
+                let admitted =
+                    match admit_decided(&connection, &head, body_empty, pending, decision) {
+                        Decided::Admitted(admitted) => admitted,
+                        Decided::Answered(response, served) => {
+                            return Ok(answered_unread(
+                                &connection,
+                                method,
+                                response,
+                                &served,
+                                body_empty,
+                                started,
+                            ));
+                        }
+                    };
                 let body = read_body(&head, body, body_timeout).await;
                 Ok(answer_later(connection, head, admitted, body, started).await)
             }));
@@ -513,12 +510,13 @@ fn admit_decided(
     connection: &Connection,
     head: &Parts,
     body_empty: bool,
+    pending: routes::Pending,
     decision: petstore_core::Decision,
-) -> Admission {
+) -> Decided {
     unpanicked(
         head,
-        || routes::admit_decided(connection, head, body_empty, decision),
-        Admission::Answered,
+        || routes::admit_decided(connection, head, body_empty, pending, decision),
+        Decided::Answered,
     )
 }
 
