@@ -30,6 +30,7 @@
 //! | [`health`] | `GET /healthz`: ok, or degraded with a reason |
 //! | [`metrics`] | `GET /metrics` (Prometheus) |
 //! | [`recorder`] | per-thread request counters behind `/metrics` |
+//! | [`histogram`] | an atomic histogram for `/metrics` (PostgreSQL, Redis) |
 //! | [`access_log`] | `--access-log`: one JSON line per request |
 //! | [`log`] | log lines on stderr |
 
@@ -45,6 +46,7 @@ pub mod error;
 pub mod file_read;
 pub mod headers;
 pub mod health;
+pub mod histogram;
 pub mod intern;
 pub mod journal_cmd;
 pub mod keygen;

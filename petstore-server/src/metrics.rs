@@ -38,10 +38,10 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use crate::limits::redis::{Stats as RedisStats, LATENCY_BOUNDS};
+use crate::limits::redis::Stats as RedisStats;
 use crate::recorder::Recorder;
 use crate::store::postgres;
-use crate::store::stats::{self, Histogram, Op};
+use crate::store::stats::Op;
 use crate::store::Store;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -269,11 +269,6 @@ fn encode_postgres(
     )?;
     behind.encode(metric)?;
     let stats = pg.stats();
-    let seconds: Vec<f64> = stats::SECONDS_BUCKETS
-        .iter()
-        .copied()
-        .chain([f64::MAX])
-        .collect();
     for (name, help, histogram) in [
         (
             "postgres_commit_duration_seconds",
@@ -285,35 +280,16 @@ fn encode_postgres(
             "Time of each query of new pets for the read copy",
             &stats.tail,
         ),
+        (
+            "postgres_batch_size",
+            "Creates written per PostgreSQL transaction",
+            &stats.batch,
+        ),
     ] {
-        let (micros, count, counts) = histogram.read();
+        let (sum, count, buckets) = histogram.snapshot();
         let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Histogram)?;
-        metric.encode_histogram::<NoLabelSet>(
-            micros as f64 / 1e6,
-            count,
-            &buckets(&seconds, &counts),
-            None,
-        )?;
+        metric.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
     }
-    let sizes: Vec<f64> = stats::BATCH_BUCKETS
-        .iter()
-        .copied()
-        .chain([f64::MAX])
-        .collect();
-    let batch: &Histogram = &stats.batch;
-    let (creates, count, counts) = batch.read();
-    let mut metric = encoder.encode_descriptor(
-        "postgres_batch_size",
-        "Creates written per PostgreSQL transaction",
-        None,
-        MetricType::Histogram,
-    )?;
-    metric.encode_histogram::<NoLabelSet>(
-        creates as f64,
-        count,
-        &buckets(&sizes, &counts),
-        None,
-    )?;
     let mut metric = encoder.encode_descriptor(
         "postgres_errors",
         "Failed PostgreSQL operations, by operation",
@@ -454,14 +430,13 @@ impl Collector for RedisCollector {
             decisions.metric_type(),
         )?;
         decisions.encode(metric)?;
-        let (counts, sum) = stats.latency();
-        let count = counts.iter().sum();
+        let (sum, count, buckets) = stats.latency().snapshot();
         let mut metric = encoder.encode_descriptor(
             "redis_duration_seconds",
             "Round trip of one rate-limit script call in Redis (a batch of one state's requests), for the calls that got an answer",
             None,
             MetricType::Histogram,
         )?;
-        metric.encode_histogram::<NoLabelSet>(sum, count, &buckets(&LATENCY_BOUNDS, &counts), None)
+        metric.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)
     }
 }

@@ -50,6 +50,7 @@ use petstore_core::{BanPolicy, Decision, Outcome, Quota, Timestamp, WindowState}
 use tokio::sync::oneshot;
 
 use super::StateId;
+use crate::histogram::Histogram;
 use crate::keys::KeyEntry;
 use crate::state::AppState;
 use crate::{log_error, log_info};
@@ -256,28 +257,27 @@ pub fn decide_here(state: &AppState, charge: &Charge) -> Decision {
 }
 
 /// Redis latency and fallbacks, for `/metrics`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Stats {
     fallbacks: AtomicU64,
     /// Requests Redis decided (over the calls: the mean batch).
     decisions: AtomicU64,
-    /// Calls that got a reply, per bucket of [`LATENCY_BOUNDS`].
-    latency: [AtomicU64; LATENCY_BOUNDS.len()],
-    latency_sum_nanos: AtomicU64,
+    /// Each call that got the script's reply.
+    latency: Histogram,
 }
 
-/// Upper bounds (seconds) of the Redis latency histogram; the last is
-/// `+Inf`.
-pub const LATENCY_BOUNDS: [f64; 8] = [
-    0.000_25,
-    0.000_5,
-    0.001,
-    0.002,
-    0.005,
-    0.01,
-    0.025,
-    f64::MAX,
-];
+impl Default for Stats {
+    fn default() -> Stats {
+        Stats {
+            fallbacks: AtomicU64::new(0),
+            decisions: AtomicU64::new(0),
+            latency: Histogram::seconds(&LATENCY_BOUNDS),
+        }
+    }
+}
+
+/// Upper bounds (seconds) of the Redis latency histogram; `+Inf` follows.
+pub static LATENCY_BOUNDS: [f64; 7] = [0.000_25, 0.000_5, 0.001, 0.002, 0.005, 0.01, 0.025];
 
 impl Stats {
     /// Requests decided by the in-process limiter because Redis failed or
@@ -291,23 +291,9 @@ impl Stats {
         self.decisions.load(Ordering::Relaxed)
     }
 
-    /// The latency histogram, one observation per call: per-bucket counts
-    /// and the sum in seconds.
-    pub fn latency(&self) -> ([u64; LATENCY_BOUNDS.len()], f64) {
-        let counts = std::array::from_fn(|i| self.latency[i].load(Ordering::Relaxed));
-        let sum = self.latency_sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
-        (counts, sum)
-    }
-
-    fn observe(&self, took: Duration) {
-        let secs = took.as_secs_f64();
-        let i = LATENCY_BOUNDS
-            .iter()
-            .position(|b| secs <= *b)
-            .unwrap_or(LATENCY_BOUNDS.len() - 1);
-        self.latency[i].fetch_add(1, Ordering::Relaxed);
-        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
-        self.latency_sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+    /// The latency histogram, one observation per call.
+    pub fn latency(&self) -> &Histogram {
+        &self.latency
     }
 }
 
@@ -560,7 +546,7 @@ impl RedisLimits {
         });
         match decided {
             Ok(decisions) => {
-                self.inner.stats.observe(started.elapsed());
+                self.inner.stats.latency.observe(started.elapsed());
                 self.inner
                     .stats
                     .decisions
