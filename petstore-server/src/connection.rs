@@ -125,6 +125,7 @@ mod tests {
     use super::*;
     use crate::keys::Keys;
     use crate::state::Options;
+    use crate::store::Store;
     use petstore_core::{Inventory, SystemClock};
     use std::net::Ipv4Addr;
     use std::path::Path;
@@ -166,7 +167,7 @@ mod tests {
         let path = dir.join("keys.json");
         keys_file(&path, &[("one", "key-a"), ("two", "key-b")]);
         let state = AppState::new(
-            Arc::new(Inventory::in_memory()),
+            Store::local(Arc::new(Inventory::in_memory())),
             Keys::load(&path, None).unwrap(),
             Some(path.clone()),
             Arc::new(SystemClock::new()),

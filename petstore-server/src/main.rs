@@ -106,60 +106,17 @@ async fn serve(cli: Cli) -> Result<(), String> {
         Some(url) => Some(Postgres::open(url).await.map_err(|e| e.to_string())?),
         None => None,
     };
-    let inventory = if postgres.is_some() {
-        // Only fills the slot: with PostgreSQL the state's inventory is
-        // the store's read copy (`with_store` below).
-        Inventory::in_memory()
-    } else if cli.in_memory {
-        log_info!("inventory: in memory (pets are lost when the server stops)");
-        Inventory::in_memory()
-    } else {
-        let options = JournalOptions { fsync: cli.fsync };
-        let inventory = Inventory::open(&cli.data, options).map_err(|e| open_failed(&e, &cli))?;
-        // Logged once, with the details, when it starts: every refused
-        // create after it answers 503 without them.
-        inventory.on_storage_failure(|failure| {
-            log_error!(
-                "the inventory can no longer store pets: {failure}. Creates answer 503, reads go on, \
-                 /healthz answers 503; restart the server once the cause is fixed (it recovers what is on disk)"
-            );
-        });
-        if let Some(recovery) = inventory.recovery() {
-            log_info!(
-                "inventory: journal {} (fsync {}), {} pet(s) recovered",
-                recovery.path.display(),
-                match cli.fsync {
-                    FsyncPolicy::Always => "always",
-                    FsyncPolicy::Never => "never",
-                },
-                recovery.pets
-            );
-            if let Some(torn) = &recovery.torn_tail {
-                log_error!(
-                    "WARNING: the journal ended in a torn record (line {}, {} bytes without a newline), \
-                     left by a crash in the middle of a write or by a full disk; it was never acknowledged. \
-                     It was cut off, and its bytes are kept at {}",
-                    torn.line,
-                    torn.bytes_dropped,
-                    torn.copy.display()
-                );
-            }
-        }
-        inventory
-    };
-    let inventory = Arc::new(inventory);
     let clock = Arc::new(SystemClock::new());
     // Limiter state outlives the process, in the data directory.
     let limits_file =
         (!cli.in_memory && postgres.is_none()).then(|| cli.data.join(state_file::FILE_NAME));
     let restored =
         (limits_file.as_deref()).and_then(|p| state_file::restore(p, &keys, clock.now()));
-    let mut state = AppState::new(inventory, keys, cli.keys.clone(), clock, options);
-    if let Some(pg) = postgres {
-        state = state.with_store(Store::Postgres(pg));
-    }
-    // After the store: `with_store` makes the metrics anew, and
-    // `with_redis` registers its own in them.
+    let store = match postgres {
+        Some(pg) => Store::Postgres(pg),
+        None => Store::local(Arc::new(open_local(&cli)?)),
+    };
+    let mut state = AppState::new(store, keys, cli.keys.clone(), clock, options);
     if let Some(url) = &cli.redis {
         log_info!("rate limits: shared with the other replicas in Redis (--redis)");
         state = state.with_redis(RedisLimits::new(url)?);
@@ -204,6 +161,47 @@ async fn serve(cli: Cli) -> Result<(), String> {
     }
     log_info!("stopped");
     Ok(())
+}
+
+/// The inventory of a single node: in memory, or the journal in `--data`
+/// recovered (what it recovered, and a torn tail, logged).
+fn open_local(cli: &Cli) -> Result<Inventory, String> {
+    if cli.in_memory {
+        log_info!("inventory: in memory (pets are lost when the server stops)");
+        return Ok(Inventory::in_memory());
+    }
+    let options = JournalOptions { fsync: cli.fsync };
+    let inventory = Inventory::open(&cli.data, options).map_err(|e| open_failed(&e, cli))?;
+    // Logged once, with the details, when it starts: every refused
+    // create after it answers 503 without them.
+    inventory.on_storage_failure(|failure| {
+        log_error!(
+            "the inventory can no longer store pets: {failure}. Creates answer 503, reads go on, \
+             /healthz answers 503; restart the server once the cause is fixed (it recovers what is on disk)"
+        );
+    });
+    if let Some(recovery) = inventory.recovery() {
+        log_info!(
+            "inventory: journal {} (fsync {}), {} pet(s) recovered",
+            recovery.path.display(),
+            match cli.fsync {
+                FsyncPolicy::Always => "always",
+                FsyncPolicy::Never => "never",
+            },
+            recovery.pets
+        );
+        if let Some(torn) = &recovery.torn_tail {
+            log_error!(
+                "WARNING: the journal ended in a torn record (line {}, {} bytes without a newline), \
+                 left by a crash in the middle of a write or by a full disk; it was never acknowledged. \
+                 It was cut off, and its bytes are kept at {}",
+                torn.line,
+                torn.bytes_dropped,
+                torn.copy.display()
+            );
+        }
+    }
+    Ok(inventory)
 }
 
 /// Why the inventory could not open, with what the operator can do.

@@ -894,6 +894,7 @@ mod tests {
     use super::*;
     use crate::keys::Keys;
     use crate::state::Options;
+    use crate::store::Store;
     use hyper::header::LOCATION;
     use petstore_core::{FakeClock, Inventory, Quota, Timestamp};
     use std::net::{IpAddr, Ipv4Addr};
@@ -905,7 +906,7 @@ mod tests {
         let keys = Keys::single("test", KEY, Quota::new(1000, 10_000).unwrap());
         let clock = Arc::new(FakeClock::new(Timestamp::from_unix_secs(1_000_000)));
         let state = AppState::new(
-            Arc::new(Inventory::in_memory()),
+            Store::local(Arc::new(Inventory::in_memory())),
             keys,
             None,
             clock,

@@ -73,16 +73,17 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// State over `inventory` with the key table `keys`, reloadable from
+    /// State over `store` (reads come from its inventory, and the
+    /// metrics watch it) with the key table `keys`, reloadable from
     /// `keys_path` when given.
     pub fn new(
-        inventory: Arc<Inventory>,
+        store: Store,
         keys: Keys,
         keys_path: Option<PathBuf>,
         clock: Arc<dyn Clock>,
         options: Options,
     ) -> Self {
-        let store = Store::local(inventory.clone());
+        let inventory = store.inventory().clone();
         AppState {
             successor_link: crate::headers::successor_link(&options.base_url),
             openapi: crate::routes::openapi_document(&options.base_url),
@@ -108,18 +109,6 @@ impl AppState {
             metrics.set_redis(limits.stats());
         }
         self.redis = Some(limits);
-        self
-    }
-
-    /// The same state over another store (PostgreSQL): reads then come
-    /// from its inventory, and the metrics watch it.
-    pub fn with_store(mut self, store: Store) -> Self {
-        self.inventory = store.inventory().clone();
-        self.metrics = self
-            .options
-            .metrics
-            .then(|| Arc::new(Metrics::for_store(store.clone())));
-        self.store = store;
         self
     }
 
