@@ -409,6 +409,7 @@ def memwatch(args):
 SCENARIOS = {
     "list": "GET /v1/pets?limit=20",
     "list_sold": "GET /v1/pets?status=sold&limit=20",
+    "list_keys": "GET /v1/pets?limit=20, 64 keys in turn",
     "get_id": "GET /v1/pets/{random id}",
     "post_mem": "POST /v1/pets (in memory)",
     "post_durable": "POST /v1/pets (durable, fsync always)",
@@ -610,6 +611,8 @@ REPLICA_RATIOS = [
      ("list", "replica"), None),
     ("cluster (scripts/cluster, through HAProxy) list / single-node list",
      ("list", "cluster"), ("list", "server"), None),
+    ("replica + Redis list, 64 keys in turn / single-node list, 64 keys",
+     ("list_keys", "replica_redis"), ("list_keys", "server"), None),
 ]
 REPLICA_TARGETS = [
     ("list", "server", "single node, GET /v1/pets?limit=20"),
@@ -617,6 +620,8 @@ REPLICA_TARGETS = [
     ("list", "replica_redis", "replica + Redis (--postgres --redis), GET /v1/pets?limit=20"),
     ("list", "cluster", "scripts/cluster: HAProxy + 2 replicas + PostgreSQL + Redis, "
      "GET /v1/pets?limit=20 (CPU: not measured)"),
+    ("list_keys", "server", "single node, GET /v1/pets?limit=20, 64 keys in turn"),
+    ("list_keys", "replica_redis", "replica + Redis, GET /v1/pets?limit=20, 64 keys in turn"),
     ("list", "redis_ceiling", "redis-benchmark -c 64, the list request's EVALSHA (calls/s)"),
     ("list", "redis_ceiling_p16", "redis-benchmark -c 64 -P 16, the same (calls/s)"),
     ("get_id", "server", "single node, GET /v1/pets/{random id}"),
@@ -666,16 +671,16 @@ def replica_report(rows, batches_path=None, redis_batches_path=None):
                       f"{b['transactions'] / (b['runs'] * b['secs']):.0f} commits/s.")
         if redis_batches_path and os.path.exists(redis_batches_path):
             with open(redis_batches_path, encoding="utf-8") as f:
-                b = json.load(f)
-            if b.get("calls"):
-                print()
-                print(f"Replica + Redis over the list runs (its /metrics, "
-                      f"petstore_redis_decisions_total and the calls of "
-                      f"petstore_redis_duration_seconds): {b['decided']:,} requests "
-                      f"decided in {b['calls']:,} script calls, "
-                      f"{b['decided'] / b['calls']:.1f} requests per call (one key: "
-                      f"the requests that arrive while its call is in flight go "
-                      f"together in the next).")
+                per_scenario = json.load(f)
+            for scenario, what in (("list", "one key"), ("list_keys", "64 keys in turn")):
+                b = per_scenario.get(scenario, {})
+                if b.get("calls"):
+                    print()
+                    print(f"Replica + Redis over the {scenario} runs ({what}; its "
+                          f"/metrics, petstore_redis_decisions_total and the calls of "
+                          f"petstore_redis_duration_seconds): {b['decided']:,} requests "
+                          f"decided in {b['calls']:,} script calls, "
+                          f"{b['decided'] / b['calls']:.1f} requests per call.")
         print()
         print("| ratio | per-round ratios | median | target | verdict |")
         print("|---|---|---:|---|---|")
