@@ -1,6 +1,6 @@
 //! The Redis backend: one rate limit across replicas (`--redis URL`).
 //!
-//! - **One script per request** ([`SCRIPT`], `limit.lua`): one EVALSHA
+//! - **One script decides** ([`SCRIPT`], `limit.lua`): one EVALSHA
 //!   decides and charges both windows, counts the strike, starts the ban
 //!   and returns every number the headers need, atomically in Redis. The
 //!   server never reads and then writes (two replicas doing that lose
