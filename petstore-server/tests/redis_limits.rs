@@ -171,6 +171,48 @@ fn concurrent_requests_of_one_key_on_two_replicas_are_each_counted_once() {
     );
 }
 
+/// Every operation through Redis: the request that waited for its
+/// decision goes on with the checks after the rate limit (query, path,
+/// content type, body) exactly as in process, and each request, refused
+/// by those checks or not, costs one token in Redis.
+#[test]
+fn every_operation_is_charged_in_redis_and_checked_after_the_limit() {
+    let redis = RedisServer::start();
+    let server = replica(&redis);
+    let created = server.post(
+        "/v1/pets",
+        Some(FREE),
+        Some("application/json"),
+        br#"{"name":"Rex","categoryId":1}"#,
+    );
+    assert_eq!(created.status, 201, "{}", created.describe());
+    let steps: [(&str, u16); 6] = [
+        ("/v1/pets/1", 200),
+        ("/v1/pets/2", 404),
+        ("/v1/pets/x1", 400),
+        ("/v1/pets?limit=0", 400),
+        ("/v1/store/orders", 501),
+        ("/v1/pets?limit=1", 200),
+    ];
+    let mut remaining = vec![x_ratelimit(&created).1];
+    for (path, status) in steps {
+        let r = server.get(path, Some(FREE));
+        assert_eq!(r.status, status, "{path}: {}", r.describe());
+        remaining.push(r.header_u64("x-ratelimit-remaining"));
+    }
+    let bad_type = server.post("/v1/pets", Some(FREE), Some("text/plain"), b"{}");
+    assert_error(&bad_type, 415, "unsupported_media_type");
+    remaining.push(bad_type.header_u64("x-ratelimit-remaining"));
+    assert_eq!(remaining, (52..=59).rev().collect::<Vec<u64>>());
+    assert_eq!(redis_answers(&server), 8);
+    assert_eq!(metric(&server, "petstore_redis_fallbacks_total"), 0);
+    // Without a key: the address's bucket in Redis, and a 401.
+    let anonymous = server.get("/v1/pets", None);
+    assert_error(&anonymous, 401, "unauthorized");
+    assert_eq!(x_ratelimit(&anonymous), (4, 3, x_ratelimit(&anonymous).2));
+    assert_eq!(redis_answers(&server), 9);
+}
+
 #[test]
 fn strikes_split_across_replicas_lead_to_a_ban_both_enforce() {
     let redis = RedisServer::start();
