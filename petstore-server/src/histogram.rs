@@ -96,11 +96,6 @@ impl Histogram {
         self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The count of observations.
-    pub fn count(&self) -> u64 {
-        self.count.load(Ordering::Relaxed)
-    }
-
     /// The sum (seconds, or units), the count, and each bucket's upper
     /// bound with its count, the last `+Inf`: what
     /// `prometheus-client`'s `encode_histogram` takes.
@@ -118,7 +113,7 @@ impl Histogram {
             .zip(&self.buckets)
             .map(|(bound, n)| (bound, n.load(Ordering::Relaxed)))
             .collect();
-        (sum, self.count(), buckets)
+        (sum, self.count.load(Ordering::Relaxed), buckets)
     }
 }
 

@@ -74,15 +74,7 @@ fn repair(data: &Path) -> ExitCode {
         );
         return ExitCode::SUCCESS;
     };
-    for bad in &report.bad {
-        println!("removed {}", describe(bad));
-    }
-    if report.bad_total > report.bad.len() as u64 {
-        println!(
-            "removed {} more bad line(s)",
-            report.bad_total - report.bad.len() as u64
-        );
-    }
+    print_bad(report, "removed ", "removed");
     if report.intact_after_bad > 0 {
         println!(
             "removed {} intact record(s) after line {}: pet n must stay on line n, so no pet after a removed line can stay",
@@ -111,12 +103,18 @@ fn print_lines(report: &JournalCheck) {
         report.path.display(),
         report.lines
     );
+    print_bad(report, "", "... and");
+}
+
+/// The bad lines the report describes, each after `prefix`, then how many
+/// more it only counted, after `more`.
+fn print_bad(report: &JournalCheck, prefix: &str, more: &str) {
     for bad in &report.bad {
-        println!("{}", describe(bad));
+        println!("{prefix}{}", describe(bad));
     }
     if report.bad_total > report.bad.len() as u64 {
         println!(
-            "... and {} more bad line(s)",
+            "{more} {} more bad line(s)",
             report.bad_total - report.bad.len() as u64
         );
     }

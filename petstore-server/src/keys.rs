@@ -20,6 +20,7 @@ use subtle::ConstantTimeEq;
 use crate::file_read::{read_regular_file, FileError};
 use crate::headers::QuotaHeaders;
 use crate::intern::intern;
+use crate::limits::StateId;
 use crate::log_error;
 
 /// Anonymous clients remembered at most by default (see
@@ -217,6 +218,8 @@ pub struct KeyEntry {
     pub limiter: Arc<KeyLimiter>,
     /// Its quota's rate-limit header values.
     pub quota_headers: QuotaHeaders,
+    /// The SHA-256 of the key: how the key is named anywhere outside the
+    /// process (the limiter state), never the key itself.
     digest: [u8; 32],
     /// The name of its limiter state in Redis, made once here rather
     /// than per request.
@@ -231,24 +234,27 @@ impl KeyEntry {
         quota_headers: QuotaHeaders,
         digest: [u8; 32],
     ) -> KeyEntry {
-        let redis_name = crate::limits::redis::key_name(&crate::limits::StateId {
+        let id = StateId {
             digest,
             quota: limiter.quota(),
-        });
+        };
         KeyEntry {
             name: intern(name),
             plan,
             limiter,
             quota_headers,
             digest,
-            redis_name: Arc::from(redis_name),
+            redis_name: Arc::from(crate::limits::redis::key_name(&id)),
         }
     }
 
-    /// The SHA-256 of the key: how the key is named anywhere outside
-    /// the process (the limiter state), never the key itself.
-    pub fn digest(&self) -> &[u8; 32] {
-        &self.digest
+    /// The name of the key's limiter state outside the process: its
+    /// SHA-256 and the quota its limiter counts under.
+    pub fn state_id(&self) -> StateId {
+        StateId {
+            digest: self.digest,
+            quota: self.limiter.quota(),
+        }
     }
 
     /// The name of the key's limiter state in Redis

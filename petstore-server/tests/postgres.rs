@@ -33,6 +33,13 @@ fn create(server: &Server, name: &str) -> (u16, Vec<u8>) {
     (resp.status, resp.body)
 }
 
+/// The rows of the pets table.
+fn pet_rows(pg: &Postgres) -> u64 {
+    pg.psql("SELECT count(*) FROM petstore_pets")
+        .parse()
+        .unwrap()
+}
+
 /// Every id a replica lists, following its `Link` headers.
 fn all_ids(server: &Server) -> Vec<u64> {
     let mut path = "/v1/pets?limit=100".to_owned();
@@ -309,10 +316,7 @@ fn postgres_down_means_creates_503_reads_go_on_and_it_recovers() {
         "logged once per outage:\n{log}"
     );
     assert_eq!(log.matches("PostgreSQL answers again").count(), 2, "{log}");
-    let count: u64 = pg
-        .psql("SELECT count(*) FROM petstore_pets")
-        .parse()
-        .unwrap();
+    let count = pet_rows(&pg);
     let max: u64 = pg
         .psql("SELECT max(id) FROM petstore_pets")
         .parse()
@@ -440,10 +444,7 @@ fn no_201_without_a_commit_when_postgres_stops_during_creates() {
     let acknowledged = acknowledged.into_inner().unwrap();
     assert_all_committed(&pg, &acknowledged);
     // Both copies caught up with everything, acknowledged or not.
-    let n: u64 = pg
-        .psql("SELECT count(*) FROM petstore_pets")
-        .parse()
-        .unwrap();
+    let n = pet_rows(&pg);
     for server in [&a, &b] {
         assert!(wait_until(Duration::from_secs(5), || server
             .list_ids(&format!("/v1/pets?after={}", n - 1))
@@ -481,10 +482,7 @@ fn a_killed_replica_loses_no_acknowledged_pet() {
     });
     let acknowledged = acknowledged.into_inner().unwrap();
     assert_all_committed(&pg, &acknowledged);
-    let n: u64 = pg
-        .psql("SELECT count(*) FROM petstore_pets")
-        .parse()
-        .unwrap();
+    let n = pet_rows(&pg);
     // Every acknowledged pet is on the surviving replica, byte for byte.
     for (id, body) in &acknowledged {
         let got = b.get(&format!("/v1/pets/{id}"), Some(KEY));

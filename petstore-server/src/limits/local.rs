@@ -31,15 +31,10 @@ pub fn snapshot(keys: &Keys, now: Timestamp) -> Snapshot {
         .filter_map(|entry| {
             let limiter = &entry.limiter;
             let state = limiter.state();
-            let quota = limiter.quota();
-            if state.is_fresh(quota, limiter.ban_policy(), now) {
+            if state.is_fresh(limiter.quota(), limiter.ban_policy(), now) {
                 return None;
             }
-            let id = StateId {
-                digest: *entry.digest(),
-                quota,
-            };
-            Some((id, state))
+            Some((entry.state_id(), state))
         })
         .collect();
     // A stable order, so that an unchanged state compares equal.
@@ -58,11 +53,7 @@ pub fn restore(keys: &Keys, snapshot: Snapshot, now: Timestamp) -> Restored {
     let mut saved: std::collections::HashMap<StateId, _> = snapshot.keys.into_iter().collect();
     let mut restored = Restored::default();
     for entry in keys.entries() {
-        let id = StateId {
-            digest: *entry.digest(),
-            quota: entry.limiter.quota(),
-        };
-        if let Some(state) = saved.remove(&id) {
+        if let Some(state) = saved.remove(&entry.state_id()) {
             entry.limiter.replace_state(state, now);
             restored.keys += 1;
         }

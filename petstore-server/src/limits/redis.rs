@@ -151,10 +151,9 @@ impl Params {
 /// The Redis name of a key's state.
 pub fn key_name(id: &StateId) -> String {
     format!(
-        "{{{}}}:m{}/d{}",
+        "{{{}}}:{}",
         crate::keys::hex(&id.digest),
-        id.quota.per_minute(),
-        id.quota.per_day()
+        StateId::quota_fingerprint(id.quota)
     )
 }
 
@@ -563,11 +562,6 @@ impl RedisLimits {
                 None
             }
         }
-    }
-
-    /// Whether the last call to Redis failed: this replica limits alone.
-    pub fn is_alone(&self) -> bool {
-        self.inner.alone.load(Ordering::Relaxed)
     }
 }
 

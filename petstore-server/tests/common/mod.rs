@@ -722,14 +722,7 @@ impl Conn {
 
     /// Connects.
     pub fn try_open(addr: SocketAddr) -> io::Result<Conn> {
-        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-        stream.set_read_timeout(Some(IO_TIMEOUT))?;
-        stream.set_write_timeout(Some(IO_TIMEOUT))?;
-        stream.set_nodelay(true)?;
-        Ok(Conn {
-            stream,
-            buf: Vec::new(),
-        })
+        Conn::from_stream(TcpStream::connect_timeout(&addr, Duration::from_secs(5))?)
     }
 
     /// A connection over an already connected stream (e.g. one bound to
