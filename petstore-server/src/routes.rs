@@ -655,13 +655,19 @@ impl Admitted {
                     Err(new) => return self.wait(Work::Create(new)),
                 },
             },
-            Checked::GetPet(id) => match no_body(&body).and_then(|()| get_pet(state, id)) {
-                // Only a 404 asks whether the store knows more.
-                Err(ApiError::NotFound(_)) if state.store.may_catch_up(id) => {
-                    return self.wait(Work::CatchUp(id))
+            Checked::GetPet(id) => {
+                // Asked before the read, not after a miss: a read copy
+                // that takes the pet in between would otherwise answer
+                // 404 for a pet it holds (another replica's, just made).
+                let may_catch_up = state.store.may_catch_up(id);
+                match no_body(&body).and_then(|()| get_pet(state, id)) {
+                    // Only a 404 waits for the store to know more.
+                    Err(ApiError::NotFound(_)) if may_catch_up => {
+                        return self.wait(Work::CatchUp(id))
+                    }
+                    result => result,
                 }
-                result => result,
-            },
+            }
             Checked::ListOrders => no_body(&body).and_then(|()| {
                 Err(ApiError::NotImplemented(
                     "store orders are not implemented: the specification gives only the operation's existence".into(),
