@@ -39,14 +39,14 @@
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ::redis::aio::ConnectionManager;
 use parking_lot::Mutex;
-use petstore_core::{BanPolicy, Decision, Outcome, Quota, Timestamp, WindowState};
+use petstore_core::{client_key, BanPolicy, Decision, Outcome, Quota, Timestamp, WindowState};
 use tokio::sync::oneshot;
 
 use super::StateId;
@@ -158,18 +158,18 @@ pub fn key_name(id: &StateId) -> String {
 }
 
 /// The Redis name of a client address's state: IPv4 (an IPv4-mapped IPv6
-/// address counts as its IPv4), or the IPv6 /64, as the in-process
-/// anonymous limiter groups them.
+/// address counts as its IPv4), or the IPv6 /64. Written from the core's
+/// [`client_key`], so that Redis groups addresses exactly as the
+/// in-process anonymous limiter does.
 pub fn anonymous_name(ip: IpAddr, per_minute: u32) -> String {
-    let client = match ip {
-        IpAddr::V4(v4) => v4.to_string(),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => v4.to_string(),
-            None => {
-                let s = v6.segments();
-                format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
-            }
-        },
+    let key = client_key(ip);
+    let client = match u32::try_from(key) {
+        Ok(v4) => Ipv4Addr::from(v4).to_string(),
+        Err(_) => {
+            // The /64 in the key's upper half.
+            let s = Ipv6Addr::from(key).segments();
+            format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+        }
     };
     format!("{{anon:{client}}}:m{per_minute}")
 }
