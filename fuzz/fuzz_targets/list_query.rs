@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use libfuzzer_sys::fuzz_target;
-use petstore_server::query::{list_query, percent_decode};
+use petstore_server::http::query_string::{list_query, percent_decode};
 
 /// Every byte as `%XX`, but unreserved characters; spaces as `+`.
 fn encode(s: &str) -> String {

@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use petstore_server::query::{percent_decode, pet_id};
+use petstore_server::http::query_string::{percent_decode, pet_id};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(segment) = std::str::from_utf8(data) else {

@@ -1,6 +1,6 @@
 //! The ruler of the load benchmark (`scripts/load`): raw hyper with the
 //! same runtime and connection settings as petstore-server
-//! ([`petstore_server::server::runtime`], [`petstore_server::server::serve`]),
+//! ([`petstore_server::net::runtime`], [`petstore_server::net::serve`]),
 //! answering every request with one fixed, pre-encoded page of 20 pets and
 //! doing no other work. It is the physical limit the server is measured
 //! against, not a product.
@@ -29,7 +29,7 @@ use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
 use hyper::{Response, StatusCode};
-use petstore_server::server::{self, serve, Limits};
+use petstore_server::net::{self, serve, ConnLimits};
 use tokio::net::TcpListener;
 
 /// What every request gets. Static (leaked once), so answering touches no
@@ -127,7 +127,7 @@ fn main() -> ExitCode {
             }
         },
     };
-    let runtime = match server::runtime() {
+    let runtime = match net::runtime() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("cannot start the runtime: {e}");
@@ -152,8 +152,8 @@ fn main() -> ExitCode {
         // scripts/load lifts the server's (PETSTORE_MAX_CONNECTIONS_PER_ADDRESS).
         // Every accept still goes through the per-address table, as the
         // server's do.
-        let limits = Limits::default();
-        let limits = Limits {
+        let limits = ConnLimits::default();
+        let limits = ConnLimits {
             max_connections_per_address: limits.max_connections,
             ..limits
         };

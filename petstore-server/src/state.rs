@@ -1,45 +1,22 @@
-//! [`AppState`]: what every request handler shares: the inventory, the
-//! key table in force, the clock and the server's options.
+//! [`AppState`]: what every request shares: the store and its inventory,
+//! the rate limits, the key table in force, the clock and the metrics. No
+//! HTTP and no backend: those are `http/` and the seams' own business.
+//!
+//! Rule: `state.rs` may use the seams (`store/mod.rs`,
+//! `ratelimit/mod.rs`), `keys/`, `telemetry/` and `util/`.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use hyper::body::Bytes;
-use hyper::header::HeaderValue;
 use parking_lot::RwLock;
 use petstore_core::{Clock, Inventory};
 
-use crate::keys::{Keys, KeysError};
-use crate::limits::redis::RedisLimits;
-use crate::metrics::Metrics;
+use crate::keys::{Keys, KeysError, Rerun};
+use crate::ratelimit::RateLimits;
 use crate::store::Store;
+use crate::telemetry::Metrics;
 use crate::{log_error, log_info};
-
-/// Options of the HTTP layer that handlers need.
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// Public base address including `/v1`, without a trailing `/`;
-    /// `"/v1"` when none is configured (relative links).
-    pub base_url: String,
-    /// Origins allowed by CORS; empty: CORS off.
-    pub cors_origins: Vec<String>,
-    /// Serve `GET /metrics`.
-    pub metrics: bool,
-    /// Write one access-log line per request on stderr.
-    pub access_log: bool,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            base_url: "/v1".into(),
-            cors_origins: Vec::new(),
-            metrics: true,
-            access_log: false,
-        }
-    }
-}
 
 /// The state shared by all requests.
 #[derive(Debug)]
@@ -51,76 +28,56 @@ pub struct AppState {
     pub store: Store,
     /// The clock of the rate limiter.
     pub clock: Arc<dyn Clock>,
-    /// HTTP options.
-    pub options: Options,
     /// The metrics, unless turned off.
-    pub metrics: Option<Arc<Metrics>>,
-    /// The shared limiter of replicas (`--redis`); `None`: each key's
-    /// limiter in process decides.
-    pub redis: Option<RedisLimits>,
+    pub metrics: Option<Metrics>,
+    /// Where the rate limits are decided.
+    pub limits: RateLimits,
     /// The key table in force. A read lock is held only for one lookup
     /// (a connection's first request with a key, or one without a valid
     /// key); a reload builds the new table outside the lock and swaps it
     /// in.
     keys: RwLock<Arc<Keys>>,
     /// Bumped after every reload, so that connections know the key entry
-    /// they remember may be stale (`connection.rs`).
+    /// they remember may be stale (`http/connection.rs`).
     keys_generation: AtomicU64,
     keys_path: Option<PathBuf>,
     reloads: Rerun,
-    successor_link: HeaderValue,
-    openapi: Bytes,
 }
 
 impl AppState {
-    /// State over `store` (reads come from its inventory, and the
-    /// metrics watch it) with the key table `keys`, reloadable from
-    /// `keys_path` when given.
+    /// State over `store` (reads come from its inventory) and `limits`,
+    /// with the key table `keys`, reloadable from `keys_path` when given,
+    /// and `metrics` (with the store's and the limits' own collectors
+    /// registered here), unless turned off.
     pub fn new(
         store: Store,
+        limits: RateLimits,
         keys: Keys,
         keys_path: Option<PathBuf>,
         clock: Arc<dyn Clock>,
-        options: Options,
+        metrics: Option<Metrics>,
     ) -> Self {
         let inventory = store.inventory().clone();
+        let metrics = metrics.map(|mut metrics| {
+            for collector in store.collectors() {
+                metrics.register(collector);
+            }
+            if let Some(collector) = limits.collector() {
+                metrics.register(collector);
+            }
+            metrics
+        });
         AppState {
-            successor_link: crate::headers::successor_link(&options.base_url),
-            openapi: crate::routes::openapi_document(&options.base_url),
-            metrics: options
-                .metrics
-                .then(|| Arc::new(Metrics::for_store(store.clone()))),
+            metrics,
             store,
             inventory,
             clock,
-            options,
-            redis: None,
+            limits,
             keys: RwLock::new(Arc::new(keys)),
             keys_generation: AtomicU64::new(0),
             keys_path,
             reloads: Rerun::default(),
         }
-    }
-
-    /// Limits shared with other replicas in the Redis of `limits`
-    /// (`--redis`), its latency and fallbacks in the metrics.
-    pub fn with_redis(mut self, limits: RedisLimits) -> Self {
-        if let Some(metrics) = &self.metrics {
-            metrics.set_redis(limits.stats());
-        }
-        self.redis = Some(limits);
-        self
-    }
-
-    /// `getPet`'s successor-version `Link` value.
-    pub fn successor_link(&self) -> &HeaderValue {
-        &self.successor_link
-    }
-
-    /// The OpenAPI document as served: its server URL is the configured
-    /// base address (built once, here, not per request).
-    pub fn openapi(&self) -> &Bytes {
-        &self.openapi
     }
 
     /// The key table in force.
@@ -143,7 +100,8 @@ impl AppState {
     pub fn request_reload(self: &Arc<Self>) {
         if !self.reloads.request() {
             log_error!(
-                "SIGHUP: the previous reload is still reading the keys file (a hung mount? a FIFO?);                  the file will be read again when it ends, and the previous keys stay in force meanwhile"
+                "SIGHUP: the previous reload is still reading the keys file (a hung mount? a FIFO?); \
+                 the file will be read again when it ends, and the previous keys stay in force meanwhile"
             );
             return;
         }
@@ -182,80 +140,5 @@ impl AppState {
         // the key up again finds the new table.
         self.keys_generation.fetch_add(1, Ordering::Release);
         Ok(Some(count))
-    }
-}
-
-/// One job at a time, run again once if asked while it runs: how reloads
-/// of the keys file are serialised without queueing a thread per signal.
-#[derive(Debug, Default)]
-struct Rerun {
-    running: AtomicBool,
-    again: AtomicBool,
-}
-
-impl Rerun {
-    /// Asks for a run; true when the caller must start the runner (none
-    /// runs), false when the running one will run the job again.
-    fn request(&self) -> bool {
-        self.again.store(true, Ordering::SeqCst);
-        !self.running.swap(true, Ordering::SeqCst)
-    }
-
-    /// The runner could not be started.
-    fn abandon(&self) {
-        self.running.store(false, Ordering::SeqCst);
-    }
-
-    /// The runner: runs `job` until no request is left.
-    fn run(&self, mut job: impl FnMut()) {
-        loop {
-            self.again.store(false, Ordering::SeqCst);
-            job();
-            if self.again.load(Ordering::SeqCst) {
-                continue;
-            }
-            self.running.store(false, Ordering::SeqCst);
-            // A request between the check above and the store saw a
-            // runner still running: take it over, unless a new runner did.
-            if !self.again.load(Ordering::SeqCst) || self.running.swap(true, Ordering::SeqCst) {
-                return;
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::mpsc;
-
-    #[test]
-    fn a_stuck_job_is_never_run_twice_at_once_and_runs_again_once_after() {
-        let rerun = Arc::new(Rerun::default());
-        let (release, released) = mpsc::channel::<()>();
-        let (started, starts) = mpsc::channel::<()>();
-        assert!(rerun.request());
-        let runner = {
-            let rerun = Arc::clone(&rerun);
-            std::thread::spawn(move || {
-                rerun.run(|| {
-                    started.send(()).unwrap();
-                    released.recv().unwrap();
-                })
-            })
-        };
-        starts.recv().unwrap();
-        // While the first run is stuck, more requests start nothing new.
-        for _ in 0..5 {
-            assert!(!rerun.request());
-        }
-        release.send(()).unwrap();
-        // One more run for all of them, then the runner ends.
-        starts.recv().unwrap();
-        release.send(()).unwrap();
-        runner.join().unwrap();
-        assert!(starts.try_recv().is_err());
-        // Idle again: the next request starts a runner.
-        assert!(rerun.request());
     }
 }

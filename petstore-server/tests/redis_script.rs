@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use common::redis::RedisServer;
 use petstore_core::{AnonymousLimiter, BanPolicy, Decision, KeyLimiter, Quota, Timestamp};
-use petstore_server::limits::redis::{decode, decode_batch, Params, SCRIPT};
+use petstore_server::ratelimit::redis::{decode, decode_batch, Params, SCRIPT};
 
 /// A small deterministic generator (xorshift64*): the same steps on every
 /// run, so a failure reproduces.

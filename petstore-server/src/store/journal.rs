@@ -1,5 +1,6 @@
 //! The journal backend (`--data DIR`, the default): the core's durable
-//! [`Inventory`], its creates fed by one committer task.
+//! [`Inventory`] (its `Journal`), its creates fed by one committer task:
+//! [`JournalStore`].
 //!
 //! Why a committer: the core's create blocks its caller until the group
 //! commit's fsync, so each waiting create used to hold a thread of the
@@ -13,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 use petstore_core::{Inventory, NewPet, Pet};
 use tokio::sync::{mpsc, oneshot};
 
-use super::CreateFailed;
+use super::failed::CreateFailed;
 use crate::log_error;
 
 /// Most creates handed to one group commit.
@@ -29,17 +30,17 @@ struct Pending {
 
 /// A durable inventory and its committer.
 #[derive(Debug)]
-pub struct Journal {
+pub struct JournalStore {
     inventory: Arc<Inventory>,
     /// The committer's queue, started by the first create (which runs on
     /// the runtime, where the task can be spawned).
     queue: OnceLock<mpsc::Sender<Pending>>,
 }
 
-impl Journal {
+impl JournalStore {
     /// The store over a durable `inventory`.
     pub fn new(inventory: Arc<Inventory>) -> Self {
-        Journal {
+        JournalStore {
             inventory,
             queue: OnceLock::new(),
         }

@@ -16,28 +16,31 @@
 //! [`Store::may_catch_up`]) and awaits [`Store::create`] or
 //! [`Store::catch_up`] only then. It never knows which backend answers.
 //!
-//! The PostgreSQL backend's pieces: [`postgres`] (committer, read copy,
-//! failures), `schema` (creation and migration), [`stats`] (its counters
-//! for `/metrics`).
+//! | file | holds |
+//! |---|---|
+//! | `mod.rs` | the seam: [`Store`] |
+//! | `failed.rs` | [`CreateFailed`]: the one answer of a create not stored |
+//! | `journal.rs` | [`JournalStore`]: the journal's committer task |
+//! | `metrics.rs` | pets, writability and the journal's commits in `/metrics` |
+//! | `postgres/` | [`Postgres`]: committer, read copy, schema, its metrics |
+//!
+//! Rule: `store/` may use `util/` and `telemetry/`; from outside, only
+//! this file is visible (and [`Postgres`] to the start-up wiring).
+//! Each backend registers its own metrics ([`Store::collector`]).
 
-pub mod journal;
-pub mod postgres;
-mod schema;
-pub mod stats;
+mod failed;
+mod journal;
+mod metrics;
+mod postgres;
 
 use std::sync::Arc;
 
 use petstore_core::{Inventory, NewPet, Pet, PetId};
+use prometheus_client::collector::Collector;
 
-pub use journal::Journal;
+pub use failed::CreateFailed;
+pub use journal::JournalStore;
 pub use postgres::Postgres;
-
-/// Why a create was not stored (or may not have been: a commit whose
-/// outcome is unknown). Every cause answers the same 503; the cause is
-/// logged once by the backend, when it starts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("the pet could not be stored")]
-pub struct CreateFailed;
 
 /// Where the pets live. Cheap to clone (an `Arc`).
 #[derive(Clone, Debug)]
@@ -45,7 +48,7 @@ pub enum Store {
     /// The core's inventory in memory only.
     Memory(Arc<Inventory>),
     /// The core's durable inventory, fed by a committer.
-    Journal(Arc<Journal>),
+    Journal(Arc<JournalStore>),
     /// PostgreSQL, read through an in-memory copy.
     Postgres(Arc<Postgres>),
 }
@@ -56,7 +59,7 @@ impl Store {
     pub fn local(inventory: Arc<Inventory>) -> Store {
         match inventory.journal_path() {
             None => Store::Memory(inventory),
-            Some(_) => Store::Journal(Arc::new(Journal::new(inventory))),
+            Some(_) => Store::Journal(Arc::new(JournalStore::new(inventory))),
         }
     }
 
@@ -99,7 +102,7 @@ impl Store {
     pub fn may_catch_up(&self, id: PetId) -> bool {
         match self {
             Store::Memory(_) | Store::Journal(_) => false,
-            Store::Postgres(pg) => id.get() > pg.copy().len() as u64,
+            Store::Postgres(pg) => pg.may_catch_up(id),
         }
     }
 
@@ -122,5 +125,17 @@ impl Store {
                 .map(|failure| failure.fault.to_string()),
             Store::Postgres(pg) => pg.failure(),
         }
+    }
+
+    /// The collectors of the store's metrics and its backend's own, for
+    /// `/metrics`.
+    pub fn collectors(&self) -> Vec<Box<dyn Collector>> {
+        let mut collectors: Vec<Box<dyn Collector>> = vec![Box::new(metrics::InventoryCollector {
+            store: self.clone(),
+        })];
+        if let Store::Postgres(pg) = self {
+            collectors.push(pg.collector());
+        }
+        collectors
     }
 }

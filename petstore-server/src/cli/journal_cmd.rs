@@ -1,0 +1,132 @@
+//! `petstore-server journal check` and `journal repair`: the operator's
+//! way out when the server refuses to start on a damaged journal. The work
+//! is [`petstore_core::check_journal`] and
+//! [`petstore_core::repair_journal`]; this module prints what they found
+//! and did, and picks the exit status.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use petstore_core::{check_journal, repair_journal, BadLine, JournalCheck, OpenError};
+
+use super::flags::JournalAction;
+
+/// Runs one `journal` subcommand, printing its report on stdout and
+/// errors on stderr. Exit status: 0 when the server can start on the
+/// journal (after a repair: when the repair succeeded), 1 when `check`
+/// found damage, 2 when the journal could not be read or repaired.
+pub fn run(action: &JournalAction) -> ExitCode {
+    match action {
+        JournalAction::Check { data } => check(data),
+        JournalAction::Repair { data } => repair(data),
+    }
+}
+
+fn check(data: &Path) -> ExitCode {
+    let report = match check_journal(data) {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("journal check: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    print_lines(&report);
+    let repair = format!("petstore-server journal repair --data {}", data.display());
+    if report.is_clean() {
+        println!("clean: {} pet(s), every line checks out", report.kept);
+        ExitCode::SUCCESS
+    } else if !report.is_corrupt() {
+        println!(
+            "torn last line: the server cuts it off at start (keeping its bytes aside) and loads {} pet(s)",
+            report.kept
+        );
+        ExitCode::SUCCESS
+    } else {
+        println!(
+            "damaged: {} bad line(s); the server refuses to start on this journal. \
+             {} pet(s) before the first bad line are intact; {} intact record(s) after it \
+             would move to the side file with it, because pet n must stay on line n. \
+             To move them aside: {repair}",
+            report.bad_total, report.kept, report.intact_after_bad
+        );
+        ExitCode::from(1)
+    }
+}
+
+fn repair(data: &Path) -> ExitCode {
+    let repair = match repair_journal(data) {
+        Ok(repair) => repair,
+        Err(e @ OpenError::Locked { .. }) => {
+            eprintln!("journal repair: {e}; stop the server first");
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            eprintln!("journal repair: {e}; the journal was not changed");
+            return ExitCode::from(2);
+        }
+    };
+    let report = &repair.check;
+    let Some(side) = &repair.side_file else {
+        println!(
+            "nothing to repair: {} has {} pet(s), every line checks out",
+            report.path.display(),
+            report.kept
+        );
+        return ExitCode::SUCCESS;
+    };
+    print_bad(report, "removed ", "removed");
+    if report.intact_after_bad > 0 {
+        println!(
+            "removed {} intact record(s) after line {}: pet n must stay on line n, so no pet after a removed line can stay",
+            report.intact_after_bad,
+            report.kept + 1
+        );
+    }
+    println!(
+        "moved {} byte(s), lines {} to {}, to {} (byte for byte)",
+        report.bytes_after_bad,
+        report.kept + 1,
+        report.lines,
+        side.display()
+    );
+    println!(
+        "kept {} pet(s) in {}; the server can start",
+        report.kept,
+        report.path.display()
+    );
+    ExitCode::SUCCESS
+}
+
+fn print_lines(report: &JournalCheck) {
+    println!(
+        "journal: {}, {} line(s)",
+        report.path.display(),
+        report.lines
+    );
+    print_bad(report, "", "... and");
+}
+
+/// The bad lines the report describes, each after `prefix`, then how many
+/// more it only counted, after `more`.
+fn print_bad(report: &JournalCheck, prefix: &str, more: &str) {
+    for bad in &report.bad {
+        println!("{prefix}{}", describe(bad));
+    }
+    if report.bad_total > report.bad.len() as u64 {
+        println!(
+            "{more} {} more bad line(s)",
+            report.bad_total - report.bad.len() as u64
+        );
+    }
+}
+
+fn describe(bad: &BadLine) -> String {
+    format!(
+        "line {} (byte {}, {} bytes): {}: {}",
+        bad.line,
+        bad.offset,
+        bad.bytes,
+        if bad.torn { "torn" } else { "damaged" },
+        bad.reason
+    )
+}

@@ -1,0 +1,60 @@
+//! The command line: flags, the start-up wiring (the only place that
+//! names every backend), `keygen`, and `journal check|repair`.
+//!
+//! | file | holds |
+//! |---|---|
+//! | `mod.rs` | [`main`]: which command runs |
+//! | `flags.rs` | [`Cli`]: every flag and its environment variable |
+//! | `start.rs` | the server's start-up wiring and its run until a signal |
+//! | `keygen.rs` | `petstore-server keygen` |
+//! | `journal_cmd.rs` | `petstore-server journal check` and `journal repair` |
+//!
+//! Rule: `cli/` may use anything; only the binary (`main.rs`) uses it.
+
+mod flags;
+mod journal_cmd;
+mod keygen;
+mod start;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+pub use flags::{Cli, Command, JournalAction};
+
+use crate::{log_error, net};
+
+/// The binary: parses the arguments and runs the command they name.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Some(Command::Keygen { plan, name }) = &cli.command {
+        return match keygen::new_key() {
+            Ok(key) => {
+                println!("key: {key}");
+                println!("entry: {}", keygen::entry(&key, name, *plan));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("cannot read random bytes from the operating system: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    if let Some(Command::Journal { action }) = &cli.command {
+        return journal_cmd::run(action);
+    }
+    let runtime = match net::runtime() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(start::serve(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            log_error!("{message}");
+            ExitCode::from(2)
+        }
+    }
+}

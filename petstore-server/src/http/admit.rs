@@ -1,0 +1,488 @@
+//! [`admit`]: every check of one parsed request that needs no body, in
+//! the order of docs/http.md ("Routing and order of checks"): route,
+//! method, key, rate limit, query, path, and of the body what its headers
+//! tell (415, a declared length over the cap). Synchronous and free of
+//! sockets, so every rule is testable without a server.
+//!
+//! The rate limit is the seam's ([`RateLimits`](crate::ratelimit::RateLimits)):
+//! decided at once ([`Admission::Admitted`] or a refusal), or to be
+//! awaited ([`Admission::Charge`]); the driver awaits it and calls
+//! [`admit_decided`], which goes on from where [`admit`] stopped.
+//!
+//! Why before the body: a client that sends `Expect: 100-continue` is
+//! invited to send its body (hyper's `100 Continue`) only when the server
+//! first reads it, so a request refused here is refused without inviting a
+//! byte of it; and a body is never read for a request that is refused
+//! anyway.
+
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::header::{
+    HeaderMap, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, HOST, TRANSFER_ENCODING,
+};
+use hyper::http::request::Parts;
+use hyper::{Method, Response, StatusCode, Version};
+use petstore_core::{quote, Decision, ListQuery, Outcome, PetError, PetId};
+
+use super::auth::{authorization, Authorization};
+use super::body::MAX_BODY;
+use super::connection::Connection;
+use super::error::{ApiError, HttpResponse};
+use super::headers::QuotaHeaders;
+use super::reply::{decorate, empty, json, refusal};
+use super::route::{pet_segment, Operation, Route, UNKNOWN};
+use super::{cors, health, query_string};
+use crate::ratelimit::{Charged, Later};
+use crate::state::AppState;
+
+/// What the access log and the metrics need to know of an answered
+/// request.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Served {
+    /// The route template, e.g. `/v1/pets/{petId}`; `unknown` for no route.
+    pub route: &'static str,
+    /// The name of the key's entry, when a valid key was sent.
+    pub key: Option<&'static str>,
+    /// `rate_limited` or `key_banned` when refused with 429.
+    pub refusal: Option<&'static str>,
+}
+
+/// What [`admit`] decided before the body was read.
+#[derive(Debug)]
+pub enum Admission {
+    /// Answered without the body: a refusal, or a route that takes none.
+    Answered(HttpResponse, Served),
+    /// Passed every check that needs no body: [`Admitted::finish`] answers
+    /// it once the body is read.
+    Admitted(Admitted),
+    /// The rate limit is decided elsewhere (a shared limiter): the driver
+    /// awaits [`Pending::decide`] and calls [`admit_decided`] with it.
+    Charge(Pending),
+}
+
+/// What [`admit_decided`] made of a request once its rate limit was
+/// decided: [`Admission`] but for the rate limit to await.
+#[derive(Debug)]
+pub enum Decided {
+    /// Refused (429, 401, or a check after the rate limit).
+    Answered(HttpResponse, Served),
+    /// Passed every check that needs no body.
+    Admitted(Admitted),
+}
+
+/// A request whose rate-limit decision has to be awaited: the decision to
+/// await, and what [`admit`] found before the rate limit (the operation,
+/// the caller), so that [`admit_decided`] goes on from there instead of
+/// checking again (a keys reload meanwhile cannot give the decision to
+/// another entry).
+#[derive(Debug)]
+pub struct Pending {
+    later: Later,
+    found: Found,
+}
+
+impl Pending {
+    /// The decision (never fails: the backend falls back to this
+    /// process's own limiter).
+    pub async fn decide(&self) -> Decision {
+        self.later.decide().await
+    }
+
+    /// The decision of this process's own limiter, for a caller that
+    /// cannot wait.
+    pub fn decide_here(&self, state: &AppState) -> Decision {
+        self.later.decide_here(state.clock.now())
+    }
+}
+
+/// What the checks before the rate limit found: the operation, what the
+/// access log records so far, and the charged limiter's quota headers and
+/// caller (the key's entry name, or why there is no valid key).
+#[derive(Debug)]
+struct Found {
+    op: Operation,
+    served: Served,
+    quota: QuotaHeaders,
+    caller: Result<&'static str, ApiError>,
+}
+
+/// A request to an operation that passed route, method, key, rate limit,
+/// query, path and, for a create, the content type and declared length.
+/// Its token is already charged.
+#[derive(Debug)]
+pub struct Admitted {
+    pub(super) op: Checked,
+    pub(super) decision: Decision,
+    pub(super) quota: QuotaHeaders,
+    pub(super) served: Served,
+}
+
+/// An operation whose query and path are parsed.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Checked {
+    ListPets(ListQuery),
+    CreatePet,
+    GetPet(PetId),
+    ListOrders,
+}
+
+/// The checks of one request that need no body (the module's order).
+/// `body_empty` says whether the request has no body at all (hyper knows
+/// from its framing).
+pub fn admit(connection: &Connection, head: &Parts, body_empty: bool) -> Admission {
+    let (state, api) = (&*connection.state, &*connection.api);
+    let route =
+        Route::find(head.uri.path()).filter(|r| *r != Route::Metrics || state.metrics.is_some());
+    let mut served = Served {
+        route: route.map_or(UNKNOWN, Route::template),
+        ..Served::default()
+    };
+    if let Err(error) = framing(head, body_empty) {
+        return answered(connection, head, error.to_response(), served);
+    }
+    let Some(route) = route else {
+        let response =
+            ApiError::NotFound(format!("no route for {}", quote(head.uri.path()))).to_response();
+        return answered(connection, head, response, served);
+    };
+    let cors_on = api.cors_on();
+    // HEAD is GET without the body (docs/contract.md, "HTTP"): the same
+    // work, the same token; hyper sends the headers (`Content-Length`
+    // included) and drops the body.
+    let get = head.method == Method::GET || head.method == Method::HEAD;
+    let response = match (&head.method, route) {
+        (_, Route::Health) if get => {
+            let (status, body) = health::check(&state.store);
+            json(status, body)
+        }
+        (_, Route::OpenApi) if get => json(StatusCode::OK, api.openapi().clone()),
+        (_, Route::Metrics) if get => metrics(state),
+        (_, Route::Pets) if get => {
+            return operation(connection, head, body_empty, Operation::ListPets, served)
+        }
+        (&Method::POST, Route::Pets) => {
+            return operation(connection, head, body_empty, Operation::CreatePet, served)
+        }
+        (_, Route::Pet(_)) if get => {
+            return operation(connection, head, body_empty, Operation::GetPet, served)
+        }
+        (_, Route::Orders) if get => {
+            return operation(connection, head, body_empty, Operation::ListOrders, served)
+        }
+        (&Method::OPTIONS, route) if cors_on => {
+            let mut response = empty(StatusCode::NO_CONTENT);
+            let allow = route.allow(true);
+            response
+                .headers_mut()
+                .insert(hyper::header::ALLOW, HeaderValue::from_static(allow));
+            if cors::allowed_origin(&api.options.cors_origins, &head.headers).is_some() {
+                cors::preflight(response.headers_mut(), allow);
+            }
+            response
+        }
+        (_, route) => ApiError::MethodNotAllowed {
+            allow: route.allow(cors_on),
+        }
+        .to_response(),
+    };
+    served.route = route.template();
+    answered(connection, head, response, served)
+}
+
+/// `response` with the CORS headers, as the answer of [`admit`].
+fn answered(
+    connection: &Connection,
+    head: &Parts,
+    mut response: HttpResponse,
+    served: Served,
+) -> Admission {
+    decorate(&connection.api, head, &mut response);
+    Admission::Answered(response, served)
+}
+
+/// The framing rules of HTTP/1.1 that hyper leaves to the application:
+/// exactly one `Host` (RFC 9112 section 3.2; docs/contract.md, "HTTP"), and no
+/// transfer coding but `chunked` (section 6.1: hyper decodes the chunks
+/// of `gzip, chunked` and would hand over gzip bytes as the body).
+fn framing(head: &Parts, body_empty: bool) -> Result<(), ApiError> {
+    if head.version == Version::HTTP_11 {
+        let mut hosts = head.headers.get_all(HOST).iter();
+        let count = match (hosts.next(), hosts.next()) {
+            (None, _) => 0,
+            (Some(_), None) => 1,
+            (Some(_), Some(_)) => 2,
+        };
+        if count != 1 {
+            return Err(ApiError::InvalidHeader(format!(
+                "an HTTP/1.1 request needs exactly one Host header, and this one has {}",
+                if count == 0 { "none" } else { "more than one" }
+            )));
+        }
+    }
+    // A request without a body has no transfer coding (hyper reads a
+    // chunked body, even an empty one, as a body that is not yet ended):
+    // the bodiless fast path looks up no header for this.
+    if !body_empty {
+        let mut codings = head
+            .headers
+            .get_all(TRANSFER_ENCODING)
+            .iter()
+            .flat_map(|value| value.as_bytes().split(|b| *b == b','))
+            .map(<[u8]>::trim_ascii)
+            .filter(|coding| !coding.is_empty());
+        match (codings.next(), codings.next()) {
+            (None, _) => {}
+            (Some(coding), None) if coding.eq_ignore_ascii_case(b"chunked") => {}
+            _ => {
+                return Err(ApiError::NotImplemented(
+                    "the only transfer coding implemented is chunked, alone".into(),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+fn metrics(state: &AppState) -> HttpResponse {
+    let anonymous = state.keys().anonymous.tracked();
+    let text = state
+        .metrics
+        .as_ref()
+        .map(|m| m.encode(anonymous))
+        .unwrap_or_default();
+    let mut response = Response::new(Full::new(Bytes::from(text)));
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    );
+    response
+}
+
+/// Key, rate limit, then the checks of the operation that need no body;
+/// a refusal carries the rate-limit headers.
+fn operation(
+    connection: &Connection,
+    head: &Parts,
+    body_empty: bool,
+    op: Operation,
+    served: Served,
+) -> Admission {
+    let (charged, quota, caller) = authorize(connection, &head.headers);
+    let found = Found {
+        op,
+        served,
+        quota,
+        caller,
+    };
+    match charged {
+        Charged::Now(decision) => match limited(connection, head, body_empty, found, decision) {
+            Decided::Admitted(admitted) => Admission::Admitted(admitted),
+            Decided::Answered(response, served) => Admission::Answered(response, served),
+        },
+        Charged::Later(later) => Admission::Charge(Pending { later, found }),
+    }
+}
+
+/// [`admit`] once the awaited rate-limit decision of
+/// [`Admission::Charge`] is in: the checks after the rate limit, with
+/// `decision` as its answer. Admitted, or answered (a refusal).
+pub fn admit_decided(
+    connection: &Connection,
+    head: &Parts,
+    body_empty: bool,
+    pending: Pending,
+    decision: Decision,
+) -> Decided {
+    limited(connection, head, body_empty, pending.found, decision)
+}
+
+/// The rate limit's `decision` applied, then the checks of the operation
+/// that need no body.
+fn limited(
+    connection: &Connection,
+    head: &Parts,
+    body_empty: bool,
+    found: Found,
+    decision: Decision,
+) -> Decided {
+    let Found {
+        op,
+        mut served,
+        quota,
+        caller,
+    } = found;
+    let checked = match decision.outcome {
+        Outcome::Limited { retry_after } => {
+            let refused = ApiError::RateLimited { retry_after };
+            served.refusal = Some(refused.code());
+            Err(refused)
+        }
+        Outcome::Banned { retry_after } => {
+            if decision.ban_started {
+                let name = caller.as_ref().map_or("?", |name| *name);
+                crate::log_info!(
+                    "key {name:?} banned for {} s: too many requests came back before their Retry-After",
+                    super::error::secs(retry_after)
+                );
+            }
+            let refused = ApiError::KeyBanned { retry_after };
+            served.refusal = Some(refused.code());
+            Err(refused)
+        }
+        Outcome::Allowed => match &caller {
+            Err(error) => Err(error.clone()),
+            Ok(_) => check(head, body_empty, op),
+        },
+    };
+    served.key = caller.ok();
+    match checked {
+        Ok(op) => Decided::Admitted(Admitted {
+            op,
+            decision,
+            quota,
+            served,
+        }),
+        Err(error) => {
+            let api = &*connection.api;
+            let deprecated = matches!(op, Operation::GetPet);
+            let mut response = refusal(api, &error, &decision, &quota, deprecated);
+            decorate(api, head, &mut response);
+            Decided::Answered(response, served)
+        }
+    }
+}
+
+/// Query, path, and what the headers tell of the body.
+fn check(head: &Parts, body_empty: bool, op: Operation) -> Result<Checked, ApiError> {
+    let query = head.uri.query();
+    match op {
+        Operation::ListPets => Ok(Checked::ListPets(query_string::list_query(query)?)),
+        Operation::CreatePet => {
+            query_string::expect_none(query)?;
+            content_type(&head.headers, body_empty)?;
+            if declared_length(&head.headers).is_some_and(|n| n > MAX_BODY as u64) {
+                return Err(ApiError::PayloadTooLarge(MAX_BODY));
+            }
+            Ok(Checked::CreatePet)
+        }
+        Operation::GetPet => {
+            query_string::expect_none(query)?;
+            Ok(Checked::GetPet(query_string::pet_id(pet_segment(
+                head.uri.path(),
+            ))?))
+        }
+        Operation::ListOrders => {
+            query_string::expect_none(query)?;
+            Ok(Checked::ListOrders)
+        }
+    }
+}
+
+/// The `Content-Length` a request declares, when it is a number.
+pub fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+}
+
+/// Charges the key's buckets, or the client address's when there is no
+/// valid key, through the rate-limit seam. Also returns the quota's
+/// header values of the charged limiter, and the key's entry name (or why
+/// there is no valid key).
+fn authorize(
+    connection: &Connection,
+    request: &HeaderMap,
+) -> (Charged, QuotaHeaders, Result<&'static str, ApiError>) {
+    let state = &*connection.state;
+    let now = state.clock.now();
+    let key_sent = match authorization(request) {
+        Authorization::Value(header) => {
+            let charged = connection.with_key(header, |entry| {
+                (
+                    state.limits.charge_key(entry, now),
+                    entry.quota_headers,
+                    entry.name,
+                )
+            });
+            match charged {
+                Some((charged, quota, name)) => return (charged, quota, Ok(name)),
+                // Malformed, or not a key of ours: the same 401.
+                None => true,
+            }
+        }
+        Authorization::Several => true,
+        Authorization::Missing => false,
+    };
+    let keys = state.keys();
+    let charged = state
+        .limits
+        .charge_anonymous(&keys.anonymous, connection.peer, now);
+    (
+        charged,
+        keys.anonymous_headers,
+        Err(ApiError::Unauthorized { key_sent }),
+    )
+}
+
+/// 415 first (README, "order of checks"): a body of the wrong type is
+/// refused whatever its size or pace, before it is read. Without a
+/// Content-Type, a body that is known to be empty is simply missing (400).
+fn content_type(request: &HeaderMap, body_empty: bool) -> Result<(), ApiError> {
+    match request.get(CONTENT_TYPE) {
+        Some(value) if is_json(value) => Ok(()),
+        Some(value) => Err(ApiError::UnsupportedMediaType(format!(
+            "Content-Type must be application/json, got {:?}",
+            quote(&String::from_utf8_lossy(value.as_bytes()))
+        ))),
+        None if body_empty => Err(ApiError::InvalidBody(PetError::Empty.to_string())),
+        None => Err(ApiError::UnsupportedMediaType(
+            "Content-Type must be application/json, and none was sent".into(),
+        )),
+    }
+}
+
+/// `application/json`, optionally with parameters; a charset must be UTF-8.
+fn is_json(value: &HeaderValue) -> bool {
+    let Ok(text) = value.to_str() else {
+        return false;
+    };
+    let mut parts = text.split(';');
+    let media = parts.next().unwrap_or("").trim();
+    if !media.eq_ignore_ascii_case("application/json") {
+        return false;
+    }
+    parts.all(|param| match param.split_once('=') {
+        Some((name, value)) if name.trim().eq_ignore_ascii_case("charset") => {
+            value.trim().trim_matches('"').eq_ignore_ascii_case("utf-8")
+        }
+        Some(_) => true,
+        None => param.trim().is_empty(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_types() {
+        let yes = [
+            "application/json",
+            "Application/JSON; charset=utf-8",
+            "application/json;charset=\"UTF-8\"",
+        ];
+        let no = [
+            "text/plain",
+            "application/json; charset=latin1",
+            "application/jsonx",
+            "application/json; x",
+        ];
+        for v in yes {
+            assert!(is_json(&HeaderValue::from_static(v)), "{v}");
+        }
+        for v in no {
+            assert!(!is_json(&HeaderValue::from_static(v)), "{v}");
+        }
+    }
+}

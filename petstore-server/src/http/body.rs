@@ -1,0 +1,22 @@
+//! What the network layer read of a request's body, and its cap.
+
+use std::time::Duration;
+
+use hyper::body::Bytes;
+
+/// Most bytes a request body may have (docs/contract.md, "Errors": 64 KiB).
+pub const MAX_BODY: usize = 64 * 1024;
+
+/// What the server layer managed to read of the request body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BodyRead {
+    /// The whole body (possibly empty).
+    Complete(Bytes),
+    /// Over [`MAX_BODY`]; not read (or not to the end).
+    TooLarge,
+    /// Did not arrive within the body timeout, which is given (the 408
+    /// says it).
+    TimedOut(Duration),
+    /// The connection broke or the framing was invalid.
+    Broken,
+}

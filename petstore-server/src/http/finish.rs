@@ -1,0 +1,202 @@
+//! [`Admitted::finish`]: an admitted request answered once its body is
+//! read, or [`Finished::Waiting`] for the store (a create it cannot answer
+//! at once, a get of an id its read copy may not hold yet). Which backend
+//! answers is the store's business (`store/`), not this file's.
+
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::http::request::Parts;
+use hyper::{Response, StatusCode};
+use petstore_core::{ListQuery, NewPet, Pet, PetId};
+
+use super::admit::{Admitted, Checked, Served};
+use super::api::Api;
+use super::body::{BodyRead, MAX_BODY};
+use super::connection::Connection;
+use super::error::{ApiError, HttpResponse};
+use super::headers::Extra;
+use super::reply::{decorate, refusal};
+use crate::state::AppState;
+use crate::store::CreateFailed;
+use crate::util::buffers;
+
+/// What [`Admitted::finish`] made of a request: its answer, or the store
+/// work it must wait for first.
+#[derive(Debug)]
+pub enum Finished {
+    /// Answered without waiting: every read of a pet the inventory holds,
+    /// every refusal, and a create in memory.
+    Answered(HttpResponse, Served),
+    /// A create the store answers later (a journal's fsync, a PostgreSQL
+    /// commit), or a get of an id the store's read copy may not hold yet:
+    /// [`Waiting::finish`] awaits it and answers.
+    Waiting(Waiting),
+}
+
+/// An admitted request waiting for the store. Holds no thread: the server
+/// awaits [`finish`](Self::finish).
+#[derive(Debug)]
+pub struct Waiting {
+    admitted: Admitted,
+    work: Work,
+}
+
+#[derive(Debug)]
+enum Work {
+    Create(NewPet),
+    CatchUp(PetId),
+}
+
+impl Waiting {
+    /// Awaits the store, then answers as [`Admitted::finish`] would have.
+    pub async fn finish(self, connection: &Connection, head: &Parts) -> (HttpResponse, Served) {
+        let (state, api) = (&*connection.state, &*connection.api);
+        let result = match self.work {
+            Work::Create(new) => created(api, state.store.create(new).await),
+            Work::CatchUp(id) => {
+                state.store.catch_up(id).await;
+                get_pet(state, api, id)
+            }
+        };
+        self.admitted.answer(api, head, result)
+    }
+}
+
+impl Admitted {
+    /// Answers the admitted request with `body`, what the server read of
+    /// its body, or says what it must wait for.
+    pub fn finish(self, connection: &Connection, head: &Parts, body: BodyRead) -> Finished {
+        let (state, api) = (&*connection.state, &*connection.api);
+        let result = match self.op {
+            Checked::ListPets(list) => no_body(&body).map(|()| list_pets(state, api, &list)),
+            Checked::CreatePet => match new_pet(body) {
+                Err(error) => Err(error),
+                Ok(new) => match state.store.create_now(new) {
+                    Ok(stored) => created(api, stored),
+                    Err(new) => return self.wait(Work::Create(new)),
+                },
+            },
+            Checked::GetPet(id) => {
+                // Asked before the read, not after a miss: a read copy
+                // that takes the pet in between would otherwise answer
+                // 404 for a pet it holds (another replica's, just made).
+                let may_catch_up = state.store.may_catch_up(id);
+                match no_body(&body).and_then(|()| get_pet(state, api, id)) {
+                    // Only a 404 waits for the store to know more.
+                    Err(ApiError::NotFound(_)) if may_catch_up => {
+                        return self.wait(Work::CatchUp(id))
+                    }
+                    result => result,
+                }
+            }
+            Checked::ListOrders => no_body(&body).and_then(|()| {
+                Err(ApiError::NotImplemented(
+                    "store orders are not implemented: the specification gives only the operation's existence".into(),
+                ))
+            }),
+        };
+        let (response, served) = self.answer(api, head, result);
+        Finished::Answered(response, served)
+    }
+
+    fn wait(self, work: Work) -> Finished {
+        Finished::Waiting(Waiting {
+            admitted: self,
+            work,
+        })
+    }
+
+    /// The response to `result`, with the rate-limit and CORS headers.
+    fn answer(
+        self,
+        api: &Api,
+        head: &Parts,
+        result: Result<Success<'_>, ApiError>,
+    ) -> (HttpResponse, Served) {
+        let mut response = match result {
+            Ok(success) => {
+                let mut response = Response::new(Full::new(success.body));
+                *response.status_mut() = success.status;
+                *response.headers_mut() = self.quota.success(&self.decision, success.extra);
+                response
+            }
+            Err(error) => {
+                let deprecated = matches!(self.op, Checked::GetPet(_));
+                refusal(api, &error, &self.decision, &self.quota, deprecated)
+            }
+        };
+        decorate(api, head, &mut response);
+        (response, self.served)
+    }
+}
+
+/// A 2xx answer of an operation; [`QuotaHeaders::success`] makes its
+/// headers.
+struct Success<'a> {
+    status: StatusCode,
+    body: Bytes,
+    extra: Extra<'a>,
+}
+
+fn get_pet<'a>(state: &AppState, api: &'a Api, id: PetId) -> Result<Success<'a>, ApiError> {
+    match state.inventory.get_json(id) {
+        Some(pet) => Ok(Success {
+            status: StatusCode::OK,
+            body: Bytes::from(pet),
+            extra: Extra::Deprecated(api.successor_link()),
+        }),
+        None => Err(ApiError::NotFound(format!("no pet with id {id}"))),
+    }
+}
+
+fn list_pets<'a>(state: &AppState, api: &'a Api, list: &ListQuery) -> Success<'a> {
+    let page = state.inventory.list_json_into(list, buffers::take());
+    Success {
+        status: StatusCode::OK,
+        body: buffers::into_bytes(page.body),
+        extra: Extra::Next {
+            base_url: &api.options.base_url,
+            next: page.next_after.map(|after| list.after(after)),
+        },
+    }
+}
+
+/// The validated pet of a create's body.
+fn new_pet(body: BodyRead) -> Result<NewPet, ApiError> {
+    let bytes = match body {
+        BodyRead::Complete(bytes) => bytes,
+        BodyRead::TooLarge => return Err(ApiError::PayloadTooLarge(MAX_BODY)),
+        BodyRead::TimedOut(after) => return Err(ApiError::RequestTimeout(after.as_secs())),
+        BodyRead::Broken => {
+            return Err(ApiError::InvalidBody(
+                "the request body could not be read".into(),
+            ))
+        }
+    };
+    NewPet::from_json(&bytes).map_err(|e| ApiError::InvalidBody(e.to_string()))
+}
+
+/// The 201 of a stored pet, or the 503 of one the store could not store
+/// (the cause is logged once, by the store, when it starts).
+fn created(api: &Api, stored: Result<Pet, CreateFailed>) -> Result<Success<'_>, ApiError> {
+    let pet = stored.map_err(|CreateFailed| ApiError::Unavailable)?;
+    Ok(Success {
+        status: StatusCode::CREATED,
+        body: Bytes::from(pet.to_json()),
+        extra: Extra::Location {
+            base_url: &api.options.base_url,
+            id: pet.id(),
+        },
+    })
+}
+
+/// Operations without a request body refuse one.
+fn no_body(body: &BodyRead) -> Result<(), ApiError> {
+    match body {
+        BodyRead::Complete(bytes) if bytes.is_empty() => Ok(()),
+        BodyRead::TooLarge => Err(ApiError::PayloadTooLarge(MAX_BODY)),
+        _ => Err(ApiError::InvalidBody(
+            "this operation takes no request body".into(),
+        )),
+    }
+}

@@ -1,0 +1,512 @@
+//! Response headers that the contract puts on many responses: the
+//! rate-limit headers (both the `X-RateLimit-*` trio and the IETF
+//! `RateLimit`/`RateLimit-Policy` fields) and `getPet`'s deprecation
+//! headers.
+
+use std::fmt::Write as _;
+
+use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, LINK, LOCATION};
+use petstore_core::{Decision, ListQuery, PetId};
+
+use crate::util::buffers;
+use crate::util::intern::intern;
+
+/// `X-RateLimit-Limit`.
+pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+/// `X-RateLimit-Remaining`.
+pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+/// `X-RateLimit-Reset`.
+pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+/// `RateLimit` (draft-ietf-httpapi-ratelimit-headers).
+pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+/// `RateLimit-Policy`.
+pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+/// `Deprecation` (RFC 9745).
+pub const DEPRECATION: HeaderName = HeaderName::from_static("deprecation");
+/// `Sunset` (RFC 8594).
+pub const SUNSET: HeaderName = HeaderName::from_static("sunset");
+
+/// When v1.0.0 declared `getPet` deprecated: 2025-12-05T00:00:00Z.
+pub const GET_PET_DEPRECATED_AT: u64 = 1_764_892_800;
+/// The `Deprecation` value: `@` and [`GET_PET_DEPRECATED_AT`].
+pub const DEPRECATION_VALUE: &str = "@1764892800";
+/// `getPet`'s announced removal.
+pub const GET_PET_SUNSET: &str = "Thu, 05 Dec 2030 00:00:00 GMT";
+
+/// The rate-limit header values of a limiter that depend only on its
+/// quota: `RateLimit-Policy` (e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`)
+/// and each window's `X-RateLimit-Limit`. Built once per key (at load),
+/// not per request, and [`intern`]ed, so it is `Copy` and a request hands
+/// the values to its response without formatting, allocating, validating
+/// or touching a shared reference count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuotaHeaders {
+    policy: &'static str,
+    /// `(limit, its digits)` per window, minute first; a limiter without a
+    /// day window repeats the minute's.
+    limits: [(u32, &'static str); 2],
+    templates: &'static Templates,
+}
+
+/// The header maps of an operation's 2xx responses, with every value that
+/// is the same on each response of the quota already in place. A response
+/// clones one and sets the values that change by position: no header
+/// name is hashed on the way. Building them by insertion took nine hashed
+/// inserts per `getPet` response, the largest cost left in a request after
+/// the key digest (`scripts/profile`).
+///
+/// Every map is, in this order: `Content-Type`, `X-RateLimit-Limit`,
+/// `X-RateLimit-Remaining`, `X-RateLimit-Reset`, `RateLimit`,
+/// `RateLimit-Policy`, then what the operation adds: `Link` (next page;
+/// list), `Deprecation`, `Sunset` and `Link` (successor; get), or
+/// `Location` (create). The last is a placeholder, set or removed.
+#[derive(Debug, PartialEq, Eq)]
+struct Templates {
+    list: HeaderMap,
+    get: HeaderMap,
+    created: HeaderMap,
+}
+
+/// Where the per-request values sit in every template.
+const LIMIT_AT: usize = 1;
+const REMAINING_AT: usize = 2;
+const RESET_AT: usize = 3;
+const CURRENT_AT: usize = 4;
+
+impl Templates {
+    fn new(policy: &'static str) -> Self {
+        let template = |extra: &[(HeaderName, &'static str)]| {
+            let mut map = HeaderMap::with_capacity(6 + extra.len());
+            map.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            for name in [
+                X_RATELIMIT_LIMIT,
+                X_RATELIMIT_REMAINING,
+                X_RATELIMIT_RESET,
+                RATELIMIT,
+            ] {
+                map.insert(name, HeaderValue::from_static(""));
+            }
+            map.insert(RATELIMIT_POLICY, HeaderValue::from_static(policy));
+            for (name, value) in extra {
+                map.insert(name.clone(), HeaderValue::from_static(value));
+            }
+            map
+        };
+        Templates {
+            list: template(&[(LINK, "")]),
+            get: template(&[
+                (DEPRECATION, DEPRECATION_VALUE),
+                (SUNSET, GET_PET_SUNSET),
+                (LINK, ""),
+            ]),
+            created: template(&[(LOCATION, "")]),
+        }
+    }
+
+    /// The templates of `policy`, made once per distinct policy.
+    fn of(policy: &'static str) -> &'static Templates {
+        use std::collections::HashMap;
+        use std::sync::{Mutex, OnceLock};
+        static MADE: OnceLock<Mutex<HashMap<&'static str, &'static Templates>>> = OnceLock::new();
+        let mut made = MADE
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        made.entry(policy)
+            .or_insert_with(|| Box::leak(Box::new(Templates::new(policy))))
+    }
+}
+
+/// What a 2xx operation response carries after the rate-limit headers.
+#[derive(Clone, Copy, Debug)]
+pub enum Extra<'a> {
+    /// A list page, and the query of the next page if there is one: its
+    /// `Link: <{base_url}/pets?limit=N[&status=S]&after=ID>; rel="next"`.
+    Next {
+        /// The public base address, including `/v1`.
+        base_url: &'a str,
+        /// The next page's query; `None` on the last page (no `Link`).
+        next: Option<ListQuery>,
+    },
+    /// `getPet`: `Deprecation`, `Sunset`, and this successor `Link`.
+    Deprecated(&'a HeaderValue),
+    /// A created pet: its `Location: {base_url}/pets/{id}`.
+    Location {
+        /// The public base address, including `/v1`.
+        base_url: &'a str,
+        /// The created pet's id.
+        id: PetId,
+    },
+}
+
+impl Extra<'_> {
+    /// Writes the value of the response's own last header (`Link` next,
+    /// `Location`) into `buf`; `false` when it has none that changes per
+    /// request. Digits by `itoa`, no `fmt`: this is on every list and
+    /// create response.
+    fn write(&self, buf: &mut Vec<u8>) -> bool {
+        match *self {
+            Extra::Next {
+                base_url,
+                next: Some(next),
+            } => {
+                let mut limit = itoa::Buffer::new();
+                let mut after = itoa::Buffer::new();
+                let status = next.status.map(|s| s.as_str().as_bytes());
+                let after = next.after.map(|id| after.format(id.get()).as_bytes());
+                let parts: [&[u8]; 9] = [
+                    b"<",
+                    base_url.as_bytes(),
+                    b"/pets?limit=",
+                    limit.format(next.limit.get()).as_bytes(),
+                    if status.is_some() { b"&status=" } else { b"" },
+                    status.unwrap_or_default(),
+                    if after.is_some() { b"&after=" } else { b"" },
+                    after.unwrap_or_default(),
+                    b">; rel=\"next\"",
+                ];
+                parts.iter().for_each(|part| buf.extend_from_slice(part));
+                true
+            }
+            Extra::Location { base_url, id } => {
+                let mut digits = itoa::Buffer::new();
+                let parts: [&[u8]; 3] = [
+                    base_url.as_bytes(),
+                    b"/pets/",
+                    digits.format(id.get()).as_bytes(),
+                ];
+                parts.iter().for_each(|part| buf.extend_from_slice(part));
+                true
+            }
+            Extra::Next { next: None, .. } | Extra::Deprecated(_) => false,
+        }
+    }
+}
+
+impl QuotaHeaders {
+    /// The values of the limiter that made `decision`.
+    pub fn of(decision: &Decision) -> Self {
+        let mut policy = String::with_capacity(48);
+        let mut limits = [(0, ""); 2];
+        for (i, w) in decision.windows().enumerate() {
+            let sep = if i == 0 { "" } else { ", " };
+            let _ = write!(
+                policy,
+                "{sep}\"{}\";q={};w={}",
+                w.name,
+                w.limit,
+                w.period.as_secs()
+            );
+            if let Some(slot) = limits.get_mut(i) {
+                *slot = (w.limit, static_text(w.limit.to_string()));
+            }
+        }
+        if limits[1].1.is_empty() {
+            limits[1] = limits[0];
+        }
+        let policy = static_text(policy);
+        QuotaHeaders {
+            policy,
+            limits,
+            templates: Templates::of(policy),
+        }
+    }
+
+    /// The headers of a 2xx operation response: content type, the
+    /// rate-limit headers describing `decision`, and `extra`.
+    pub fn success(&self, decision: &Decision, extra: Extra<'_>) -> HeaderMap {
+        let template = match extra {
+            Extra::Next { .. } => &self.templates.list,
+            Extra::Deprecated(_) => &self.templates.get,
+            Extra::Location { .. } => &self.templates.created,
+        };
+        let mut map = template.clone();
+        let ([remaining, reset, current], own) = changing_values(decision, |buf| extra.write(buf));
+        let last = match extra {
+            Extra::Deprecated(link) => Some(link.clone()),
+            _ => own,
+        };
+        let limit = self.limit(decision.binding().limit);
+        let mut last_value = None;
+        for (i, value) in map.values_mut().enumerate() {
+            match i {
+                LIMIT_AT => *value = limit.clone(),
+                REMAINING_AT => *value = remaining.clone(),
+                RESET_AT => *value = reset.clone(),
+                CURRENT_AT => *value = current.clone(),
+                _ => last_value = Some(value),
+            }
+        }
+        match (last_value, last) {
+            (Some(slot), Some(value)) => *slot = value,
+            (_, None) => {
+                // The placeholder is the last entry; only a last page or a
+                // Location that could not be built lands here.
+                let name = map.keys().last().cloned();
+                if let Some(name) = name {
+                    map.remove(name);
+                }
+            }
+            (None, Some(_)) => {}
+        }
+        map
+    }
+
+    /// The `RateLimit-Policy` value.
+    pub fn policy(&self) -> HeaderValue {
+        HeaderValue::from_static(self.policy)
+    }
+
+    /// The `X-RateLimit-Limit` value for a window of `limit` requests.
+    fn limit(&self, limit: u32) -> HeaderValue {
+        match self.limits.iter().find(|(l, _)| *l == limit) {
+            Some((_, text)) => HeaderValue::from_static(text),
+            None => HeaderValue::from(limit),
+        }
+    }
+}
+
+/// `text` for the life of the process ([`intern`]ed), when it is a valid
+/// static header value; else the empty string.
+fn static_text(text: String) -> &'static str {
+    // Exactly what `from_static` accepts (it panics on anything else; it
+    // is stricter than `from_str`, which also takes bytes over 0x7f).
+    if !text
+        .bytes()
+        .all(|b| b == b'\t' || (0x20..0x7f).contains(&b))
+    {
+        return "";
+    }
+    intern(&text)
+}
+
+/// Adds the rate-limit headers describing `decision` to an error
+/// response; `quota` holds the values that depend only on the limiter's
+/// quota. (A 2xx response gets them from [`QuotaHeaders::success`].)
+pub fn rate_limit(headers: &mut HeaderMap, decision: &Decision, quota: &QuotaHeaders) {
+    let ([remaining, reset, current], _) = changing_values(decision, |_| false);
+    headers.insert(X_RATELIMIT_LIMIT, quota.limit(decision.binding().limit));
+    headers.insert(X_RATELIMIT_REMAINING, remaining);
+    headers.insert(X_RATELIMIT_RESET, reset);
+    headers.insert(RATELIMIT, current);
+    headers.insert(RATELIMIT_POLICY, quota.policy());
+}
+
+/// The values of a response that change with every request:
+/// `X-RateLimit-Remaining`, `X-RateLimit-Reset`, `RateLimit`, and what
+/// `tail` writes (the operation's own `Link` or `Location`; `None` when
+/// it writes nothing, or not a valid header value). Written as digits,
+/// without `fmt`, into one reused buffer ([`buffers`]) and handed out as
+/// slices of it: one allocation for all of them, where a buffer each (and
+/// the reference count their slices share) cost three (`scripts/profile`).
+fn changing_values(
+    decision: &Decision,
+    tail: impl FnOnce(&mut Vec<u8>) -> bool,
+) -> ([HeaderValue; 3], Option<HeaderValue>) {
+    let binding = decision.binding();
+    let mut remaining = itoa::Buffer::new();
+    let remaining = remaining.format(binding.remaining).as_bytes();
+    let mut reset = itoa::Buffer::new();
+    let reset = reset.format(binding.reset_at.unix_secs_ceil()).as_bytes();
+    let mut after = itoa::Buffer::new();
+    let after = after.format(decision.reset_after_secs()).as_bytes();
+    let current: [&[u8]; 6] = [
+        b"\"",
+        binding.name.as_bytes(),
+        b"\";r=",
+        remaining,
+        b";t=",
+        after,
+    ];
+    let mut buf = buffers::take();
+    let mut ends = [0; 4];
+    for (end, parts) in ends.iter_mut().zip([&[remaining], &[reset], &current[..]]) {
+        parts.iter().for_each(|part| buf.extend_from_slice(part));
+        *end = buf.len();
+    }
+    let own = tail(&mut buf);
+    ends[3] = buf.len();
+    let buf = buffers::into_bytes(buf);
+    let value = |i: usize| {
+        let start = i.checked_sub(1).map_or(0, |before| ends[before]);
+        HeaderValue::from_maybe_shared(buf.slice(start..ends[i])).ok()
+    };
+    let digits = |i| value(i).unwrap_or_else(|| HeaderValue::from_static(""));
+    ([digits(0), digits(1), digits(2)], value(3).filter(|_| own))
+}
+
+/// The successor-version `Link` of `getPet`, built once at startup.
+pub fn successor_link(base_url: &str) -> HeaderValue {
+    HeaderValue::from_static(static_text(format!(
+        "<{base_url}/pets>; rel=\"successor-version\""
+    )))
+}
+
+/// Adds `getPet`'s `Deprecation`, `Sunset` and successor `Link`.
+pub fn deprecation(headers: &mut HeaderMap, successor: &HeaderValue) {
+    headers.insert(DEPRECATION, HeaderValue::from_static(DEPRECATION_VALUE));
+    headers.insert(SUNSET, HeaderValue::from_static(GET_PET_SUNSET));
+    headers.append(LINK, successor.clone());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use petstore_core::{BanPolicy, KeyLimiter, Quota, Timestamp};
+    use std::time::Duration;
+
+    #[test]
+    fn describes_the_binding_window() {
+        let limiter = KeyLimiter::new(Quota::new(60, 1000).unwrap(), BanPolicy::default());
+        let t = Timestamp::from_unix_secs(1_000_000);
+        let d = limiter.check(t);
+        let mut h = HeaderMap::new();
+        rate_limit(&mut h, &d, &QuotaHeaders::of(&d));
+        assert_eq!(h[&X_RATELIMIT_LIMIT], "60");
+        assert_eq!(h[&X_RATELIMIT_REMAINING], "59");
+        // One token used of 60/min: full again 1 s later.
+        assert_eq!(h[&X_RATELIMIT_RESET], "1000001");
+        assert_eq!(
+            h[&RATELIMIT_POLICY],
+            r#""minute";q=60;w=60, "day";q=1000;w=86400"#
+        );
+        assert_eq!(h[&RATELIMIT], r#""minute";r=59;t=1"#);
+
+        // When the day has fewer left than the minute, the day binds.
+        let tight = KeyLimiter::new(Quota::new(60, 2).unwrap(), BanPolicy::default());
+        let d = tight.check(t + Duration::from_millis(500));
+        let mut h = HeaderMap::new();
+        rate_limit(&mut h, &d, &QuotaHeaders::of(&d));
+        assert_eq!(h[&X_RATELIMIT_LIMIT], "2");
+        assert_eq!(h[&X_RATELIMIT_REMAINING], "1");
+        assert_eq!(h[&RATELIMIT], r#""day";r=1;t=43200"#);
+        assert_eq!(h[&X_RATELIMIT_RESET], "1043201");
+    }
+
+    #[test]
+    fn interned_values_are_shared_not_leaked_again() {
+        let a = static_text("\"minute\";q=7;w=60".to_owned());
+        let b = static_text("\"minute\";q=7;w=60".to_owned());
+        assert_eq!(a, b);
+        assert_eq!(a.as_ptr(), b.as_ptr());
+        assert_eq!(static_text("bad\nvalue".to_owned()), "");
+        assert_eq!(static_text("caf\u{e9}".to_owned()), "");
+    }
+
+    #[test]
+    fn success_headers_come_from_the_template_in_order() {
+        let limiter = KeyLimiter::new(Quota::new(60, 1000).unwrap(), BanPolicy::default());
+        let d = limiter.check(Timestamp::from_unix_secs(1_000_000));
+        let quota = QuotaHeaders::of(&d);
+        let names = |h: &HeaderMap| h.keys().map(|k| k.as_str().to_owned()).collect::<Vec<_>>();
+        let base = [
+            "content-type",
+            "x-ratelimit-limit",
+            "x-ratelimit-remaining",
+            "x-ratelimit-reset",
+            "ratelimit",
+            "ratelimit-policy",
+        ];
+        let with = |extra: &[&str]| {
+            base.iter()
+                .chain(extra)
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+        };
+
+        let last_page = Extra::Next {
+            base_url: "/v1",
+            next: None,
+        };
+        let next = ListQuery::new().after(PetId::new(20).unwrap());
+        let h = quota.success(
+            &d,
+            Extra::Next {
+                base_url: "/v1",
+                next: Some(next),
+            },
+        );
+        assert_eq!(names(&h), with(&["link"]));
+        assert_eq!(h[CONTENT_TYPE], "application/json");
+        assert_eq!(h[&X_RATELIMIT_LIMIT], "60");
+        assert_eq!(h[&X_RATELIMIT_REMAINING], "59");
+        assert_eq!(h[&X_RATELIMIT_RESET], "1000001");
+        assert_eq!(h[&RATELIMIT], r#""minute";r=59;t=1"#);
+        assert_eq!(
+            h[&RATELIMIT_POLICY],
+            r#""minute";q=60;w=60, "day";q=1000;w=86400"#
+        );
+        assert_eq!(h[LINK], "</v1/pets?limit=20&after=20>; rel=\"next\"");
+        let filtered = ListQuery::new()
+            .limit(petstore_core::Limit::new(5).unwrap())
+            .status(petstore_core::PetStatus::Sold)
+            .after(PetId::new(1234).unwrap());
+        let h = quota.success(
+            &d,
+            Extra::Next {
+                base_url: "https://x.example/v1",
+                next: Some(filtered),
+            },
+        );
+        assert_eq!(
+            h[LINK],
+            "<https://x.example/v1/pets?limit=5&status=sold&after=1234>; rel=\"next\""
+        );
+
+        // The last page has no Link at all, not an empty one.
+        let h = quota.success(&d, last_page);
+        assert_eq!(names(&h), with(&[]));
+
+        let successor = successor_link("/v1");
+        let h = quota.success(&d, Extra::Deprecated(&successor));
+        assert_eq!(names(&h), with(&["deprecation", "sunset", "link"]));
+        assert_eq!(h[&DEPRECATION], DEPRECATION_VALUE);
+        assert_eq!(h[&SUNSET], GET_PET_SUNSET);
+        assert_eq!(h[LINK], successor);
+        assert_eq!(h[&X_RATELIMIT_REMAINING], "59");
+
+        let h = quota.success(
+            &d,
+            Extra::Location {
+                base_url: "/v1",
+                id: PetId::new(7).unwrap(),
+            },
+        );
+        assert_eq!(names(&h), with(&["location"]));
+        assert_eq!(h[LOCATION], "/v1/pets/7");
+
+        // The same as the error path writes, value for value.
+        let mut errors = HeaderMap::new();
+        rate_limit(&mut errors, &d, &quota);
+        let h = quota.success(&d, last_page);
+        for name in &base[1..] {
+            assert_eq!(errors.get(*name), h.get(*name), "{name}");
+        }
+    }
+
+    #[test]
+    fn success_headers_follow_the_binding_window() {
+        let tight = KeyLimiter::new(Quota::new(60, 2).unwrap(), BanPolicy::default());
+        let t = Timestamp::from_unix_secs(1_000_000);
+        let quota = QuotaHeaders::of(&tight.check(t));
+        let d = tight.check(t + Duration::from_millis(500));
+        let last_page = Extra::Next {
+            base_url: "/v1",
+            next: None,
+        };
+        let h = quota.success(&d, last_page);
+        assert_eq!(h[&X_RATELIMIT_LIMIT], "2");
+        assert_eq!(h[&X_RATELIMIT_REMAINING], "0");
+        assert_eq!(h[&RATELIMIT], r#""day";r=0;t=86400"#);
+    }
+
+    #[test]
+    fn deprecation_headers() {
+        let mut h = HeaderMap::new();
+        deprecation(&mut h, &successor_link("/v1"));
+        assert_eq!(DEPRECATION_VALUE, format!("@{GET_PET_DEPRECATED_AT}"));
+        assert_eq!(h[&DEPRECATION], "@1764892800");
+        assert_eq!(h[&SUNSET], "Thu, 05 Dec 2030 00:00:00 GMT");
+        assert_eq!(h[LINK], r#"</v1/pets>; rel="successor-version""#);
+    }
+}

@@ -1,0 +1,60 @@
+//! The HTTP contract (docs/contract.md): routing, the checks of a
+//! request in their documented order, the rate limit asked of its seam,
+//! the answer from the store, and the one place that maps an error to its
+//! status, code and body. Synchronous where it can be and free of
+//! sockets: the network layer (`net/`) reads the request and its body
+//! and awaits what must be awaited; everything a client sees is decided
+//! here.
+//!
+//! A request goes [`admit`] (no body needed) → [`Admitted::finish`] (with
+//! the body) → a response; or, when a shared limiter decides, [`admit`] →
+//! [`Admission::Charge`] → [`admit_decided`] → …; or, when the store must
+//! be awaited, [`Finished::Waiting`] → [`Waiting::finish`].
+//!
+//! | file | holds |
+//! |---|---|
+//! | `route.rs` | the routes, their templates and methods; the operations |
+//! | `admit.rs` | every check before the body, and the rate limit |
+//! | `finish.rs` | the answer once the body is read, or what it waits for |
+//! | `body.rs` | what was read of the body, and its cap |
+//! | `reply.rs` | JSON and empty answers, CORS on every response, refusals' headers |
+//! | `error.rs` | [`ApiError`]: every error's status, code and body |
+//! | `headers.rs` | rate-limit and deprecation headers; per-quota templates |
+//! | `auth.rs` | the `Authorization: Bearer` header |
+//! | `connection.rs` | [`Connection`]: a client's address and the key it presented last |
+//! | `query_string.rs` | query strings and path parameters |
+//! | `cors.rs` | CORS preflight and response headers |
+//! | `health.rs` | `GET /healthz` |
+//! | `openapi.rs` | `GET /v1/openapi.json` |
+//! | `api.rs` | [`Api`]: the contract's options and what it builds once from them |
+//!
+//! Rule: `http/` may use `state.rs`, the seams (`store/mod.rs`,
+//! `ratelimit/mod.rs`), `keys/`, `telemetry/` and `util/`; never a
+//! backend, a socket or a runtime.
+
+mod admit;
+mod api;
+mod auth;
+mod body;
+mod connection;
+mod cors;
+mod error;
+mod finish;
+pub mod headers;
+mod health;
+mod openapi;
+pub mod query_string;
+mod reply;
+pub mod route;
+#[cfg(test)]
+mod tests;
+
+pub use admit::{
+    admit, admit_decided, declared_length, Admission, Admitted, Decided, Pending, Served,
+};
+pub use api::{Api, Options};
+pub use body::{BodyRead, MAX_BODY};
+pub use connection::Connection;
+pub use error::{ApiError, HttpResponse};
+pub use finish::{Finished, Waiting};
+pub use openapi::OPENAPI;

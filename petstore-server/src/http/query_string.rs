@@ -1,0 +1,326 @@
+//! Query strings and path parameters: percent-decoding, and the strict
+//! parse of `listPets`'s `limit`, `status` and `after` into a
+//! [`ListQuery`]. Pure functions of text, so they are fuzzed and tested
+//! without sockets.
+
+use std::borrow::Cow;
+
+use petstore_core::{quote, Limit, ListQuery, PetId, PetStatus};
+
+use super::error::ApiError;
+
+/// Percent-decodes one query component (`+` is a space). `None` for a bad
+/// escape or bytes that are not UTF-8.
+pub fn percent_decode(s: &str, plus_is_space: bool) -> Option<Cow<'_, str>> {
+    if !s.bytes().any(|b| b == b'%' || (plus_is_space && b == b'+')) {
+        return Some(Cow::Borrowed(s));
+    }
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hex = bytes.get(i + 1..i + 3)?;
+                let hex = std::str::from_utf8(hex).ok()?;
+                if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return None;
+                }
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 3;
+            }
+            b'+' if plus_is_space => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok().map(Cow::Owned)
+}
+
+/// One decoded `name=value` pair of a query string.
+pub type Pair<'a> = (Cow<'a, str>, Cow<'a, str>);
+
+/// The decoded `name=value` pairs of a query string, in order; empty
+/// segments (`a=1&&b=2`) are skipped. Lazy: no allocation unless a
+/// component has escapes.
+pub fn pairs(query: &str) -> Pairs<'_> {
+    Pairs { rest: query }
+}
+
+/// The iterator of [`pairs`]. One plain scan per segment finds its end
+/// (`&`), its first `=`, and whether it has escapes at all (`%`, `+`);
+/// a segment without escapes (every query of a well-behaved client) is
+/// then cut into borrowed name and value without looking at its bytes
+/// again. Both `&` and `=` are ASCII, so every cut is on a character
+/// boundary. `str::split` and `split_once` with their char searchers,
+/// and then a decoder's own scan per component, cost about three times
+/// as much on a query as short as `status=sold&limit=20`, which every
+/// list request parses (`scripts/profile`).
+#[derive(Clone, Debug)]
+pub struct Pairs<'a> {
+    rest: &'a str,
+}
+
+impl<'a> Iterator for Pairs<'a> {
+    type Item = Result<Pair<'a>, ApiError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.rest.is_empty() {
+                return None;
+            }
+            let mut end = self.rest.len();
+            let mut equals = None;
+            let mut escaped = false;
+            for (i, b) in self.rest.bytes().enumerate() {
+                match b {
+                    b'&' => {
+                        end = i;
+                        break;
+                    }
+                    b'=' if equals.is_none() => equals = Some(i),
+                    b'%' | b'+' => escaped = true,
+                    _ => {}
+                }
+            }
+            let segment = self.rest.get(..end)?;
+            self.rest = self.rest.get(end + 1..).unwrap_or("");
+            if segment.is_empty() {
+                continue;
+            }
+            let (name, value) = match equals {
+                Some(at) => (segment.get(..at)?, segment.get(at + 1..)?),
+                None => (segment, ""),
+            };
+            if !escaped {
+                return Some(Ok((Cow::Borrowed(name), Cow::Borrowed(value))));
+            }
+            let bad = || {
+                ApiError::InvalidQuery(
+                    "the query string has a bad percent-escape or is not UTF-8".into(),
+                )
+            };
+            return Some(
+                percent_decode(name, true)
+                    .zip(percent_decode(value, true))
+                    .ok_or_else(bad),
+            );
+        }
+    }
+}
+
+/// Refuses any query parameter: for operations that define none.
+pub fn expect_none(query: Option<&str>) -> Result<(), ApiError> {
+    match pairs(query.unwrap_or("")).next() {
+        None => Ok(()),
+        Some(pair) => Err(unknown(&pair?.0)),
+    }
+}
+
+fn unknown(name: &str) -> ApiError {
+    ApiError::InvalidQuery(format!("unknown query parameter `{}`", quote(name)))
+}
+
+/// Parses `listPets`'s query: `limit` (1..100), `status`, `after`; each at
+/// most once, nothing else.
+pub fn list_query(query: Option<&str>) -> Result<ListQuery, ApiError> {
+    let mut list = ListQuery::new();
+    let mut seen = [false; 3];
+    for pair in pairs(query.unwrap_or("")) {
+        let (name, value) = pair?;
+        let slot = match name.as_ref() {
+            "limit" => 0,
+            "status" => 1,
+            "after" => 2,
+            _ => return Err(unknown(&name)),
+        };
+        if std::mem::replace(&mut seen[slot], true) {
+            return Err(ApiError::InvalidQuery(format!(
+                "query parameter `{name}` is given more than once"
+            )));
+        }
+        match slot {
+            0 => {
+                let limit = digits(&value)
+                    .and_then(|n| Limit::new(n).ok())
+                    .ok_or_else(|| {
+                        ApiError::InvalidQuery(format!(
+                            "limit must be an integer from 1 to 100 without leading zeros, got {:?}",
+                            quote(&value)
+                        ))
+                    })?;
+                list = list.limit(limit);
+            }
+            1 => {
+                let status: PetStatus = value.parse().map_err(|_| {
+                    ApiError::InvalidQuery(format!(
+                        "status must be one of available, pending, sold, got {:?}",
+                        quote(&value)
+                    ))
+                })?;
+                list = list.status(status);
+            }
+            _ => {
+                let after: PetId = value.parse().map_err(|_| {
+                    ApiError::InvalidQuery(format!(
+                        "after must be a pet id, an integer from 1 to 9223372036854775807 without leading zeros, got {:?}",
+                        quote(&value)
+                    ))
+                })?;
+                list = list.after(after);
+            }
+        }
+    }
+    Ok(list)
+}
+
+/// Plain decimal digits as a number; `None` for anything else, a leading
+/// zero (decisions.md: a number has one spelling, `020` is not 20) or
+/// overflow.
+fn digits(s: &str) -> Option<u64> {
+    let plain = !s.is_empty()
+        && s.bytes().all(|b| b.is_ascii_digit())
+        && !(s.len() > 1 && s.starts_with('0'));
+    plain.then(|| s.parse().ok()).flatten()
+}
+
+/// Parses the `petId` path segment.
+pub fn pet_id(segment: &str) -> Result<PetId, ApiError> {
+    let bad = || {
+        ApiError::InvalidPath(format!(
+            "petId must be an integer from 1 to 9223372036854775807 without leading zeros, got {:?}",
+            quote(segment)
+        ))
+    };
+    let decoded = percent_decode(segment, false).ok_or_else(bad)?;
+    decoded.parse().map_err(|_| bad())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(r: Result<ListQuery, ApiError>) -> String {
+        match r {
+            Ok(q) => format!("{q:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn list_query_accepts_the_contract() {
+        let q = list_query(Some("limit=5&status=sold&after=7")).unwrap();
+        assert_eq!(q.limit.get(), 5);
+        assert_eq!(q.status, Some(PetStatus::Sold));
+        assert_eq!(q.after.map(PetId::get), Some(7));
+        assert_eq!(list_query(None).unwrap(), ListQuery::new());
+        assert_eq!(list_query(Some("")).unwrap(), ListQuery::new());
+        assert_eq!(
+            list_query(Some("status=%73old")).unwrap().status,
+            Some(PetStatus::Sold)
+        );
+        assert_eq!(list_query(Some("limit=100")).unwrap().limit.get(), 100);
+    }
+
+    #[test]
+    fn list_query_refuses_the_rest() {
+        for bad in [
+            "limit=0",
+            "limit=101",
+            "limit=abc",
+            "limit=",
+            "limit",
+            "limit=-1",
+            "limit=+5",
+            "limit=1.0",
+            "limit=5&limit=5",
+            "limit=99999999999999999999999",
+            "status=Sold",
+            "status=",
+            "status=sold&status=sold",
+            "after=0",
+            "after=-1",
+            "after=abc",
+            "after=9223372036854775808",
+            "foo=1",
+            "limit=%zz",
+            "limit=%ff",
+            "limit=0100",
+            "limit=020",
+            "limit=00",
+            "after=0001",
+            "after=00",
+        ] {
+            assert!(
+                list_query(Some(bad)).is_err(),
+                "{bad} -> {}",
+                code(list_query(Some(bad)))
+            );
+        }
+        let err = list_query(Some("limit=1&limit=2")).unwrap_err();
+        assert!(err.to_string().contains("`limit`"));
+        assert_eq!(err.code(), "invalid_query");
+    }
+
+    #[test]
+    fn pet_ids() {
+        assert_eq!(pet_id("12").map(PetId::get), Ok(12));
+        assert_eq!(pet_id("%31").map(PetId::get), Ok(1));
+        for bad in [
+            "0",
+            "-1",
+            "x",
+            "",
+            "9223372036854775808",
+            "1%2F2",
+            "%",
+            "01",
+            "00",
+            "%301",
+        ] {
+            assert_eq!(
+                pet_id(bad).map_err(|e| e.code()),
+                Err("invalid_path"),
+                "{bad}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        /// The scanner is the plain definition: split on `&`, drop empty
+        /// segments, split each on its first `=`, decode both sides.
+        #[test]
+        fn pairs_are_split_then_decoded(query in "[a-z=&%+0-9A-F\u{e9}]{0,24}") {
+            let expected: Option<Vec<(String, String)>> = query
+                .split('&')
+                .filter(|segment| !segment.is_empty())
+                .map(|segment| {
+                    let (name, value) = segment.split_once('=').unwrap_or((segment, ""));
+                    Some((
+                        percent_decode(name, true)?.into_owned(),
+                        percent_decode(value, true)?.into_owned(),
+                    ))
+                })
+                .collect();
+            let scanned: Result<Vec<(String, String)>, ApiError> = pairs(&query)
+                .map(|pair| pair.map(|(n, v)| (n.into_owned(), v.into_owned())))
+                .collect();
+            proptest::prop_assert_eq!(scanned.ok(), expected);
+        }
+    }
+
+    #[test]
+    fn expect_none_names_the_parameter() {
+        assert!(expect_none(None).is_ok());
+        assert!(expect_none(Some("&")).is_ok());
+        assert!(expect_none(Some("x=1"))
+            .unwrap_err()
+            .to_string()
+            .contains("`x`"));
+    }
+}

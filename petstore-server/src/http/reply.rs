@@ -1,0 +1,52 @@
+//! Pieces every answer is made of: JSON and empty responses, the CORS
+//! headers of every response, and the headers of an operation's refusal.
+
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::http::request::Parts;
+use hyper::{Response, StatusCode};
+use petstore_core::Decision;
+
+use super::api::Api;
+use super::cors;
+use super::error::{ApiError, HttpResponse};
+use super::headers::{self, QuotaHeaders};
+
+/// The CORS headers every response carries when CORS is on.
+pub(super) fn decorate(api: &Api, head: &Parts, response: &mut HttpResponse) {
+    let origin = cors::allowed_origin(&api.options.cors_origins, &head.headers);
+    cors::decorate(response.headers_mut(), origin, api.cors_on());
+}
+
+/// An error answer of an operation, with the rate-limit headers of the
+/// charged bucket (and the deprecation headers of `getPet`).
+pub(super) fn refusal(
+    api: &Api,
+    error: &ApiError,
+    decision: &Decision,
+    quota: &QuotaHeaders,
+    deprecated: bool,
+) -> HttpResponse {
+    let mut response = error.to_response();
+    headers::rate_limit(response.headers_mut(), decision, quota);
+    if deprecated {
+        headers::deprecation(response.headers_mut(), api.successor_link());
+    }
+    response
+}
+
+pub(super) fn json(status: StatusCode, body: Bytes) -> HttpResponse {
+    let mut response = Response::new(Full::new(body));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+pub(super) fn empty(status: StatusCode) -> HttpResponse {
+    let mut response = Response::new(Full::new(Bytes::new()));
+    *response.status_mut() = status;
+    response
+}

@@ -1,0 +1,172 @@
+//! The contract's rules through [`respond`], without a server: every
+//! check of [`admit`] and [`Admitted::finish`](super::Admitted::finish)
+//! on requests built by hand.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::body::Bytes;
+use hyper::header::LOCATION;
+use hyper::http::request::Parts;
+use hyper::StatusCode;
+use petstore_core::{FakeClock, Inventory, Quota, Timestamp};
+
+use super::*;
+use crate::keys::Keys;
+use crate::ratelimit::RateLimits;
+use crate::state::AppState;
+use crate::store::Store;
+
+/// Answers one request on `connection` whose body has been read:
+/// [`admit`], then [`Admitted::finish`], synchronously. A rate limit to
+/// await is decided by this process's own limiter; the in-memory store
+/// of these tests never makes a request wait.
+fn respond(connection: &Connection, head: &Parts, body: BodyRead) -> (HttpResponse, Served) {
+    let empty = matches!(&body, BodyRead::Complete(bytes) if bytes.is_empty());
+    let admitted = match admit(connection, head, empty) {
+        Admission::Answered(response, served) => return (response, served),
+        Admission::Admitted(admitted) => admitted,
+        Admission::Charge(pending) => {
+            let decision = pending.decide_here(&connection.state);
+            match admit_decided(connection, head, empty, pending, decision) {
+                Decided::Admitted(admitted) => admitted,
+                Decided::Answered(response, served) => return (response, served),
+            }
+        }
+    };
+    match admitted.finish(connection, head, body) {
+        Finished::Answered(response, served) => (response, served),
+        Finished::Waiting(_) => panic!("the in-memory store never waits"),
+    }
+}
+
+const KEY: &str = "test-key";
+
+fn state() -> Connection {
+    let keys = Keys::single("test", KEY, Quota::new(1000, 10_000).unwrap());
+    let clock = Arc::new(FakeClock::new(Timestamp::from_unix_secs(1_000_000)));
+    let state = AppState::new(
+        Store::local(Arc::new(Inventory::in_memory())),
+        RateLimits::Local,
+        keys,
+        None,
+        clock,
+        None,
+    );
+    Connection::new(
+        Arc::new(state),
+        Arc::new(Api::default()),
+        IpAddr::V4(Ipv4Addr::LOCALHOST),
+    )
+}
+
+fn request(method: &str, uri: &str, headers: &[(&str, &str)]) -> Parts {
+    let mut builder = hyper::Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("host", "x");
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    builder.body(()).unwrap().into_parts().0
+}
+
+fn call(connection: &Connection, method: &str, uri: &str, body: &str) -> HttpResponse {
+    let auth = format!("Bearer {KEY}");
+    let head = request(
+        method,
+        uri,
+        &[
+            ("authorization", &auth),
+            ("content-type", "application/json"),
+        ],
+    );
+    let body = BodyRead::Complete(Bytes::from(body.to_owned()));
+    respond(connection, &head, body).0
+}
+
+#[test]
+fn create_then_get_then_list() {
+    let s = state();
+    let created = call(&s, "POST", "/v1/pets", r#"{"name":"Rex","categoryId":2}"#);
+    assert_eq!(created.status(), StatusCode::CREATED);
+    assert_eq!(created.headers()[LOCATION], "/v1/pets/1");
+    assert_eq!(call(&s, "GET", "/v1/pets/1", "").status(), StatusCode::OK);
+    assert_eq!(
+        call(&s, "GET", "/v1/pets/2", "").status(),
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(call(&s, "GET", "/v1/pets", "").status(), StatusCode::OK);
+    assert_eq!(
+        call(&s, "DELETE", "/v1/pets", "").headers()["allow"],
+        "GET, HEAD, POST"
+    );
+    assert_eq!(
+        call(&s, "GET", "/v1/nope", "").status(),
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        call(&s, "GET", "/v1/pets/", "").status(),
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        call(&s, "GET", "/v1/pets/x", "").status(),
+        StatusCode::BAD_REQUEST
+    );
+    assert_eq!(
+        call(&s, "GET", "/v1/store/orders", "").status(),
+        StatusCode::NOT_IMPLEMENTED
+    );
+}
+
+#[test]
+fn refused_create_changes_nothing() {
+    let s = state();
+    assert_eq!(
+        call(&s, "POST", "/v1/pets", r#"{"name":"","categoryId":2}"#).status(),
+        StatusCode::BAD_REQUEST
+    );
+    assert_eq!(
+        call(&s, "POST", "/v1/pets?x=1", r#"{"name":"a","categoryId":2}"#).status(),
+        StatusCode::BAD_REQUEST
+    );
+    assert!(s.state.inventory.is_empty());
+}
+
+#[test]
+fn unsupported_media_type_comes_before_size_and_time() {
+    let s = state();
+    for body in [
+        BodyRead::TooLarge,
+        BodyRead::TimedOut(Duration::from_secs(10)),
+        BodyRead::Complete(Bytes::from_static(b"x")),
+    ] {
+        let head = request(
+            "POST",
+            "/v1/pets",
+            &[
+                ("authorization", "Bearer test-key"),
+                ("content-type", "text/plain"),
+            ],
+        );
+        let (response, _) = respond(&s, &head, body.clone());
+        assert_eq!(
+            response.status(),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "{body:?}"
+        );
+    }
+    let json = [
+        ("authorization", "Bearer test-key"),
+        ("content-type", "application/json"),
+    ];
+    let (r, _) = respond(&s, &request("POST", "/v1/pets", &json), BodyRead::TooLarge);
+    assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let (r, _) = respond(
+        &s,
+        &request("POST", "/v1/pets", &json),
+        BodyRead::TimedOut(Duration::from_secs(7)),
+    );
+    assert_eq!(r.status(), StatusCode::REQUEST_TIMEOUT);
+}

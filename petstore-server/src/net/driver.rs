@@ -1,0 +1,362 @@
+//! The one request driver: hyper's service call for each request of a
+//! connection. It answers at once what can be answered at once (every
+//! read the inventory holds, every refusal), and otherwise drives the
+//! rest in one future ([`drive`]): the rate limit to await, the body to
+//! read, the store to wait for, in that order. Every step of the contract
+//! runs under `catch_unwind`: a bug becomes a logged 500 `internal`,
+//! never a dropped connection or a dead worker.
+
+use std::convert::Infallible;
+use std::future::{poll_fn, ready, Future, Ready};
+use std::panic::AssertUnwindSafe;
+use std::pin::{pin, Pin};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use hyper::body::{Body as _, Bytes, Incoming};
+use hyper::header::{HeaderValue, CONNECTION};
+use hyper::http::request::Parts;
+use hyper::{Method, Request};
+use petstore_core::Decision;
+
+use crate::http::{
+    self, declared_length, Admission, Admitted, ApiError, BodyRead, Connection, Decided, Finished,
+    HttpResponse, Pending, Served, Waiting, MAX_BODY,
+};
+use crate::log_error;
+use crate::telemetry::access_log;
+use crate::telemetry::recorder::METHODS;
+
+/// The future hyper gets for one request: the response itself when it
+/// could be made at once, or the work that has to wait for something.
+pub enum Reply {
+    /// Answered before hyper saw the future: no body to wait for.
+    Now(Ready<Result<HttpResponse, Infallible>>),
+    /// A body still to read, or the store to wait for (a create's commit,
+    /// a catch-up of the read copy).
+    Later(Pin<Box<dyn Future<Output = Result<HttpResponse, Infallible>> + Send>>),
+}
+
+impl std::fmt::Debug for Reply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Reply::Now(_) => "Reply::Now",
+            Reply::Later(_) => "Reply::Later",
+        })
+    }
+}
+
+impl Future for Reply {
+    type Output = Result<HttpResponse, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // Both variants are `Unpin` (a `Ready`, a `Pin<Box<_>>`).
+        match self.get_mut() {
+            Reply::Now(ready) => Pin::new(ready).poll(cx),
+            Reply::Later(later) => later.as_mut().poll(cx),
+        }
+    }
+}
+
+/// Where [`drive`] starts: what [`reply`] could not finish at once.
+enum Step {
+    /// The rate limit is decided elsewhere: await it first.
+    Charge(Pending),
+    /// Admitted, with a body to read.
+    ReadBody(Admitted),
+    /// Admitted, answered from the store once it catches up.
+    Wait(Waiting),
+}
+
+/// hyper's service call for one request. A request without a body (every
+/// GET) is answered right here, and the request is dropped before this
+/// returns.
+///
+/// Why at once, and not in an `async fn`: hyper parses the request head
+/// out of its connection read buffer, and the head's URI and header
+/// values are slices of that buffer. Before it first polls the returned
+/// future, hyper reads ahead on the connection (to notice a client that
+/// hangs up mid-request), which reserves room in the buffer. While the
+/// request is alive inside a not-yet-polled future the buffer is shared,
+/// so that reserve allocated a fresh 8 KiB buffer on every request, and
+/// the split of the next head another shared header: two allocations and
+/// cold memory per request that raw hyper, which drops its request in the
+/// call, never pays (`scripts/profile`: `BytesMut::reserve_inner`).
+pub(super) fn reply(
+    connection: &Arc<Connection>,
+    request: Request<Incoming>,
+    body_timeout: Duration,
+) -> Reply {
+    let started = Instant::now();
+    let (head, body) = request.into_parts();
+    let mut body = Some(body);
+    let method = method_label(&head.method);
+    // Every check that needs no body comes first (http::admit), so a
+    // refusal never reads the body, and never makes hyper invite it with
+    // `100 Continue`.
+    let body_empty = body.as_ref().is_none_or(Incoming::is_end_stream);
+    let step = match admit(connection, &head, body_empty) {
+        Admission::Answered(response, served) => {
+            drop((body, head));
+            let response =
+                answered_unread(connection, method, response, &served, body_empty, started);
+            return Reply::Now(ready(Ok(response)));
+        }
+        Admission::Admitted(admitted) if body_empty => {
+            drop(body.take());
+            match finish(
+                connection,
+                &head,
+                admitted,
+                BodyRead::Complete(Bytes::new()),
+            ) {
+                Finished::Answered(response, served) => {
+                    drop(head);
+                    record(connection, method, &response, &served, started);
+                    return Reply::Now(ready(Ok(response)));
+                }
+                // A get of an id the store's read copy may not hold yet.
+                Finished::Waiting(waiting) => Step::Wait(waiting),
+            }
+        }
+        Admission::Admitted(admitted) => Step::ReadBody(admitted),
+        // The rate limit is decided elsewhere (a shared limiter): awaited
+        // in `drive`. Only in that mode: the in-process limiter decided
+        // synchronously above.
+        Admission::Charge(pending) => Step::Charge(pending),
+    };
+    let connection = connection.clone();
+    Reply::Later(Box::pin(async move {
+        let (mut response, served, read_to_the_end) =
+            drive(&connection, head, body, body_empty, step, body_timeout).await;
+        if !read_to_the_end {
+            close(&mut response);
+        }
+        record(&connection, method, &response, &served, started);
+        Ok(response)
+    }))
+}
+
+/// The rest of a request [`reply`] could not answer at once, from `step`
+/// on: the rate limit awaited, the body read, the store awaited. Returns
+/// the response, what is recorded of it, and whether the body was read to
+/// its end (a body left on the connection closes it).
+async fn drive(
+    connection: &Connection,
+    head: Parts,
+    body: Option<Incoming>,
+    body_empty: bool,
+    step: Step,
+    body_timeout: Duration,
+) -> (HttpResponse, Served, bool) {
+    let admitted = match step {
+        Step::Wait(waiting) => {
+            let (response, served) = wait(connection, &head, waiting).await;
+            return (response, served, true);
+        }
+        Step::ReadBody(admitted) => admitted,
+        Step::Charge(pending) => {
+            let decision = pending.decide().await;
+            match admit_decided(connection, &head, body_empty, pending, decision) {
+                Decided::Admitted(admitted) => admitted,
+                Decided::Answered(response, served) => return (response, served, body_empty),
+            }
+        }
+    };
+    let body = match body {
+        Some(body) => read_body(&head, body, body_timeout).await,
+        None => BodyRead::Complete(Bytes::new()),
+    };
+    let read_to_the_end = matches!(body, BodyRead::Complete(_));
+    let (response, served) = match finish(connection, &head, admitted, body) {
+        Finished::Answered(response, served) => (response, served),
+        Finished::Waiting(waiting) => wait(connection, &head, waiting).await,
+    };
+    (response, served, read_to_the_end)
+}
+
+/// A request answered before its body was read (a refusal, or a route
+/// that takes none): a body left on the connection closes it; recorded.
+fn answered_unread(
+    connection: &Connection,
+    method: &'static str,
+    mut response: HttpResponse,
+    served: &Served,
+    body_empty: bool,
+    started: Instant,
+) -> HttpResponse {
+    if !body_empty {
+        close(&mut response);
+    }
+    record(connection, method, &response, served, started);
+    response
+}
+
+/// Marks `response` as the last on its connection. For a request whose
+/// body was not read to its end (refused before it, or over the cap, or
+/// too slow): what is left of the body on the connection cannot be told
+/// from a next request, so hyper closes the connection after the
+/// response; this says so to the client (RFC 9112 section 9.6) instead of
+/// closing without a word.
+fn close(response: &mut HttpResponse) {
+    response
+        .headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
+}
+
+/// Metrics and the access log of one answered request on `connection`,
+/// `started` when hyper handed it over.
+fn record(
+    connection: &Connection,
+    method: &'static str,
+    response: &HttpResponse,
+    served: &Served,
+    started: Instant,
+) {
+    let (state, peer, elapsed) = (&connection.state, connection.peer, started.elapsed());
+    let api = &connection.api;
+    let status = response.status().as_u16();
+    // Neither 501 nor 503 is logged per request: a 501 is an answer by
+    // design (store orders, a transfer coding other than chunked), not a
+    // fault of the service, and logging it at ERROR on every request buried
+    // the real faults; a 503's cause is logged once when it starts (the
+    // inventory's failure hook), not once per refused request.
+    if status >= 500 && status != 501 && status != 503 {
+        log_error!("answered {status} to {method} {} from {peer}", served.route);
+    }
+    if let Some(metrics) = &state.metrics {
+        metrics.observe(served.route, method, status, served.refusal, elapsed);
+    }
+    if api.options.access_log {
+        access_log::Line {
+            time: crate::telemetry::log::now(),
+            method,
+            route: served.route,
+            status,
+            micros: access_log::micros(elapsed),
+            key: served.key,
+            client: peer,
+        }
+        .write();
+    }
+}
+
+/// A `'static` name for the method, for labels: one of
+/// [`METHODS`], the last (`other`) for any method not listed (a
+/// client must not be able to mint label values).
+fn method_label(method: &Method) -> &'static str {
+    const OTHER: usize = METHODS.len() - 1;
+    METHODS[..OTHER]
+        .iter()
+        .copied()
+        .find(|label| *label == method.as_str())
+        .unwrap_or(METHODS[OTHER])
+}
+
+/// Runs one synchronous step of a request, with a panic turned into a
+/// logged 500 `internal` (built by `internal` from the response): a bug
+/// never drops the connection or kills a worker.
+fn unpanicked<T>(
+    head: &Parts,
+    step: impl FnOnce() -> T,
+    internal: fn(HttpResponse, Served) -> T,
+) -> T {
+    std::panic::catch_unwind(AssertUnwindSafe(step)).unwrap_or_else(|_| {
+        panicked(head);
+        internal(ApiError::Internal.to_response(), Served::default())
+    })
+}
+
+/// [`http::admit`], panics caught.
+fn admit(connection: &Connection, head: &Parts, body_empty: bool) -> Admission {
+    unpanicked(
+        head,
+        || http::admit(connection, head, body_empty),
+        Admission::Answered,
+    )
+}
+
+/// [`http::admit_decided`], panics caught.
+fn admit_decided(
+    connection: &Connection,
+    head: &Parts,
+    body_empty: bool,
+    pending: Pending,
+    decision: Decision,
+) -> Decided {
+    unpanicked(
+        head,
+        || http::admit_decided(connection, head, body_empty, pending, decision),
+        Decided::Answered,
+    )
+}
+
+/// [`Admitted::finish`], panics caught.
+fn finish(connection: &Connection, head: &Parts, admitted: Admitted, body: BodyRead) -> Finished {
+    unpanicked(
+        head,
+        || admitted.finish(connection, head, body),
+        Finished::Answered,
+    )
+}
+
+/// [`Waiting::finish`], with a panic in any of its polls turned into a
+/// logged 500 `internal`.
+async fn wait(connection: &Connection, head: &Parts, waiting: Waiting) -> (HttpResponse, Served) {
+    let mut future = pin!(waiting.finish(connection, head));
+    let polled = poll_fn(move |cx| {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
+            Ok(Poll::Ready(answer)) => Poll::Ready(Some(answer)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(_) => Poll::Ready(None),
+        }
+    })
+    .await;
+    polled.unwrap_or_else(|| {
+        panicked(head);
+        (ApiError::Internal.to_response(), Served::default())
+    })
+}
+
+fn panicked(head: &Parts) {
+    log_error!(
+        "handler panicked on {} {}; answered 500",
+        head.method,
+        head.uri.path()
+    );
+}
+
+/// Reads the body, at most [`MAX_BODY`] bytes within `timeout`. A declared
+/// `Content-Length` over the cap is refused without reading a byte.
+async fn read_body(head: &Parts, body: Incoming, timeout: Duration) -> BodyRead {
+    if body.is_end_stream() {
+        return BodyRead::Complete(Default::default());
+    }
+    if declared_length(&head.headers).is_some_and(|n| n > MAX_BODY as u64) {
+        return BodyRead::TooLarge;
+    }
+    match tokio::time::timeout(timeout, Limited::new(body, MAX_BODY).collect()).await {
+        Err(_) => BodyRead::TimedOut(timeout),
+        Ok(Ok(collected)) => BodyRead::Complete(collected.to_bytes()),
+        Ok(Err(e)) if e.is::<LengthLimitError>() => BodyRead::TooLarge,
+        Ok(Err(_)) => BodyRead::Broken,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn method_labels_are_the_recorders() {
+        assert_eq!(method_label(&Method::GET), "GET");
+        assert_eq!(method_label(&Method::CONNECT), "CONNECT");
+        let brew = Method::from_bytes(b"BREW").unwrap();
+        assert_eq!(method_label(&brew), "other");
+        // A method that happens to be named like the fallback label.
+        let other = Method::from_bytes(b"other").unwrap();
+        assert_eq!(method_label(&other), "other");
+    }
+}

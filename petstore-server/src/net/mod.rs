@@ -1,0 +1,268 @@
+//! Sockets and connections: the accept loop, hyper's HTTP/1 connection per client, the limits that
+//! keep hostile clients cheap, and graceful shutdown.
+//!
+//! Limits, and why each:
+//! - `header_read_timeout` with a timer: a client trickling headers one byte
+//!   at a time would otherwise hold a connection forever (hyper ignores the
+//!   timeout unless a timer is set).
+//! - `max_header_size` 16 KiB (hyper answers 431), and hyper's default
+//!   limit of 100 header fields (431 too).
+//! - a body timeout (408) and the 64 KiB body cap (413), in `driver.rs`.
+//! - at most `max_connections` open connections: past that the loop stops
+//!   accepting, so the kernel's backlog queues new clients until one closes,
+//!   instead of the process running out of file descriptors or memory.
+//! - at most `max_connections_per_address` of them from one address
+//!   ([`PerAddress`]): a connection over it is closed as soon as it is
+//!   accepted, so one address cannot take every slot.
+//! - with `--proxy-protocol`, the client's address is the one its load
+//!   balancer's PROXY header names ([`proxy_protocol`]), read in the
+//!   connection's own task within the header timeout; a connection
+//!   without the header is closed.
+//! - a write timeout ([`WriteTimeout`]): a connection whose client stops
+//!   reading is closed when a write makes no progress for that long.
+//! - idle keep-alive connections are closed by the header timeout: hyper
+//!   starts it as soon as a response is written and the connection waits
+//!   for the next request's head (hyper 1.x, `Conn::poll_read_head`), so
+//!   no timer of our own is needed for them.
+//! - every handler runs under `catch_unwind`: a bug becomes a logged 500
+//!   `internal`, never a dropped connection or a dead worker
+//!   (`driver.rs`).
+//!
+//! | file | holds |
+//! |---|---|
+//! | `mod.rs` | [`run`], [`serve`]: the accept loop and [`ConnLimits`] |
+//! | `driver.rs` | the one request driver: hyper's service call, the body, the awaits |
+//! | `per_address.rs` | [`PerAddress`]: open connections per client address, and their cap |
+//! | `proxy_protocol.rs` | `--proxy-protocol`: the client address from a PROXY header |
+//! | `write_timeout.rs` | a socket whose stalled writes fail after a bounded time |
+//!
+//! Rule: `net/` may use `http/` (its `mod.rs`), `state.rs`,
+//! `telemetry/` and `util/`.
+
+mod driver;
+mod per_address;
+mod proxy_protocol;
+mod write_timeout;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::IpAddr;
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::Request;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+
+pub use driver::Reply;
+pub use per_address::{refused_total, PerAddress, RefusedConnections};
+
+use crate::http::{Api, Connection, HttpResponse};
+use crate::state::AppState;
+use crate::{log_error, log_info};
+use write_timeout::WriteTimeout;
+
+/// The runtime the server runs on: tokio's multi-threaded scheduler with
+/// its defaults (one worker per core). The load benchmark's baseline
+/// builds its runtime here too, so both run on the same settings.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+}
+
+/// Limits of a connection and of the accept loop (the rate limits are
+/// another matter: `ratelimit/`).
+#[derive(Clone, Copy, Debug)]
+pub struct ConnLimits {
+    /// Time allowed for a request's headers to arrive, and for an idle
+    /// keep-alive connection to send its next request.
+    pub header_timeout: Duration,
+    /// Time a write to the client may make no progress before the
+    /// connection is closed.
+    pub write_timeout: Duration,
+    /// Time allowed for a request's body to arrive.
+    pub body_timeout: Duration,
+    /// Connections served at once.
+    pub max_connections: usize,
+    /// Connections served at once from one client address.
+    pub max_connections_per_address: usize,
+    /// How long shutdown waits for requests in flight.
+    pub shutdown_grace: Duration,
+    /// Every connection starts with a PROXY protocol header whose source
+    /// address is the client's ([`proxy_protocol`]); one without is
+    /// closed.
+    pub proxy_protocol: bool,
+}
+
+impl Default for ConnLimits {
+    fn default() -> Self {
+        ConnLimits {
+            header_timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(10),
+            max_connections: 1024,
+            max_connections_per_address: PerAddress::default_cap(1024),
+            shutdown_grace: Duration::from_secs(10),
+            proxy_protocol: false,
+        }
+    }
+}
+
+/// Serves `listener` until `shutdown` completes, then stops accepting and
+/// waits (at most `limits.shutdown_grace`) for the requests in flight.
+pub async fn run(
+    listener: TcpListener,
+    state: Arc<AppState>,
+    api: Arc<Api>,
+    limits: ConnLimits,
+    shutdown: impl Future<Output = ()>,
+) {
+    let body_timeout = limits.body_timeout;
+    serve(listener, limits, shutdown, move |peer| {
+        // One Arc per connection, cloned only by requests that must wait
+        // (a body to read, an fsync): its count is touched by that
+        // connection alone, where cloning the shared state's Arc per
+        // request would bounce one cache line between all worker threads.
+        let connection = Arc::new(Connection::new(state.clone(), api.clone(), peer));
+        move |request| driver::reply(&connection, request, body_timeout)
+    })
+    .await;
+}
+
+/// A connection whose PROXY header has been read: its stream, the
+/// client's address, its slot.
+type Proxied = (TcpStream, IpAddr, OwnedSemaphorePermit);
+
+/// The accept loop with all the limits, around any handler:
+/// `connect(peer)` makes the handler of one connection's requests. [`run`]
+/// uses it with the API; the load benchmark's baseline server uses it with
+/// a handler that does no work, so both have the same runtime and
+/// connection settings.
+pub async fn serve<C, H, F>(
+    listener: TcpListener,
+    limits: ConnLimits,
+    shutdown: impl Future<Output = ()>,
+    mut connect: C,
+) where
+    C: FnMut(IpAddr) -> H,
+    H: Fn(Request<Incoming>) -> F + Send + 'static,
+    F: Future<Output = Result<HttpResponse, Infallible>> + Send + 'static,
+{
+    let mut http = http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .max_header_size(16 * 1024)
+        .keep_alive(true);
+    let graceful = GracefulShutdown::new();
+    let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let per_address = PerAddress::new(limits.max_connections_per_address);
+    let mut shutdown = pin!(shutdown);
+
+    // A slot is taken before accepting, and the address is checked after:
+    // while every slot is held nothing is accepted, so waiting clients
+    // stay in the kernel's backlog (bounded memory, no fd per client).
+    // The backlog is first in, first out: a connection over its address's
+    // cap that waits there is accepted in its turn, closed at once, and
+    // its slot goes straight to the next accept, so it delays the clients
+    // behind it by one accept and one close, never by a slot. (Accepting
+    // first and then waiting for a slot with the connection in hand
+    // would hold it just the same, plus its file descriptor.)
+    // With `--proxy-protocol`, a connection's address is known only once
+    // its header is read: that happens in a task of its own (bounded by
+    // the header timeout, holding its slot), which hands the connection
+    // back here to be counted per address and served.
+    let (ready_tx, mut ready_rx) = mpsc::unbounded_channel::<Proxied>();
+    let mut start = |stream: TcpStream, ip: IpAddr, slot: OwnedSemaphorePermit| {
+        let Some(address_slot) = per_address.take(ip) else {
+            // Over the address's cap: closed now (the drop); the slot
+            // goes back to the caller.
+            drop(stream);
+            return Some(slot);
+        };
+        let _ = stream.set_nodelay(true);
+        let service = service_fn(connect(ip));
+        let io = TokioIo::new(WriteTimeout::new(stream, limits.write_timeout));
+        let connection = graceful.watch(http.serve_connection(io, service));
+        tokio::spawn(async move {
+            // The address's place is given back before the slot (a
+            // tuple drops in order): the accept that the freed slot lets
+            // through must find the count already lowered, or it would
+            // refuse a connection that is within the cap.
+            let _slots = (address_slot, slot);
+            // Errors here are the client's (reset, timeout, bad framing);
+            // hyper has already answered what could be answered.
+            let _ = connection.await;
+        });
+        None
+    };
+    let mut permit = None;
+    loop {
+        let slot = match permit.take() {
+            Some(slot) => slot,
+            None => tokio::select! {
+                slot = permits.clone().acquire_owned() => match slot {
+                    Ok(slot) => slot,
+                    Err(_) => break, // the semaphore is never closed
+                },
+                Some((stream, ip, slot)) = ready_rx.recv() => {
+                    drop(start(stream, ip, slot));
+                    continue;
+                }
+                () = &mut shutdown => break,
+            },
+        };
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    log_error!("accept failed: {e}");
+                    permit = Some(slot);
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            Some((stream, ip, ready_slot)) = ready_rx.recv() => {
+                drop(start(stream, ip, ready_slot));
+                permit = Some(slot);
+                continue;
+            }
+            () = &mut shutdown => break,
+        };
+        if limits.proxy_protocol {
+            let ready = ready_tx.clone();
+            let timeout = limits.header_timeout;
+            tokio::spawn(async move {
+                let mut stream = stream;
+                let read = proxy_protocol::read_header(&mut stream, peer.ip());
+                // Otherwise closed (the drop): no header, a bad one, or
+                // none in time. Not logged: anyone can connect.
+                if let Ok(Ok(ip)) = tokio::time::timeout(timeout, read).await {
+                    let _ = ready.send((stream, ip, slot));
+                }
+            });
+            continue;
+        }
+        // Over the address's cap: the slot is kept for the next client.
+        permit = start(stream, peer.ip(), slot);
+    }
+
+    drop(listener);
+    log_info!(
+        "shutting down: waiting for {} open connection(s)",
+        graceful.count()
+    );
+    tokio::select! {
+        () = graceful.shutdown() => log_info!("all connections closed"),
+        () = tokio::time::sleep(limits.shutdown_grace) => {
+            log_error!("requests still in flight after {:?}; stopping anyway", limits.shutdown_grace);
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! Where the limiter's state lives, behind one seam: [`RateLimits`].
+//!
+//! The rules (two buckets per key, strikes, bans, per-address buckets)
+//! are the core's (`KeyLimiter`, `AnonymousLimiter`). What this room adds
+//! is the state outliving the process (docs/contract.md, "Rate limits"):
+//! a restart or a deploy neither refills a day quota nor lifts a ban.
+//!
+//! # The seam
+//!
+//! Every backend holds the same state, named the same way:
+//! - **What:** the core's plain-data state, `KeyLimiterState` per key
+//!   (each bucket's theoretical arrival time as an integer, strikes, the
+//!   end of a ban, all in absolute Unix time) and `AnonymousState` per
+//!   client address.
+//! - **Under which name:** a [`StateId`](crate::keys::StateId), the key's
+//!   SHA-256 plus a fingerprint of its quota. Never the raw key; and a
+//!   changed quota names another state, so it starts fresh, while an
+//!   unchanged one keeps its state across an edit of the keys file or a
+//!   restart.
+//! - **When:** a backend decides each request on the state as it stands.
+//!
+//! The backends:
+//! - [`RateLimits::Local`]: the state in the process, in each key's
+//!   `KeyLimiter` (the request path is the core's `check`, under one
+//!   short lock; no lookup beyond the key's entry the connection
+//!   remembers), made durable by [`snapshot_file`]: a background thread
+//!   writes a [`Snapshot`] to `DIR/limits.state` at least every second
+//!   when it changed, and at shutdown; the server restores it at start.
+//! - [`RateLimits::Redis`] (`--redis URL`, for replicas): the same names
+//!   as Redis keys and the same numbers in a script that decides and
+//!   charges in one round trip, with the local state as its fallback.
+//!
+//! How a request meets the seam: the HTTP contract asks
+//! [`RateLimits::charge_key`] (or [`RateLimits::charge_anonymous`]) and
+//! gets [`Charged::Now`], a decision made right there, synchronously (no
+//! allocation, lock or await beyond the core's own: the local backend),
+//! or [`Charged::Later`], a decision to await ([`Later::decide`]). Either
+//! way the headers are made from the same `Decision`, and the contract
+//! does not know which backend gave it. Static dispatch: an enum, no
+//! `dyn` on the request path.
+//!
+//! | file | holds |
+//! |---|---|
+//! | `mod.rs` | the seam: [`RateLimits`], [`Charged`], [`Later`] |
+//! | `charge.rs` | [`Charge`]: whose buckets a request charges, and the in-process decision |
+//! | `snapshot.rs`, `local.rs` | [`Snapshot`] of the in-process state, taken and restored |
+//! | `snapshot_file.rs` | `DIR/limits.state` and its writer thread |
+//! | `redis/` | the Redis backend, its script `limit.lua`, its metrics |
+//!
+//! Rule: `ratelimit/` may use `util/`, `telemetry/` and `keys/`; from
+//! outside, only this file is visible (and `snapshot_file` and `redis`
+//! to the start-up wiring).
+
+mod charge;
+mod local;
+pub mod redis;
+mod snapshot;
+pub mod snapshot_file;
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use petstore_core::{AnonymousLimiter, Decision, Timestamp};
+use prometheus_client::collector::Collector;
+
+pub use charge::Charge;
+pub use local::{restore, snapshot, Restored};
+pub use snapshot::Snapshot;
+
+use crate::keys::KeyEntry;
+use redis::RedisLimits;
+
+/// Where the rate limits are decided.
+#[derive(Clone, Debug)]
+pub enum RateLimits {
+    /// In this process, by each key's own limiter.
+    Local,
+    /// In Redis, shared with the other replicas (`--redis`).
+    Redis(RedisLimits),
+}
+
+/// A request's rate limit: decided at once, or to be awaited.
+#[derive(Debug)]
+pub enum Charged {
+    /// Decided in process.
+    Now(Decision),
+    /// Decided elsewhere: await [`Later::decide`].
+    Later(Later),
+}
+
+/// A decision to await, and whose buckets it charges.
+#[derive(Debug)]
+pub struct Later {
+    limits: RedisLimits,
+    charge: Charge,
+}
+
+impl Later {
+    /// The decision. Never fails: a backend that does not answer in time
+    /// falls back to this process's own limiter, at the full plan.
+    pub async fn decide(&self) -> Decision {
+        self.limits.decide(&self.charge).await
+    }
+
+    /// The decision of this process's own limiter at `now` (for a caller
+    /// that cannot wait).
+    pub fn decide_here(&self, now: Timestamp) -> Decision {
+        self.charge.decide_here(now)
+    }
+}
+
+impl RateLimits {
+    /// Charges one request of the key of `entry` at `now`.
+    #[inline]
+    pub fn charge_key(&self, entry: &Arc<KeyEntry>, now: Timestamp) -> Charged {
+        match self {
+            RateLimits::Local => Charged::Now(entry.limiter.check(now)),
+            RateLimits::Redis(limits) => Charged::Later(Later {
+                limits: limits.clone(),
+                charge: Charge::Key(entry.clone()),
+            }),
+        }
+    }
+
+    /// Charges one request without a valid key, from `ip`, in the
+    /// per-address limiter `anonymous`, at `now`.
+    #[inline]
+    pub fn charge_anonymous(
+        &self,
+        anonymous: &Arc<AnonymousLimiter>,
+        ip: IpAddr,
+        now: Timestamp,
+    ) -> Charged {
+        match self {
+            RateLimits::Local => Charged::Now(anonymous.check(ip, now)),
+            RateLimits::Redis(limits) => Charged::Later(Later {
+                limits: limits.clone(),
+                charge: Charge::Anonymous(ip, anonymous.clone()),
+            }),
+        }
+    }
+
+    /// The collector of the backend's own metrics, if it has any.
+    pub fn collector(&self) -> Option<Box<dyn Collector>> {
+        match self {
+            RateLimits::Local => None,
+            RateLimits::Redis(limits) => Some(limits.collector()),
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! The Redis limiter's own metrics: latency, decisions and fallbacks,
+//! registered with `/metrics` by the limiter itself.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::MetricType;
+
+use crate::telemetry::histogram::Histogram;
+
+/// Redis latency and fallbacks, for `/metrics`.
+#[derive(Debug)]
+pub struct Stats {
+    pub(super) fallbacks: AtomicU64,
+    /// Requests Redis decided (over the calls: the mean batch).
+    pub(super) decisions: AtomicU64,
+    /// Each call that got the script's reply.
+    pub(super) latency: Histogram,
+}
+
+impl Default for Stats {
+    fn default() -> Stats {
+        Stats {
+            fallbacks: AtomicU64::new(0),
+            decisions: AtomicU64::new(0),
+            latency: Histogram::seconds(&LATENCY_BOUNDS),
+        }
+    }
+}
+
+/// Upper bounds (seconds) of the Redis latency histogram; `+Inf` follows.
+pub static LATENCY_BOUNDS: [f64; 7] = [0.000_25, 0.000_5, 0.001, 0.002, 0.005, 0.01, 0.025];
+
+impl Stats {
+    /// Requests decided by the in-process limiter because Redis failed or
+    /// the breaker was open.
+    pub fn fallbacks(&self) -> u64 {
+        self.fallbacks.load(Ordering::Relaxed)
+    }
+
+    /// Requests whose limit Redis decided.
+    pub fn decisions(&self) -> u64 {
+        self.decisions.load(Ordering::Relaxed)
+    }
+
+    /// The latency histogram, one observation per call.
+    pub fn latency(&self) -> &Histogram {
+        &self.latency
+    }
+}
+
+/// Reads the Redis limiter's [`Stats`] at scrape time.
+#[derive(Debug)]
+pub struct RedisCollector(pub Arc<Stats>);
+
+impl Collector for RedisCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let stats = &self.0;
+        let fallbacks = ConstCounter::new(stats.fallbacks());
+        let metric = encoder.encode_descriptor(
+            "redis_fallbacks",
+            "Requests whose rate limit this replica decided alone: Redis failed, was slow, or the breaker was open",
+            None,
+            fallbacks.metric_type(),
+        )?;
+        fallbacks.encode(metric)?;
+        let decisions = ConstCounter::new(stats.decisions());
+        let metric = encoder.encode_descriptor(
+            "redis_decisions",
+            "Requests whose rate limit Redis decided, in batches of one state's requests per call",
+            None,
+            decisions.metric_type(),
+        )?;
+        decisions.encode(metric)?;
+        let (sum, count, buckets) = stats.latency().snapshot();
+        let mut metric = encoder.encode_descriptor(
+            "redis_duration_seconds",
+            "Round trip of one rate-limit script call in Redis (a batch of one state's requests), for the calls that got an answer",
+            None,
+            MetricType::Histogram,
+        )?;
+        metric.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)
+    }
+}

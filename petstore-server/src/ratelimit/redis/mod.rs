@@ -1,0 +1,368 @@
+//! The Redis backend: one rate limit across replicas (`--redis URL`).
+//!
+//! - **One script decides** ([`SCRIPT`], `limit.lua`): one EVALSHA
+//!   decides and charges both windows, counts the strike, starts the ban
+//!   and returns every number the headers need, atomically in Redis. The
+//!   server never reads and then writes (two replicas doing that lose
+//!   each other's updates). redis-rs's `Script` sends EVALSHA and loads
+//!   the script on `NOSCRIPT` (a restarted or flushed Redis).
+//! - **Batches of one state:** at most one call per limiter state is in
+//!   flight from a replica; the requests of that state that arrive
+//!   meanwhile wait and go together in the next call, whose script
+//!   decides them one after the other, exactly as that many calls in the
+//!   same millisecond would (a lone request is a batch of one). Why:
+//!   Redis runs scripts on one thread, and most of a call's cost is fixed
+//!   (the call, `TIME`, reading and writing the state, the reply), so a
+//!   busy key (one client's many connections, the common case of a hot
+//!   key) costs Redis a call per round trip instead of one per request.
+//!   Different states never share a call, so a key's call touches only
+//!   its own Redis Cluster slot.
+//! - **One clock:** the script reads Redis `TIME`, so every replica
+//!   computes the same `X-RateLimit-Reset` and `Retry-After`. Times are
+//!   whole milliseconds; the decision is the core's for that millisecond
+//!   (tests/redis_limits.rs compares them over 100,000 random steps).
+//! - **Names:** `{<sha256 hex>}:m<perMinute>/d<perDay>` for a key (the
+//!   braces are a Redis Cluster hash tag: a key's entries share a slot;
+//!   the quota in the name makes a changed quota start fresh), and
+//!   `{anon:<IPv4 or IPv6 /64>}:m<perMinute>` for a client address. Never
+//!   the raw key. Every write sets a TTL that outlives the state.
+//! - **Redis unreachable or slow:** every call has a [`TIMEOUT`]; on a
+//!   failure the request is decided by the replica's in-process limiter
+//!   at the full plan (the state the `local` backend keeps), and a circuit
+//!   breaker sends every request there for [`BREAKER`] before one request
+//!   probes Redis again. Each change of mode is logged once; fallbacks and
+//!   Redis latency are in `/metrics`. Never a 5xx, never an unhealthy
+//!   `/healthz` because of Redis: a limiter that fails open per replica
+//!   (each still enforcing the plan) is the lesser harm than refusing
+//!   every request (Kong's `fault_tolerant`, Envoy's
+//!   `failure_mode_deny=false`).
+//!
+//! | file | holds |
+//! |---|---|
+//! | `mod.rs` | [`RedisLimits`]: the connection, the breaker, one call in flight per state |
+//! | `script.rs` | `limit.lua`, its arguments, the states' names, its reply decoded |
+//! | `metrics.rs` | its latency, decisions and fallbacks in `/metrics` |
+
+mod metrics;
+mod script;
+
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ::redis::aio::ConnectionManager;
+use parking_lot::Mutex;
+use petstore_core::{Clock, Decision};
+use prometheus_client::collector::Collector;
+use tokio::sync::oneshot;
+
+pub use metrics::{Stats, LATENCY_BOUNDS};
+pub use script::{anonymous_name, decode, decode_batch, Params, MAX_BAN_MS, MAX_BATCH, SCRIPT};
+
+use super::charge::Charge;
+use crate::{log_error, log_info};
+
+/// The longest a request waits for Redis before its replica decides alone.
+pub const TIMEOUT: Duration = Duration::from_millis(50);
+
+/// How long the replica decides alone after a failure before it probes
+/// Redis again.
+pub const BREAKER: Duration = Duration::from_secs(1);
+
+/// The shared limiter: a connection to Redis, the script, the breaker and
+/// the requests waiting for their state's call.
+#[derive(Clone)]
+pub struct RedisLimits {
+    connection: ConnectionManager,
+    script: Arc<::redis::Script>,
+    inner: Arc<Inner>,
+    /// The clock of the fallback decisions (Redis decides on its own
+    /// `TIME`).
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for RedisLimits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisLimits").finish_non_exhaustive()
+    }
+}
+
+/// A state's name and the script's arguments: requests batch together
+/// only when both are equal (a reload that changes a key's ban policy but
+/// not its quota keeps the name, not the arguments).
+type BatchKey = (Arc<str>, [u64; 5]);
+
+/// Where a waiting request's decision goes: `None` when Redis did not
+/// decide it (the request falls back to this replica's limiter).
+type Waiter = oneshot::Sender<Option<Decision>>;
+
+#[derive(Debug)]
+struct Inner {
+    /// The instant (ms since `origin`) until which requests skip Redis.
+    open_until_ms: AtomicU64,
+    /// Whether the last call failed (the mode logged last).
+    alone: AtomicBool,
+    origin: Instant,
+    stats: Arc<Stats>,
+    /// Per state with a call in flight, the requests waiting for the
+    /// next. A state is here exactly while its driver task runs. A plain
+    /// mutex: held for a push or a swap, never across an await.
+    waiting: Mutex<HashMap<BatchKey, Vec<Waiter>>>,
+}
+
+impl RedisLimits {
+    /// A limiter over the Redis at `url` (`redis://host:port/db`). It
+    /// connects lazily, so a server starts while Redis is down (deciding
+    /// alone until it is up); a malformed URL is an error.
+    pub fn new(url: &str, clock: Arc<dyn Clock>) -> Result<RedisLimits, String> {
+        let client = ::redis::Client::open(url).map_err(|e| format!("--redis: {e}"))?;
+        let config = ::redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(TIMEOUT))
+            .set_response_timeout(Some(TIMEOUT))
+            .set_number_of_retries(1)
+            .set_max_delay(BREAKER);
+        let connection = ConnectionManager::new_lazy_with_config(client, config)
+            .map_err(|e| format!("--redis: {e}"))?;
+        Ok(RedisLimits {
+            connection,
+            script: Arc::new(::redis::Script::new(SCRIPT)),
+            inner: Arc::new(Inner {
+                open_until_ms: AtomicU64::new(0),
+                alone: AtomicBool::new(false),
+                origin: Instant::now(),
+                stats: Arc::new(Stats::default()),
+                waiting: Mutex::new(HashMap::new()),
+            }),
+            clock,
+        })
+    }
+
+    /// Latency and fallback counts.
+    pub fn stats(&self) -> Arc<Stats> {
+        self.inner.stats.clone()
+    }
+
+    /// The collector of its metrics, for `/metrics`.
+    pub fn collector(&self) -> Box<dyn Collector> {
+        Box::new(metrics::RedisCollector(self.stats()))
+    }
+
+    /// Decides one request of `charge` in Redis, or in this replica's own
+    /// limiter when Redis does not answer within [`TIMEOUT`] (or the
+    /// breaker is open). Never fails.
+    pub async fn decide(&self, charge: &Charge) -> Decision {
+        let decided = if self.breaker_open() {
+            None
+        } else {
+            let (name, params) = match charge {
+                Charge::Key(entry) => (
+                    entry.state_name(),
+                    Params::key(entry.limiter.quota(), entry.limiter.ban_policy()),
+                ),
+                Charge::Anonymous(ip, anonymous) => {
+                    let per_minute = anonymous.per_minute();
+                    (
+                        Arc::from(anonymous_name(*ip, per_minute)),
+                        Params::anonymous(per_minute),
+                    )
+                }
+            };
+            self.batched(name, params).await
+        };
+        match decided {
+            Some(decision) => decision,
+            None => {
+                self.inner.stats.fallbacks.fetch_add(1, Ordering::Relaxed);
+                charge.decide_here(self.clock.now())
+            }
+        }
+    }
+
+    /// Joins the requests waiting for `name`'s next call, or, when no call
+    /// of that state is in flight, starts its driver with this request as
+    /// the first batch. The driver is a task of its own, so a request
+    /// dropped while it waits (its client gone) never strands the others.
+    async fn batched(&self, name: Arc<str>, params: Params) -> Option<Decision> {
+        let (tx, rx) = oneshot::channel();
+        let lead = match self
+            .inner
+            .waiting
+            .lock()
+            .entry((name.clone(), params.args()))
+        {
+            Entry::Occupied(mut waiting) => {
+                waiting.get_mut().push(tx);
+                None
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(Vec::new());
+                Some(tx)
+            }
+        };
+        if let Some(tx) = lead {
+            tokio::spawn(self.clone().drive(name, params, vec![tx]));
+        }
+        // The driver answers every waiter or drops it (its guard), and each
+        // of its calls is bounded by TIMEOUT: this wait is bounded too.
+        rx.await.ok().flatten()
+    }
+
+    /// Calls Redis for `batch`, answers it, and goes on with the requests
+    /// that arrived meanwhile until none wait.
+    async fn drive(self, name: Arc<str>, params: Params, mut batch: Vec<Waiter>) {
+        let mut guard = Driving {
+            limits: &self,
+            key: Some((name, params.args())),
+        };
+        loop {
+            let Some(key) = guard.key.as_ref() else {
+                return;
+            };
+            let decided = if self.may_try() {
+                self.call(&key.0, &params, batch.len()).await
+            } else {
+                None
+            };
+            match decided {
+                Some(decisions) => {
+                    for (waiter, decision) in batch.drain(..).zip(decisions) {
+                        // A waiter gone (its connection closed) was charged
+                        // all the same, as a request the client abandoned.
+                        let _ = waiter.send(Some(decision));
+                    }
+                }
+                None => {
+                    for waiter in batch.drain(..) {
+                        let _ = waiter.send(None);
+                    }
+                }
+            }
+            let mut all = self.inner.waiting.lock();
+            let more = match all.get_mut(key) {
+                Some(waiting) if waiting.len() > MAX_BATCH => {
+                    batch.extend(waiting.drain(..MAX_BATCH));
+                    true
+                }
+                Some(waiting) if !waiting.is_empty() => {
+                    std::mem::swap(waiting, &mut batch);
+                    true
+                }
+                _ => false,
+            };
+            if !more {
+                all.remove(key);
+                drop(all);
+                guard.key = None;
+            }
+        }
+    }
+
+    fn elapsed_ms(&self) -> u64 {
+        u64::try_from(self.inner.origin.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Whether the breaker is open and not yet due for a probe: the
+    /// request is decided here without queueing.
+    fn breaker_open(&self) -> bool {
+        let open_until = self.inner.open_until_ms.load(Ordering::Relaxed);
+        open_until != 0 && self.elapsed_ms() < open_until
+    }
+
+    /// Whether this call may go to Redis: the breaker is closed, or this
+    /// is the one call that probes once it has been open for [`BREAKER`]
+    /// (it pushes the next probe a breaker's length away).
+    fn may_try(&self) -> bool {
+        let open_until = self.inner.open_until_ms.load(Ordering::Relaxed);
+        if open_until == 0 {
+            return true;
+        }
+        let now = self.elapsed_ms();
+        now >= open_until
+            && self
+                .inner
+                .open_until_ms
+                .compare_exchange(
+                    open_until,
+                    now + BREAKER.as_millis() as u64,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+    }
+
+    fn failed(&self, why: &str) {
+        let until = self.elapsed_ms() + BREAKER.as_millis() as u64;
+        self.inner
+            .open_until_ms
+            .store(until.max(1), Ordering::Relaxed);
+        if !self.inner.alone.swap(true, Ordering::Relaxed) {
+            log_error!(
+                "Redis: {why}; each replica limits alone at the full plan until Redis answers (probing every {} s)",
+                BREAKER.as_secs()
+            );
+        }
+    }
+
+    /// One script call deciding `count` requests of `name`; `None` (the
+    /// failure logged and the breaker opened) when Redis did not answer
+    /// with the script's reply within [`TIMEOUT`].
+    async fn call(&self, name: &str, params: &Params, count: usize) -> Option<Vec<Decision>> {
+        let started = Instant::now();
+        let mut connection = self.connection.clone();
+        let mut invocation = self.script.prepare_invoke();
+        invocation
+            .key(name)
+            .arg("")
+            .arg(&params.args()[..])
+            .arg(count);
+        let reply: Result<Vec<i64>, String> =
+            match tokio::time::timeout(TIMEOUT, invocation.invoke_async(&mut connection)).await {
+                Err(_) => Err(format!("no answer within {} ms", TIMEOUT.as_millis())),
+                Ok(Err(e)) => Err(e.to_string()),
+                Ok(Ok(reply)) => Ok(reply),
+            };
+        let decided = reply.and_then(|reply| {
+            decode_batch(&reply, params, count)
+                .ok_or_else(|| format!("unexpected script reply {reply:?}"))
+        });
+        match decided {
+            Ok(decisions) => {
+                self.inner.stats.latency.observe(started.elapsed());
+                self.inner
+                    .stats
+                    .decisions
+                    .fetch_add(count as u64, Ordering::Relaxed);
+                if self.inner.alone.swap(false, Ordering::Relaxed) {
+                    // The probe got through: close the breaker.
+                    self.inner.open_until_ms.store(0, Ordering::Relaxed);
+                    log_info!("Redis answers again: one rate limit across replicas");
+                }
+                Some(decisions)
+            }
+            Err(e) => {
+                self.failed(&e);
+                None
+            }
+        }
+    }
+}
+
+/// A running driver's claim on its state's queue. Dropped without having
+/// emptied it (the task cancelled at shutdown, or a panic), it removes the
+/// queue, so the waiters' channels close (they fall back to this replica's
+/// limiter) and the next request of the state starts a new driver instead
+/// of waiting behind one that is gone.
+struct Driving<'a> {
+    limits: &'a RedisLimits,
+    key: Option<BatchKey>,
+}
+
+impl Drop for Driving<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            self.limits.inner.waiting.lock().remove(&key);
+        }
+    }
+}

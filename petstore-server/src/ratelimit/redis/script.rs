@@ -1,0 +1,208 @@
+//! The script (`limit.lua`) and what goes in and out of it: its
+//! arguments ([`Params`]), the names of the states it keeps, and its
+//! reply as the core's [`Decision`] ([`decode`]).
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::time::Duration;
+
+use petstore_core::{client_key, BanPolicy, Decision, Outcome, Quota, Timestamp, WindowState};
+
+/// The script, `limit.lua`.
+pub const SCRIPT: &str = include_str!("limit.lua");
+
+/// The longest ban window or ban the script is given, 10^12 ms (about 31
+/// years): with a Unix time in ms (about 1.8 * 10^12) the sum stays far
+/// below 2^53. A keys file may say more; it changes nothing in practice.
+pub const MAX_BAN_MS: u64 = 1_000_000_000_000;
+
+/// The most requests one call decides. Bounds the time one script holds
+/// Redis's thread (a few microseconds per request) and the reply's size;
+/// more waiting requests go in the next call.
+pub const MAX_BATCH: usize = 64;
+
+const MINUTE: Duration = Duration::from_secs(60);
+const DAY: Duration = Duration::from_secs(86_400);
+
+/// What one script call needs besides its state's name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Params {
+    /// The minute window's limit.
+    pub per_minute: u32,
+    /// The day window's limit; `None` for an anonymous client.
+    pub per_day: Option<u32>,
+    /// The ban policy; `None` for an anonymous client (never banned).
+    pub ban: Option<BanPolicy>,
+}
+
+impl Params {
+    /// A key's.
+    pub fn key(quota: Quota, ban: BanPolicy) -> Params {
+        Params {
+            per_minute: quota.per_minute().get(),
+            per_day: Some(quota.per_day().get()),
+            ban: Some(ban),
+        }
+    }
+
+    /// A client address's, `per_minute` requests a minute.
+    pub fn anonymous(per_minute: u32) -> Params {
+        Params {
+            per_minute,
+            per_day: None,
+            ban: None,
+        }
+    }
+
+    /// The script's `ARGV[2..]` (after the time). A ban's window and
+    /// length are capped at [`MAX_BAN_MS`], so that the script's sums of
+    /// times stay exact.
+    pub fn args(&self) -> [u64; 5] {
+        let ms =
+            |d: Duration| u64::try_from(d.as_millis()).map_or(MAX_BAN_MS, |ms| ms.min(MAX_BAN_MS));
+        let (strikes, window, ban) = match self.ban {
+            Some(ban) => (
+                u64::from(ban.strikes().get()),
+                ms(ban.window()),
+                ms(ban.duration()),
+            ),
+            None => (0, 0, 0),
+        };
+        [
+            u64::from(self.per_minute),
+            u64::from(self.per_day.unwrap_or(0)),
+            strikes,
+            window,
+            ban,
+        ]
+    }
+}
+
+/// The Redis name of a client address's state: IPv4 (an IPv4-mapped IPv6
+/// address counts as its IPv4), or the IPv6 /64. Written from the core's
+/// [`client_key`], so that Redis groups addresses exactly as the
+/// in-process anonymous limiter does.
+pub fn anonymous_name(ip: IpAddr, per_minute: u32) -> String {
+    let key = client_key(ip);
+    let client = match u32::try_from(key) {
+        Ok(v4) => Ipv4Addr::from(v4).to_string(),
+        Err(_) => {
+            // The /64 in the key's upper half.
+            let s = Ipv6Addr::from(key).segments();
+            format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+        }
+    };
+    format!("{{anon:{client}}}:m{per_minute}")
+}
+
+/// The script's reply as the core's [`Decision`]; `None` for a reply that
+/// is not the script's (12 integers, none negative).
+pub fn decode(reply: &[i64], params: &Params) -> Option<Decision> {
+    let r: [i64; 12] = reply.try_into().ok()?;
+    if r.iter().any(|n| *n < 0) {
+        return None;
+    }
+    let n = |i: usize| r[i] as u128;
+    let ns =
+        |ms: u128| Timestamp::from_unix_nanos(u64::try_from(ms * 1_000_000).unwrap_or(u64::MAX));
+    let at = ns(n(1));
+    // A TAT of ms + frac/cap is full again at its nanosecond, rounded up
+    // (the core's `Bucket::full_at`); a wait of w/cap ms likewise.
+    let full = |ms: u128, frac: u128, cap: u32| {
+        let extra = (frac * 1_000_000).div_ceil(u128::from(cap));
+        Timestamp::from_unix_nanos(u64::try_from(ms * 1_000_000 + extra).unwrap_or(u64::MAX))
+    };
+    let wait = |w: u128, cap: u32| {
+        Duration::from_nanos(
+            u64::try_from((w * 1_000_000).div_ceil(u128::from(cap))).unwrap_or(u64::MAX),
+        )
+    };
+    let day_cap = params.per_day.unwrap_or(1);
+    let outcome = match r[0] {
+        0 => Outcome::Allowed,
+        1 => Outcome::Limited {
+            retry_after: wait(n(6), params.per_minute).max(match params.per_day {
+                Some(cap) => wait(n(10), cap),
+                None => Duration::ZERO,
+            }),
+        },
+        2 => Outcome::Banned {
+            retry_after: ns(n(11)).saturating_duration_since(at),
+        },
+        _ => return None,
+    };
+    // A request that took nothing reports the buckets as they stand, at
+    // the earliest now; while banned, full at the earliest when it ends.
+    let floor = match outcome {
+        Outcome::Allowed => Timestamp::from_unix_nanos(0),
+        Outcome::Limited { .. } => at,
+        Outcome::Banned { retry_after } => at + retry_after,
+    };
+    let window = |name, cap: u32, period, base: usize| WindowState {
+        name,
+        limit: cap,
+        remaining: u32::try_from(r[base]).unwrap_or(u32::MAX),
+        period,
+        reset_at: full(n(base + 1), n(base + 2), cap).max(floor),
+    };
+    Some(Decision {
+        outcome,
+        at,
+        minute: window("minute", params.per_minute, MINUTE, 3),
+        day: params.per_day.map(|_| window("day", day_cap, DAY, 7)),
+        ban_started: r[2] == 1,
+    })
+}
+
+/// A reply of the script for `count` requests, 12 integers each, as
+/// their decisions in order; `None` for a reply that is not the script's.
+pub fn decode_batch(reply: &[i64], params: &Params, count: usize) -> Option<Vec<Decision>> {
+    if reply.len() != count * 12 {
+        return None;
+    }
+    reply
+        .chunks_exact(12)
+        .map(|one| decode(one, params))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::StateId;
+
+    #[test]
+    fn names_never_hold_the_key_and_group_ipv6_by_64() {
+        let id = StateId {
+            digest: [0xab; 32],
+            quota: Quota::new(60, 1_000).unwrap(),
+        };
+        assert_eq!(
+            id.external_name(),
+            format!("{{{}}}:m60/d1000", "ab".repeat(32))
+        );
+        let v6: IpAddr = "2001:db8:1:2:3:4:5:6".parse().unwrap();
+        assert_eq!(anonymous_name(v6, 60), "{anon:2001:db8:1:2::/64}:m60");
+        let mapped: IpAddr = "::ffff:192.0.2.1".parse().unwrap();
+        assert_eq!(anonymous_name(mapped, 7), "{anon:192.0.2.1}:m7");
+    }
+
+    #[test]
+    fn a_reply_that_is_not_the_scripts_is_refused() {
+        let p = Params::anonymous(60);
+        assert!(decode(&[0; 11], &p).is_none());
+        assert!(decode(&[-1; 12], &p).is_none());
+        assert!(decode(&[3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], &p).is_none());
+        assert!(decode(&[0, 1, 0, 59, 1, 0, 0, 0, 0, 0, 0, 0], &p).is_some());
+        let two = [
+            [0, 1, 0, 59, 1, 0, 0, 0, 0, 0, 0, 0],
+            [0, 1, 0, 58, 2, 0, 0, 0, 0, 0, 0, 0],
+        ];
+        let batch = decode_batch(two.as_flattened(), &p, 2).unwrap();
+        assert_eq!(batch.len(), 2);
+        assert_eq!(batch[1].minute.remaining, 58);
+        // A batch's reply must hold exactly its requests.
+        assert!(decode_batch(two.as_flattened(), &p, 1).is_none());
+        assert!(decode_batch(two.as_flattened(), &p, 3).is_none());
+        assert!(decode_batch(&two.as_flattened()[..23], &p, 2).is_none());
+    }
+}

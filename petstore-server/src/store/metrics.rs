@@ -1,0 +1,71 @@
+//! The store's metrics, read at scrape time so that the write path pays
+//! nothing for them: the pet count, whether pets can be stored, and the
+//! journal's group commits. The PostgreSQL backend adds its own
+//! (`postgres/metrics.rs`).
+
+use petstore_core::{BATCH_BUCKETS, FSYNC_BUCKETS};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+
+use super::Store;
+use crate::telemetry::metrics::buckets;
+
+/// Reads the pet count and the journal's histograms at scrape time.
+#[derive(Debug)]
+pub(super) struct InventoryCollector {
+    pub(super) store: Store,
+}
+
+impl Collector for InventoryCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let inventory = self.store.inventory();
+        let pets = ConstGauge::new(inventory.len() as i64);
+        let metric =
+            encoder.encode_descriptor("pets", "Pets in the inventory", None, pets.metric_type())?;
+        pets.encode(metric)?;
+        let writable = ConstGauge::new(i64::from(self.store.failure().is_none()));
+        let metric = encoder.encode_descriptor(
+            "storage_writable",
+            "1 while pets can be stored, 0 once the journal failed or was deleted (see /healthz and the log)",
+            None,
+            writable.metric_type(),
+        )?;
+        writable.encode(metric)?;
+
+        let Some(stats) = inventory.journal_stats() else {
+            return Ok(());
+        };
+        let fsync_bounds: Vec<f64> = FSYNC_BUCKETS.iter().copied().chain([f64::MAX]).collect();
+        let mut metric = encoder.encode_descriptor(
+            "journal_fsync_duration_seconds",
+            "Time of each journal write and fsync (one per group commit)",
+            None,
+            MetricType::Histogram,
+        )?;
+        metric.encode_histogram::<NoLabelSet>(
+            stats.fsync_time.as_secs_f64(),
+            stats.batches,
+            &buckets(&fsync_bounds, &stats.fsync_buckets),
+            None,
+        )?;
+        let batch_bounds: Vec<f64> = BATCH_BUCKETS
+            .iter()
+            .map(|b| *b as f64)
+            .chain([f64::MAX])
+            .collect();
+        let mut metric = encoder.encode_descriptor(
+            "journal_batch_size",
+            "Pets written per group commit",
+            None,
+            MetricType::Histogram,
+        )?;
+        metric.encode_histogram::<NoLabelSet>(
+            stats.records as f64,
+            stats.batches,
+            &buckets(&batch_bounds, &stats.batch_buckets),
+            None,
+        )
+    }
+}

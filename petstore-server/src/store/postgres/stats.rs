@@ -1,0 +1,76 @@
+//! The PostgreSQL store's counters, read by `/metrics`: plain atomics
+//! ([`Histogram`]), so a batch or a tail query pays a few relaxed
+//! additions and nothing is locked.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::telemetry::histogram::Histogram;
+
+/// What failed, for the error counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// A create's transaction.
+    Commit,
+    /// A query of new pets.
+    Tail,
+    /// A create refused because the committer's queue was full.
+    Queue,
+}
+
+impl Op {
+    /// Every operation, as the metrics label them.
+    pub const ALL: [Op; 3] = [Op::Commit, Op::Tail, Op::Queue];
+
+    /// The label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Op::Commit => "commit",
+            Op::Tail => "tail",
+            Op::Queue => "queue_full",
+        }
+    }
+}
+
+/// Counters of the PostgreSQL store, read by `/metrics`.
+#[derive(Debug)]
+pub struct Stats {
+    /// Time of each batch's transaction, connection included.
+    pub commit: Histogram,
+    /// Time of each tail query.
+    pub tail: Histogram,
+    /// Creates per transaction.
+    pub batch: Histogram,
+    errors: [AtomicU64; 3],
+}
+
+impl Default for Stats {
+    fn default() -> Stats {
+        Stats {
+            commit: Histogram::seconds(&SECONDS_BUCKETS),
+            tail: Histogram::seconds(&SECONDS_BUCKETS),
+            batch: Histogram::counts(&BATCH_BUCKETS),
+            errors: Default::default(),
+        }
+    }
+}
+
+impl Stats {
+    pub(crate) fn count_error(&self, op: Op) {
+        self.errors[op as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Failures of `op` so far.
+    pub fn errors(&self, op: Op) -> u64 {
+        self.errors[op as usize].load(Ordering::Relaxed)
+    }
+}
+
+/// Upper bounds of the duration histograms' buckets, in seconds; the last
+/// bucket is everything above.
+pub static SECONDS_BUCKETS: [f64; 11] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+];
+/// Upper bounds of the batch-size buckets.
+pub static BATCH_BUCKETS: [f64; 11] = [
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0,
+];

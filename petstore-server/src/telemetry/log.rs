@@ -1,0 +1,68 @@
+//! Plain log lines on stderr: `2026-11-22T11:52:00.123Z LEVEL message`.
+//! A key is never logged, only its entry's name.
+
+use std::fmt;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Writes one log line.
+pub fn write(level: &str, message: fmt::Arguments<'_>) {
+    eprintln!("{} {level} {message}", rfc3339_now());
+}
+
+/// Logs at INFO.
+#[macro_export]
+macro_rules! log_info {
+    ($($arg:tt)*) => { $crate::telemetry::log::write("INFO", format_args!($($arg)*)) };
+}
+
+/// Logs at ERROR.
+#[macro_export]
+macro_rules! log_error {
+    ($($arg:tt)*) => { $crate::telemetry::log::write("ERROR", format_args!($($arg)*)) };
+}
+
+/// The current time, RFC 3339 in UTC with milliseconds.
+pub fn now() -> String {
+    rfc3339_now()
+}
+
+fn rfc3339_now() -> String {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    rfc3339(since.as_secs(), since.subsec_millis())
+}
+
+/// UTC date and time of a Unix time (days-to-civil, Howard Hinnant).
+fn rfc3339(secs: u64, millis: u32) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn formats_utc() {
+        assert_eq!(super::rfc3339(0, 0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(super::rfc3339(1_922_659_200, 5), "2030-12-05T00:00:00.005Z");
+        assert_eq!(
+            super::rfc3339(951_782_400 + 3_661, 999),
+            "2000-02-29T01:01:01.999Z"
+        );
+    }
+}

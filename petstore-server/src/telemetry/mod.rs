@@ -1,0 +1,21 @@
+//! What the server tells its operators: log lines, the access log, and
+//! the metrics behind `GET /metrics`.
+//!
+//! | file | holds |
+//! |---|---|
+//! | `log.rs` | `log_info!`, `log_error!`: plain lines on stderr |
+//! | `access_log.rs` | `--access-log`: one JSON line per request |
+//! | `metrics.rs` | [`Metrics`]: the registry each owner registers its collector with |
+//! | `recorder.rs` | per-thread request counters (the hot-path half of the metrics) |
+//! | `histogram.rs` | an atomic histogram for the backends' latencies |
+//!
+//! Rule: `telemetry/` may use `util/`, and the route table
+//! (`http/route.rs`) to size the recorder's arrays.
+
+pub mod access_log;
+pub mod histogram;
+pub mod log;
+pub mod metrics;
+pub mod recorder;
+
+pub use metrics::Metrics;

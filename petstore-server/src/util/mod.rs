@@ -1,0 +1,9 @@
+//! Plain helpers with no knowledge of the service: reused buffers,
+//! interned strings, reading an operator's file safely, hex digests.
+//!
+//! Rule: `util/` imports nothing from the crate.
+
+pub mod buffers;
+pub mod file_read;
+pub mod hex;
+pub mod intern;
