@@ -1,7 +1,7 @@
 //! `pet_id` on any UTF-8 path segment: never panics; an accepted id is
 //! 1..=2^63-1 and is the decimal value of the percent-decoded segment, and
 //! every plain decimal in range without a leading zero (a number's one
-//! spelling, decisions.md) is accepted.
+//! spelling, docs/contract.md, "Listing and paging") is accepted.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

@@ -30,5 +30,5 @@ pub mod net;
 pub mod ratelimit;
 mod state;
 mod store;
-mod telemetry;
-mod util;
+pub mod telemetry;
+pub mod util;

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::{json, Value};
 
-/// The one message of every 503 (decisions.md).
+/// The one message of every 503 (docs/contract.md, "Errors").
 const UNAVAILABLE: &str = "pets cannot be stored right now; reading pets still works";
 
 /// Runs `petstore-server ARGS` to its end (at most 20 s).

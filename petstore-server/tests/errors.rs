@@ -365,7 +365,7 @@ fn keep_alive_and_pipelined_requests_are_answered_in_order() {
     );
 }
 
-/// decisions.md: a message quotes what the client sent at most 64
+/// docs/contract.md, "Errors": a message quotes what the client sent at most 64
 /// characters long, then `…`. `sent` is what the client sent as the
 /// message shows it (decoded); the message must hold its first 64
 /// characters, then `…`, and nothing more of it.

@@ -1,4 +1,4 @@
-//! Limiter state outlives the process (decisions.md, "Rate limits"): a
+//! Limiter state outlives the process (docs/contract.md, "Rate limits"): a
 //! restart after SIGTERM or kill -9 neither refills a day quota nor lifts
 //! a ban, the state file never holds a key, and editing one key's entry or
 //! the `ban` section leaves the other keys' buckets alone.

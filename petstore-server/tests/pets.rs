@@ -1,5 +1,5 @@
 //! The three operations: createPet, getPet, listPets, and every 400 of
-//! decisions.md.
+//! docs/contract.md.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -488,7 +488,7 @@ fn bad_bodies_are_400_invalid_body_naming_the_field_and_change_nothing() {
     assert_error(&resp, 404, "not_found");
 }
 
-/// Characters refused anywhere in a name (decisions.md): controls,
+/// Characters refused anywhere in a name (docs/contract.md, "Pets"): controls,
 /// bidirectional embeddings, overrides and isolates, and the noncharacters
 /// of the BMP block U+FDD0..U+FDEF (the U+nFFFE/U+nFFFF ones are filtered
 /// below).

@@ -72,7 +72,7 @@ pub enum ApiError {
     #[error("{0}")]
     NotImplemented(String),
     /// 503 `unavailable`: pets cannot be stored now. The message is the
-    /// same whatever the cause (decisions.md): a client gets no path and
+    /// same whatever the cause (docs/contract.md, "Errors"): a client gets no path and
     /// no error number; the cause is logged once, when it starts.
     #[error("pets cannot be stored right now; reading pets still works")]
     Unavailable,

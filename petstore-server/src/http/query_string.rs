@@ -180,7 +180,7 @@ pub fn list_query(query: Option<&str>) -> Result<ListQuery, ApiError> {
 }
 
 /// Plain decimal digits as a number; `None` for anything else, a leading
-/// zero (decisions.md: a number has one spelling, `020` is not 20) or
+/// zero (docs/contract.md, "Listing and paging": a number has one spelling, `020` is not 20) or
 /// overflow.
 fn digits(s: &str) -> Option<u64> {
     let plain = !s.is_empty()

@@ -85,7 +85,7 @@ impl KeyEntry {
 #[derive(Debug)]
 pub struct Keys {
     // Entries are shared so that a connection can remember the entry of
-    // the key it presented (`connection.rs`) across requests.
+    // the key it presented (`http/connection.rs`) across requests.
     pub(super) by_digest: HashMap<[u8; 32], Arc<KeyEntry>>,
     /// Limits of requests without a valid key, per client address.
     pub anonymous: Arc<AnonymousLimiter>,

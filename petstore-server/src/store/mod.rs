@@ -10,8 +10,8 @@
 //! Why reads always come from the core's in-memory [`Inventory`], whatever
 //! the backend: a list or a get is then a copy out of memory, answered
 //! inside hyper's call with no await and no allocation beyond the body
-//! (the hot path, `server.rs`). Only a create, and a get of an id the
-//! PostgreSQL read copy may not have yet, have to wait; `routes.rs` asks
+//! (the hot path, `net/driver.rs`). Only a create, and a get of an id the
+//! PostgreSQL read copy may not have yet, have to wait; the contract (`http/finish.rs`) asks
 //! the store whether they must ([`Store::create_now`],
 //! [`Store::may_catch_up`]) and awaits [`Store::create`] or
 //! [`Store::catch_up`] only then. It never knows which backend answers.

@@ -27,7 +27,7 @@ enum Unit {
 /// # Examples
 ///
 /// ```
-/// use petstore_server::histogram::Histogram;
+/// use petstore_server::telemetry::histogram::Histogram;
 /// use std::time::Duration;
 ///
 /// static BOUNDS: [f64; 2] = [0.001, 0.01];

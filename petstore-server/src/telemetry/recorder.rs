@@ -168,7 +168,7 @@ impl Recorder {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use petstore_server::recorder::Recorder;
+    /// use petstore_server::telemetry::recorder::Recorder;
     ///
     /// let recorder = Recorder::default();
     /// recorder.observe("/v1/pets", "GET", 200, None, Duration::from_micros(80));

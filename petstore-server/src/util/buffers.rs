@@ -41,7 +41,7 @@ pub fn take() -> Vec<u8> {
 /// # Examples
 ///
 /// ```
-/// use petstore_server::buffers;
+/// use petstore_server::util::buffers;
 ///
 /// let mut buf = buffers::take();
 /// buf.extend_from_slice(b"[]");

@@ -18,7 +18,7 @@ use std::sync::{Mutex, OnceLock};
 /// # Examples
 ///
 /// ```
-/// use petstore_server::intern::intern;
+/// use petstore_server::util::intern::intern;
 ///
 /// let a = intern("shop-frontend");
 /// let b = intern(&String::from("shop-frontend"));

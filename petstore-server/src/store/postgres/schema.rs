@@ -14,7 +14,7 @@
 //!   order, with no gap (a sequence or identity column gives neither:
 //!   aborts leave holes, and a lower id can commit after a higher one).
 //! - `petstore_pets`: typed columns with the contract's CHECKs
-//!   (decisions.md: a name of 1 to 100 characters, a category from 1 to
+//!   (docs/contract.md, "Pets": a name of 1 to 100 characters, a category from 1 to
 //!   2^63 - 1 (`bigint`'s maximum), one of the three statuses), plus the
 //!   pet's JSON exactly as the core encodes it, the bytes served.
 //! - one partial index per status, for a reader filtering by status with
