@@ -168,6 +168,27 @@ fn status_of(value: Value) -> Result<PetStatus, PetError> {
     }
 }
 
+impl NewPet {
+    /// Parses and validates a `createPet` request body. The server and an
+    /// embedder refuse exactly the same inputs: a body that is empty, not
+    /// JSON, not an object, has an unknown, duplicate or missing field, an
+    /// `id`, a value of the wrong type or out of range. The error names the
+    /// field and the reason.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use petstore_core::{NewPet, PetError};
+    /// let err = NewPet::from_json(br#"{"name":"Rex","categoryId":0}"#).unwrap_err();
+    /// assert_eq!(err.field(), Some("categoryId"));
+    /// let err = NewPet::from_json(br#"{"id":1,"name":"Rex","categoryId":1}"#).unwrap_err();
+    /// assert_eq!(err, PetError::IdNotAllowed);
+    /// ```
+    pub fn from_json(body: &[u8]) -> Result<Self, PetError> {
+        parse_new_pet(body)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -33,7 +33,8 @@ use parking_lot::RwLock;
 
 use crate::error::{ApplyError, CreateError, OpenError, StorageFailure};
 use crate::journal::{Journal, JournalOptions, JournalStats, Recovery};
-use crate::pet::{CategoryId, NewPet, Pet, PetId, PetStatus};
+use crate::json::{decode, encode};
+use crate::pet::{NewPet, Pet, PetId, PetStatus};
 use crate::query::{JsonPage, Limit, ListQuery, Page};
 
 /// The pet inventory. `Send + Sync`: share it with an `Arc` and call it
@@ -569,150 +570,11 @@ impl Records {
 const SCAN_PER_PET: usize = 8;
 const SCAN_EXTRA: usize = 64;
 
-// The JSON layout of one pet. `encode` writes it and `decode` reads it back;
-// nothing else touches the arena's bytes.
-const ID_PREFIX: &[u8] = br#"{"id":"#;
-const NAME_PREFIX: &[u8] = br#","name":""#;
-const CATEGORY_PREFIX: &[u8] = br#"","categoryId":"#;
-const STATUS_PREFIX: &[u8] = br#","status":""#;
-const SUFFIX: &[u8] = br#""}"#;
-
-/// Appends the pet's JSON, byte for byte what `serde_json::to_vec` writes.
-pub(crate) fn encode(pet: &Pet, out: &mut Vec<u8>) {
-    out.extend_from_slice(ID_PREFIX);
-    push_decimal(out, pet.id().get());
-    out.extend_from_slice(NAME_PREFIX);
-    escape_into(pet.name(), out);
-    out.extend_from_slice(CATEGORY_PREFIX);
-    push_decimal(out, pet.category_id().get());
-    out.extend_from_slice(STATUS_PREFIX);
-    out.extend_from_slice(pet.status().as_str().as_bytes());
-    out.extend_from_slice(SUFFIX);
-}
-
-fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&buf[i..]);
-}
-
-/// JSON string escaping as serde_json does it: `"` and `\` and control
-/// characters (which valid names never hold, but the encoder must not rely
-/// on that to stay correct).
-fn escape_into(s: &str, out: &mut Vec<u8>) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let bytes = s.as_bytes();
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let escape: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            0x00..=0x1f => b"",
-            _ => continue,
-        };
-        out.extend_from_slice(&bytes[start..i]);
-        if escape.is_empty() {
-            out.extend_from_slice(b"\\u00");
-            out.push(HEX[usize::from(b >> 4)]);
-            out.push(HEX[usize::from(b & 0xf)]);
-        } else {
-            out.extend_from_slice(escape);
-        }
-        start = i + 1;
-    }
-    out.extend_from_slice(&bytes[start..]);
-}
-
-/// Reads a pet back out of the JSON that [`encode`] wrote.
-fn decode(id: PetId, status: PetStatus, json: &[u8]) -> Option<Pet> {
-    let name_start = ID_PREFIX.len() + decimal_len(id.get()) + NAME_PREFIX.len();
-    let tail = STATUS_PREFIX.len() + status.as_str().len() + SUFFIX.len();
-    let category_end = json.len().checked_sub(tail)?;
-    let head = json.get(..category_end)?;
-    let digits = head.iter().rev().take_while(|b| b.is_ascii_digit()).count();
-    let category_start = category_end - digits;
-    // The digits `encode` wrote: summed directly, not through `str::parse`
-    // (a sixth of the instructions of a `get`, measured with callgrind).
-    let (category, _) = canonical_digits(&head[category_start..])?;
-    let name_end = category_start.checked_sub(CATEGORY_PREFIX.len())?;
-    let escaped = json.get(name_start..name_end)?;
-    let name = if escaped.contains(&b'\\') {
-        // Rare: let serde_json undo the escapes, quotes included.
-        let quoted = json.get(name_start - 1..name_end + 1)?;
-        serde_json::from_slice(quoted).ok()?
-    } else {
-        String::from_utf8(escaped.to_vec()).ok()?
-    };
-    let pet = Pet::from_parts(id, name, CategoryId::new(category)?, status);
-    debug_assert_eq!(
-        serde_json::from_slice::<Pet>(json).ok().as_ref(),
-        Some(&pet)
-    );
-    Some(pet)
-}
-
-/// If `json` is a pet exactly as [`encode`] writes it, with valid values
-/// and a name that needs no escaping, its id and status. Lets replay copy
-/// journal bytes straight into the arena without building a `Pet`; any
-/// other valid pet JSON takes the slower general path.
-pub(crate) fn parse_canonical(json: &[u8]) -> Option<(PetId, PetStatus)> {
-    let rest = json.strip_prefix(ID_PREFIX)?;
-    let (id, rest) = canonical_digits(rest)?;
-    let id = PetId::new(id)?;
-    let rest = rest.strip_prefix(NAME_PREFIX)?;
-    let status = PetStatus::ALL.into_iter().find(|s| {
-        rest.strip_suffix(SUFFIX)
-            .and_then(|r| r.strip_suffix(s.as_str().as_bytes()))
-            .is_some_and(|r| r.ends_with(STATUS_PREFIX))
-    })?;
-    let rest = &rest[..rest.len() - SUFFIX.len() - status.as_str().len() - STATUS_PREFIX.len()];
-    let name_end = rest.len() - rest.iter().rev().take_while(|b| b.is_ascii_digit()).count();
-    let (category, tail) = canonical_digits(&rest[name_end..])?;
-    if !tail.is_empty() {
-        return None;
-    }
-    CategoryId::new(category)?;
-    let name = rest[..name_end].strip_suffix(CATEGORY_PREFIX)?;
-    // `"` and `\` would need escapes; control characters are invalid.
-    if name.iter().any(|b| matches!(b, b'"' | b'\\')) {
-        return None;
-    }
-    crate::pet::validate_name(std::str::from_utf8(name).ok()?).ok()?;
-    Some((id, status))
-}
-
-/// Leading decimal digits without a leading zero, and the rest.
-fn canonical_digits(s: &[u8]) -> Option<(u64, &[u8])> {
-    let len = s.iter().take_while(|b| b.is_ascii_digit()).count();
-    if len == 0 || (len > 1 && s[0] == b'0') || len > 19 {
-        return None;
-    }
-    let value = s[..len].iter().try_fold(0u64, |n, d| {
-        n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
-    })?;
-    Some((value, &s[len..]))
-}
-
-fn decimal_len(n: u64) -> usize {
-    n.checked_ilog10().map_or(1, |log| log as usize + 1)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::json::{escape_into, parse_canonical};
+    use crate::pet::CategoryId;
     use crate::query::Limit;
     use proptest::prelude::*;
 

@@ -74,7 +74,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::error::{CreateError, OpenError, StorageFailure, StorageFault};
-use crate::inventory::{encode, parse_canonical};
+use crate::json::{encode, parse_canonical};
 use crate::pet::{validate_name, NewPet, Pet, PetId, PetStatus};
 
 /// The journal's file name inside the data directory.

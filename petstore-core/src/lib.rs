@@ -14,6 +14,7 @@
 //! | `pet` | [`Pet`], [`NewPet`], [`PetStatus`], [`PetId`], [`CategoryId`], name rules |
 //! | `body` | the `createPet` JSON body parser behind [`NewPet::from_json`] |
 //! | `query` | [`ListQuery`], [`Limit`], [`Page`], [`JsonPage`] |
+//! | `json` | the pet's canonical JSON: [`Pet::to_json`], its encoder and fast reader |
 //! | `inventory` | [`Inventory`]: storage, `get`/`list`/`create`, `apply` for a copy of another store |
 //! | `journal` | the append-only journal of a durable inventory: group commit, recovery |
 //! | `repair` | [`check_journal`], [`repair_journal`]: the way out of a damaged journal |
@@ -54,6 +55,7 @@ mod decision;
 mod error;
 mod inventory;
 mod journal;
+mod json;
 mod limiter;
 mod pet;
 mod query;

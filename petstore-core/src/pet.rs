@@ -358,25 +358,6 @@ impl NewPet {
         self
     }
 
-    /// Parses and validates a `createPet` request body. The server and an
-    /// embedder refuse exactly the same inputs: a body that is empty, not
-    /// JSON, not an object, has an unknown, duplicate or missing field, an
-    /// `id`, a value of the wrong type or out of range. The error names the
-    /// field and the reason.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use petstore_core::{NewPet, PetError};
-    /// let err = NewPet::from_json(br#"{"name":"Rex","categoryId":0}"#).unwrap_err();
-    /// assert_eq!(err.field(), Some("categoryId"));
-    /// let err = NewPet::from_json(br#"{"id":1,"name":"Rex","categoryId":1}"#).unwrap_err();
-    /// assert_eq!(err, PetError::IdNotAllowed);
-    /// ```
-    pub fn from_json(body: &[u8]) -> Result<Self, PetError> {
-        crate::body::parse_new_pet(body)
-    }
-
     /// The name, exactly as sent.
     pub fn name(&self) -> &str {
         &self.name
@@ -458,27 +439,6 @@ impl Pet {
     /// The status.
     pub fn status(&self) -> PetStatus {
         self.status
-    }
-
-    /// The pet as the API's JSON: byte for byte what
-    /// `serde_json::to_vec(&pet)` writes, from the inventory's own encoder
-    /// (a few times faster than serde's, and the same bytes `list_json`
-    /// and `get_json` answer).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use petstore_core::{CategoryId, Inventory, NewPet};
-    ///
-    /// let inventory = Inventory::in_memory();
-    /// let pet = inventory.create(NewPet::new("Rex \"2\"", CategoryId::MIN).unwrap()).unwrap();
-    /// assert_eq!(pet.to_json(), serde_json::to_vec(&pet).unwrap());
-    /// assert_eq!(Some(pet.to_json()), inventory.get_json(pet.id()));
-    /// ```
-    pub fn to_json(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(80 + self.name.len());
-        crate::inventory::encode(self, &mut out);
-        out
     }
 
     pub(crate) fn from_parts(
