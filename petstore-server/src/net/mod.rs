@@ -15,10 +15,10 @@
 //!   ([`PerAddress`]): a connection over it is closed as soon as it is
 //!   accepted, so one address cannot take every slot.
 //! - with `--proxy-protocol`, the client's address is the one its load
-//!   balancer's PROXY header names ([`proxy_protocol`]), read in the
+//!   balancer's PROXY header names (`proxy_protocol.rs`), read in the
 //!   connection's own task within the header timeout; a connection
 //!   without the header is closed.
-//! - a write timeout ([`WriteTimeout`]): a connection whose client stops
+//! - a write timeout (`write_timeout.rs`): a connection whose client stops
 //!   reading is closed when a write makes no progress for that long.
 //! - idle keep-alive connections are closed by the header timeout: hyper
 //!   starts it as soon as a response is written and the connection waits
@@ -96,7 +96,7 @@ pub struct ConnLimits {
     /// How long shutdown waits for requests in flight.
     pub shutdown_grace: Duration,
     /// Every connection starts with a PROXY protocol header whose source
-    /// address is the client's ([`proxy_protocol`]); one without is
+    /// address is the client's (`proxy_protocol.rs`); one without is
     /// closed.
     pub proxy_protocol: bool,
 }
