@@ -96,13 +96,17 @@ fn clients_that_never_read_are_closed_after_the_write_timeout_and_capped_per_add
     // more than the kernel buffers of a client that reads nothing.
     let pipeline = b"GET /v1/openapi.json HTTP/1.1\r\nHost: x\r\n\r\n".repeat(200);
     let mut stuck = Vec::new();
+    // Taken before the first stuck connection sends: its write timer
+    // cannot start earlier, however slowly the others are opened (a
+    // busy machine once took long enough between the first and the last
+    // that the first was closed before an instant taken after the loop).
+    let stalled_since = Instant::now();
     for i in 0..cap {
         let mut conn = served_from(HOSTILE, &server, Some(4096))
             .unwrap_or_else(|| panic!("hostile connection {i} within the cap was not served"));
         conn.send(&pipeline).unwrap();
         stuck.push(conn);
     }
-    let stalled_since = Instant::now();
 
     // Over the cap: closed at once, nothing answered.
     for _ in 0..3 {
