@@ -2,7 +2,7 @@
 -- decided and charged atomically in Redis, one after the other at the
 -- same instant: the core's KeyLimiter::check (petstore-core/src/limiter.rs)
 -- and AnonymousLimiter::check, number for number, called COUNT times
--- (tests/redis_script.rs runs both on the same random steps and compares
+-- (tests/ratelimit_redis_script.rs runs both on the same random steps and compares
 -- every field).
 --
 -- Why several requests in one call: Redis runs scripts on one thread, and

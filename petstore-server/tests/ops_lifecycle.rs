@@ -318,7 +318,7 @@ fn oversized_headers_are_431() {
 #[test]
 fn connections_over_the_maximum_wait_and_are_served_later() {
     // All from 127.0.0.1: the per-address cap (default an eighth, 1 here)
-    // is lifted to the whole maximum; tests/hostile.rs tests the cap.
+    // is lifted to the whole maximum; tests/net_hostile_clients.rs tests the cap.
     let mut server = Server::start(&[
         "--max-connections",
         "2",

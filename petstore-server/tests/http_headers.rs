@@ -608,7 +608,7 @@ fn openapi_document_declares_500_503_formats_and_bounds() {
     assert_eq!(assert_error(&resp, 400, "invalid_query"), message);
 
     // The header limit the description states is the server's, 100
-    // fields (tests/lifecycle.rs checks the 431 itself).
+    // fields (tests/ops_lifecycle.rs checks the 431 itself).
     let description = doc["info"]["description"].as_str().unwrap();
     assert!(
         description.contains("more than 100 header fields"),
