@@ -3,17 +3,18 @@
 //! [`JournalStore`].
 //!
 //! Why a committer: the core's create blocks its caller until the group
-//! commit's fsync, so each waiting create used to hold a thread of the
-//! blocking pool (about 126 threads under 64 connections). Now a create
-//! queues its pet and awaits a oneshot channel; the committer takes every
-//! pending pet and hands them to [`Inventory::create_many`] on one blocking
-//! thread: one thread and one fsync per batch, however many creates wait.
+//! commit's fsync, so each waiting create would hold a thread of the
+//! blocking pool (about 126 threads under 64 connections). Instead a
+//! create queues its pet and awaits a oneshot channel (`committer.rs`);
+//! the committer takes every pending pet and hands them to
+//! [`Inventory::create_many`] on one blocking thread: one thread and one
+//! fsync per batch, however many creates wait.
 
 use std::sync::{Arc, OnceLock};
 
 use petstore_core::{Inventory, NewPet, Pet};
-use tokio::sync::{mpsc, oneshot};
 
+use super::committer::{self, Commit, Committer};
 use super::failed::CreateFailed;
 use crate::log_error;
 
@@ -22,19 +23,13 @@ const MAX_BATCH: usize = 1024;
 /// Creates waiting for the committer at most; one more answers 503 at once.
 const QUEUE: usize = 16 * 1024;
 
-/// A create waiting for the committer.
-struct Pending {
-    new: NewPet,
-    reply: oneshot::Sender<Result<Pet, CreateFailed>>,
-}
-
 /// A durable inventory and its committer.
 #[derive(Debug)]
 pub struct JournalStore {
     inventory: Arc<Inventory>,
     /// The committer's queue, started by the first create (which runs on
     /// the runtime, where the task can be spawned).
-    queue: OnceLock<mpsc::Sender<Pending>>,
+    queue: OnceLock<Committer>,
 }
 
 impl JournalStore {
@@ -56,47 +51,31 @@ impl JournalStore {
     /// inside the tokio runtime.
     pub async fn create(&self, new: NewPet) -> Result<Pet, CreateFailed> {
         let queue = self.queue.get_or_init(|| {
-            let (queue, pending) = mpsc::channel(QUEUE);
-            tokio::spawn(commit_loop(Arc::clone(&self.inventory), pending));
-            queue
+            let (committer, pending) = Committer::new(QUEUE);
+            let writer = Arc::new(Writer(Arc::clone(&self.inventory)));
+            tokio::spawn(committer::run(writer, pending, MAX_BATCH));
+            committer
         });
-        let (reply, answer) = oneshot::channel();
-        if queue.try_send(Pending { new, reply }).is_err() {
-            return Err(CreateFailed);
-        }
+        let answer = queue.submit(new)?;
         answer.await.unwrap_or(Err(CreateFailed))
     }
 }
 
-/// The committer: one `create_many` (one group commit) per batch.
-async fn commit_loop(inventory: Arc<Inventory>, mut pending: mpsc::Receiver<Pending>) {
-    let mut batch = Vec::with_capacity(MAX_BATCH);
-    while pending.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        // A create whose client went away is not stored after all.
-        batch.retain(|p: &Pending| !p.reply.is_closed());
-        let (news, replies): (Vec<NewPet>, Vec<_>) =
-            batch.drain(..).map(|p| (p.new, p.reply)).unzip();
-        if news.is_empty() {
-            continue;
-        }
-        let writer = Arc::clone(&inventory);
-        match tokio::task::spawn_blocking(move || writer.create_many(news)).await {
-            Ok(Ok(pets)) => {
-                for (pet, reply) in pets.into_iter().zip(replies) {
-                    let _ = reply.send(Ok(pet));
-                }
-            }
+/// The journal's side of the committer: one `create_many` (one group
+/// commit, one fsync) per batch, on one blocking thread.
+#[derive(Debug)]
+struct Writer(Arc<Inventory>);
+
+impl Commit for Writer {
+    async fn commit(self: &Arc<Self>, batch: Vec<NewPet>) -> Result<Vec<Pet>, CreateFailed> {
+        let writer = Arc::clone(self);
+        match tokio::task::spawn_blocking(move || writer.0.create_many(batch)).await {
+            Ok(Ok(pets)) => Ok(pets),
             // The cause is logged once, by the inventory's failure hook.
-            Ok(Err(_)) => {
-                for reply in replies {
-                    let _ = reply.send(Err(CreateFailed));
-                }
-            }
+            Ok(Err(_)) => Err(CreateFailed),
             Err(_) => {
                 log_error!("a journal group commit panicked; its creates answered 503");
-                for reply in replies {
-                    let _ = reply.send(Err(CreateFailed));
-                }
+                Err(CreateFailed)
             }
         }
     }

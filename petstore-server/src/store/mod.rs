@@ -20,6 +20,7 @@
 //! |---|---|
 //! | `mod.rs` | the seam: [`Store`] |
 //! | `failed.rs` | [`CreateFailed`]: the one answer of a create not stored |
+//! | `committer.rs` | the queue-batch-reply loop both durable backends share |
 //! | `journal.rs` | [`JournalStore`]: the journal's committer task |
 //! | `metrics.rs` | pets, writability and the journal's commits in `/metrics` |
 //! | `postgres/` | [`Postgres`]: committer, read copy, schema, its metrics |
@@ -28,6 +29,7 @@
 //! this file is visible (and [`Postgres`] to the start-up wiring).
 //! Each backend registers its own metrics ([`Store::collector`]).
 
+mod committer;
 mod failed;
 mod journal;
 mod metrics;

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use parking_lot::Mutex;
 use petstore_core::{CategoryId, Inventory, NewPet, Pet, PetId, PetStatus};
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::Notify;
 use tokio::time::timeout;
 use tokio_postgres::{AsyncMessage, Config, NoTls, Row};
 
@@ -52,6 +52,7 @@ mod stats;
 use describe::describe;
 use stats::{Op, Stats};
 
+use super::committer::{self, Commit, Committer};
 use super::failed::CreateFailed;
 use crate::{log_error, log_info};
 
@@ -100,18 +101,12 @@ const RANGE: &str = "SELECT id, name, category_id, status FROM petstore_pets \
                      WHERE id BETWEEN $1 AND $2 ORDER BY id";
 const LAST_ID: &str = "SELECT last_id FROM petstore_counter";
 
-/// A create waiting for the committer.
-struct Pending {
-    new: NewPet,
-    reply: oneshot::Sender<Result<Pet, CreateFailed>>,
-}
-
 /// The PostgreSQL store and its read copy. Made by [`Postgres::open`],
 /// which also starts its tasks (committer, tail, listener).
 pub struct Postgres {
     copy: Arc<Inventory>,
     pool: Pool,
-    queue: mpsc::Sender<Pending>,
+    queue: Committer,
     health: Health,
     stats: Stats,
     /// One tail query at a time; `tails_started` lets a waiter skip its
@@ -209,7 +204,7 @@ impl Postgres {
             started.elapsed().as_millis()
         );
 
-        let (queue, pending) = mpsc::channel(QUEUE);
+        let (queue, pending) = Committer::new(QUEUE);
         let pg = Arc::new(Postgres {
             latest: AtomicU64::new(copy.len() as u64),
             copy,
@@ -221,7 +216,7 @@ impl Postgres {
             tails_started: AtomicU64::new(0),
             wake: Notify::new(),
         });
-        tokio::spawn(Arc::clone(&pg).commit_loop(pending));
+        tokio::spawn(committer::run(Arc::clone(&pg), pending, MAX_BATCH));
         tokio::spawn(Arc::clone(&pg).tail_loop());
         tokio::spawn(Arc::clone(&pg).listen_loop(config));
         Ok(pg)
@@ -272,12 +267,11 @@ impl Postgres {
     /// Queues `new` for the committer and waits for its answer: the pet,
     /// committed and in the copy, or `Err` (not stored, or not known to be).
     pub async fn create(&self, new: NewPet) -> Result<Pet, CreateFailed> {
-        let (reply, answer) = oneshot::channel();
-        if self.queue.try_send(Pending { new, reply }).is_err() {
+        let Ok(answer) = self.queue.submit(new) else {
             // Full: PostgreSQL is slower than the creates coming in.
             self.stats.count_error(Op::Queue);
             return Err(CreateFailed);
-        }
+        };
         match timeout(CREATE_TIMEOUT, answer).await {
             Ok(Ok(answer)) => answer,
             // The committer ended (it does not), or the wait was too long:
@@ -355,59 +349,9 @@ impl Postgres {
         }
     }
 
-    /// The committer: one transaction per batch of pending creates.
-    async fn commit_loop(self: Arc<Self>, mut pending: mpsc::Receiver<Pending>) {
-        let mut batch = Vec::with_capacity(MAX_BATCH);
-        while pending.recv_many(&mut batch, MAX_BATCH).await > 0 {
-            // A create whose waiter gave up (timed out) was answered 503:
-            // it must not be stored after all.
-            batch.retain(|p: &Pending| !p.reply.is_closed());
-            if batch.is_empty() {
-                continue;
-            }
-            self.stats.batch.observe_count(batch.len() as u64);
-            let started = Instant::now();
-            let committed = self.commit(&batch).await;
-            self.stats.commit.observe(started.elapsed());
-            match committed {
-                Ok(base) => {
-                    self.health.up(started);
-                    let (pets, replies): (Vec<Pet>, Vec<_>) = batch
-                        .drain(..)
-                        .enumerate()
-                        .map(|(i, p)| {
-                            let id = PetId::new(base + 1 + i as u64).unwrap_or(PetId::MAX);
-                            (p.new.into_pet(id), p.reply)
-                        })
-                        .unzip();
-                    let last = base + pets.len() as u64;
-                    self.latest.fetch_max(last, Ordering::Relaxed);
-                    // Into the copy before any 201. When other replicas'
-                    // pets come below ours and the copy lacks them, the
-                    // tail fetches them, ours included. Should that fail,
-                    // the pets are committed all the same: 201, and the
-                    // copy catches up on the next tail.
-                    if self.copy.apply(&pets).is_err() {
-                        self.catch_up_to(last).await;
-                    }
-                    for (pet, reply) in pets.into_iter().zip(replies) {
-                        let _ = reply.send(Ok(pet));
-                    }
-                }
-                Err(cause) => {
-                    self.stats.count_error(Op::Commit);
-                    self.health.down(&cause);
-                    for p in batch.drain(..) {
-                        let _ = p.reply.send(Err(CreateFailed));
-                    }
-                }
-            }
-        }
-    }
-
     /// Writes `batch` in one transaction; returns the id before the
     /// batch's first. `Err` when not committed, or not known to be.
-    async fn commit(&self, batch: &[Pending]) -> Result<u64, String> {
+    async fn write(&self, batch: &[NewPet]) -> Result<u64, String> {
         let client = self.pool.get().await.map_err(|e| pool_error(&e))?;
         let statement = match timeout(QUERY_TIMEOUT, client.prepare_cached(INSERT)).await {
             Ok(Ok(statement)) => statement,
@@ -418,13 +362,13 @@ impl Postgres {
             }
         };
         let count = batch.len() as i64;
-        let names: Vec<&str> = batch.iter().map(|p| p.new.name()).collect();
+        let names: Vec<&str> = batch.iter().map(NewPet::name).collect();
         let categories: Vec<i64> = batch
             .iter()
-            .map(|p| p.new.category_id().get() as i64)
+            .map(|new| new.category_id().get() as i64)
             .collect();
-        let statuses: Vec<&str> = batch.iter().map(|p| p.new.status().as_str()).collect();
-        let tails: Vec<String> = batch.iter().map(|p| json_tail(&p.new)).collect();
+        let statuses: Vec<&str> = batch.iter().map(|new| new.status().as_str()).collect();
+        let tails: Vec<String> = batch.iter().map(json_tail).collect();
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
             [&count, &names, &categories, &statuses, &tails];
         // Pipelined: the three requests leave in this order when first
@@ -607,6 +551,46 @@ fn pet_of(row: &Row) -> Result<Pet, String> {
         .ok_or_else(|| bad("an invalid status"))?;
     let new = NewPet::new(name, category).map_err(|e| bad(&format!("an invalid name ({e})")))?;
     Ok(new.with_status(status).into_pet(id))
+}
+
+/// The PostgreSQL side of the committer: one transaction per batch, the
+/// batch into the read copy before any 201.
+impl Commit for Postgres {
+    async fn commit(self: &Arc<Self>, batch: Vec<NewPet>) -> Result<Vec<Pet>, CreateFailed> {
+        self.stats.batch.observe_count(batch.len() as u64);
+        let started = Instant::now();
+        let committed = self.write(&batch).await;
+        self.stats.commit.observe(started.elapsed());
+        match committed {
+            Ok(base) => {
+                self.health.up(started);
+                let pets: Vec<Pet> = batch
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, new)| {
+                        let id = PetId::new(base + 1 + i as u64).unwrap_or(PetId::MAX);
+                        new.into_pet(id)
+                    })
+                    .collect();
+                let last = base + pets.len() as u64;
+                self.latest.fetch_max(last, Ordering::Relaxed);
+                // Into the copy before any 201. When other replicas'
+                // pets come below ours and the copy lacks them, the
+                // tail fetches them, ours included. Should that fail,
+                // the pets are committed all the same: 201, and the
+                // copy catches up on the next tail.
+                if self.copy.apply(&pets).is_err() {
+                    self.catch_up_to(last).await;
+                }
+                Ok(pets)
+            }
+            Err(cause) => {
+                self.stats.count_error(Op::Commit);
+                self.health.down(&cause);
+                Err(CreateFailed)
+            }
+        }
+    }
 }
 
 /// What the core encodes after `{"id":N` for this pet: the JSON the
