@@ -126,6 +126,20 @@ pub struct Cli {
     #[arg(long, env = "PETSTORE_REDIS", value_name = "URL")]
     pub redis: Option<String>,
 
+    /// Share the rate limits in a Redis Cluster instead of one Redis: the
+    /// seed nodes (`redis://host:port`, comma-separated). Each key's state
+    /// stays in one hash slot; a shard that does not answer makes only
+    /// the keys it holds fall back to each replica's own limits. Cannot
+    /// be combined with --redis.
+    #[arg(
+        long,
+        env = "PETSTORE_REDIS_CLUSTER",
+        value_name = "URL[,URL...]",
+        value_delimiter = ',',
+        conflicts_with = "redis"
+    )]
+    pub redis_cluster: Vec<String>,
+
     /// Every connection starts with a PROXY protocol header (v1 or v2, as
     /// a load balancer's `send-proxy-v2` sends); its source address is the
     /// client's (anonymous limits, per-address cap, logs). A connection
@@ -239,6 +253,22 @@ mod tests {
             let refused = Cli::try_parse_from(args.iter().chain(other)).unwrap_err();
             assert_eq!(refused.kind(), clap::error::ErrorKind::ArgumentConflict);
         }
+        let cluster = Cli::try_parse_from([
+            "petstore-server",
+            "--redis-cluster",
+            "redis://a:7000,redis://b:7001",
+        ])
+        .unwrap();
+        assert_eq!(cluster.redis_cluster, ["redis://a:7000", "redis://b:7001"]);
+        let both = [
+            "petstore-server",
+            "--redis",
+            "redis://a",
+            "--redis-cluster",
+            "redis://b",
+        ];
+        let refused = Cli::try_parse_from(both).unwrap_err();
+        assert_eq!(refused.kind(), clap::error::ErrorKind::ArgumentConflict);
         let gen =
             Cli::try_parse_from(["petstore-server", "keygen", "--plan", "pro", "--name", "x"])
                 .unwrap();

@@ -91,6 +91,13 @@ pub(super) async fn serve(cli: Cli) -> Result<(), String> {
             log_info!("rate limits: shared with the other replicas in Redis (--redis)");
             RateLimits::Redis(RedisLimits::new(url, clock.clone())?)
         }
+        None if !cli.redis_cluster.is_empty() => {
+            log_info!(
+                "rate limits: shared with the other replicas in a Redis Cluster (--redis-cluster, {} seed node(s))",
+                cli.redis_cluster.len()
+            );
+            RateLimits::Redis(RedisLimits::cluster(&cli.redis_cluster, clock.clone())?)
+        }
         None => RateLimits::Local,
     };
     let metrics = cli.metrics.then(|| {

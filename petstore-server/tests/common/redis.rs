@@ -3,6 +3,9 @@
 //! (and its directory removed) when the guard drops. Tests can kill it
 //! hard, stop it, and start it again on the same port and directory.
 //!
+//! [`RedisCluster`] is three such servers made one Redis Cluster of three
+//! masters (`redis-cli --cluster create`), for `--redis-cluster`.
+//!
 //! Without `redis-server` the test fails, naming the package to install:
 //! the Redis tests are part of `cargo test --workspace` and never skip.
 
@@ -22,6 +25,7 @@ pub struct RedisServer {
     port: u16,
     dir: PathBuf,
     aof: bool,
+    cluster: bool,
 }
 
 impl RedisServer {
@@ -46,9 +50,15 @@ impl RedisServer {
             port,
             dir: super::unique_temp_dir(),
             aof,
+            cluster: false,
         };
         server.restart();
         server
+    }
+
+    /// Its port.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// `redis://127.0.0.1:PORT/`.
@@ -73,6 +83,23 @@ impl RedisServer {
             .args(["--port", &port, "--bind", "127.0.0.1", "--save", ""])
             .args(["--appendonly", if self.aof { "yes" } else { "no" }])
             .args(["--appendfsync", "always"])
+            .args(if self.cluster {
+                // Its own nodes.conf in its directory, so that a restart
+                // rejoins with its slots; the other shards go on serving
+                // while one is down (no full coverage required).
+                &[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "2000",
+                    "--cluster-require-full-coverage",
+                    "no",
+                ][..]
+            } else {
+                &[][..]
+            })
             .arg("--dir")
             .arg(&self.dir)
             .stdin(Stdio::null())
@@ -138,5 +165,112 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A port `p` free with `p + 10000` (a cluster node's bus port) free too.
+fn cluster_port() -> u16 {
+    for _ in 0..200 {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind a probe port");
+        let port = l.local_addr().expect("probe port").port();
+        if port < 55_000 && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free pair of ports for a Redis Cluster node");
+}
+
+/// A Redis Cluster of three masters of the test's own, no replicas.
+#[derive(Debug)]
+pub struct RedisCluster {
+    /// The masters, in the order `redis-cli --cluster create` was given.
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    /// Starts three cluster-enabled servers, makes them one cluster, and
+    /// waits until every node says `cluster_state:ok`.
+    pub fn start() -> RedisCluster {
+        let nodes: Vec<RedisServer> = (0..3)
+            .map(|_| {
+                let mut node = RedisServer {
+                    child: None,
+                    port: cluster_port(),
+                    dir: super::unique_temp_dir(),
+                    aof: false,
+                    cluster: true,
+                };
+                node.restart();
+                node
+            })
+            .collect();
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let created = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addresses)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output();
+        let created = match created {
+            Ok(out) => out,
+            Err(e) => panic!(
+                "cannot run `redis-cli` ({e}): the Redis Cluster tests need it \
+                 (Debian/Ubuntu: `apt-get install redis-tools`)"
+            ),
+        };
+        assert!(
+            created.status.success(),
+            "redis-cli --cluster create failed: {}",
+            String::from_utf8_lossy(&created.stdout)
+        );
+        let cluster = RedisCluster { nodes };
+        for i in 0..3 {
+            cluster.wait_ok(i);
+        }
+        cluster
+    }
+
+    /// The seed nodes, as `--redis-cluster` takes them.
+    pub fn urls(&self) -> String {
+        let urls: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("redis://127.0.0.1:{}", n.port))
+            .collect();
+        urls.join(",")
+    }
+
+    /// Waits until node `i` says the cluster is ok (every slot served).
+    pub fn wait_ok(&self, i: usize) {
+        let ok = super::wait_until(Duration::from_secs(30), || {
+            let info = redis::Client::open(self.nodes[i].url())
+                .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(500)))
+                .and_then(|mut c| redis::cmd("CLUSTER").arg("INFO").query::<String>(&mut c));
+            info.is_ok_and(|text| text.contains("cluster_state:ok"))
+        });
+        assert!(
+            ok,
+            "node {i} of the Redis Cluster never said cluster_state:ok"
+        );
+    }
+
+    /// The index of the node whose database holds `name`.
+    pub fn node_holding(&self, name: &str) -> Option<usize> {
+        (0..self.nodes.len()).find(|i| {
+            let mut c = self.nodes[*i].connection();
+            redis::cmd("EXISTS")
+                .arg(name)
+                .query::<u64>(&mut c)
+                .is_ok_and(|n| n == 1)
+        })
+    }
+
+    /// The number of keys in node `i`'s database.
+    pub fn keys_on(&self, i: usize) -> u64 {
+        let mut c = self.nodes[i].connection();
+        redis::cmd("DBSIZE").query(&mut c).expect("DBSIZE")
     }
 }

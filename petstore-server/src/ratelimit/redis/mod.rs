@@ -28,31 +28,40 @@
 //!   the raw key. Every write sets a TTL that outlives the state.
 //! - **Redis unreachable or slow:** every call has a [`TIMEOUT`]; on a
 //!   failure the request is decided by the replica's in-process limiter
-//!   at the full plan (the state the `local` backend keeps), and a circuit
-//!   breaker sends every request there for [`BREAKER`] before one request
-//!   probes Redis again. Each change of mode is logged once; fallbacks and
-//!   Redis latency are in `/metrics`. Never a 5xx, never an unhealthy
-//!   `/healthz` because of Redis: a limiter that fails open per replica
-//!   (each still enforcing the plan) is the lesser harm than refusing
-//!   every request (Kong's `fault_tolerant`, Envoy's
-//!   `failure_mode_deny=false`).
+//!   at the full plan (the state the local backend keeps), and a circuit
+//!   breaker sends the requests of that shard there for [`BREAKER`]
+//!   before one call probes it again (`breaker.rs`). One Redis is one
+//!   shard; a Redis Cluster's hash slots are each one, so a master that
+//!   fails sends only the keys it holds to the replicas' own limiters.
+//!   Each change of mode is logged once; fallbacks and Redis latency are
+//!   in `/metrics`. Never a 5xx, never an unhealthy `/healthz` because of
+//!   Redis: a limiter that fails open per replica (each still enforcing
+//!   the plan) is the lesser harm than refusing every request (Kong's
+//!   `fault_tolerant`, Envoy's `failure_mode_deny=false`).
+//! - **Redis Cluster** (`--redis-cluster`, `link.rs`): redis-rs's cluster
+//!   client sends each call to the master of its key's slot and follows
+//!   MOVED and ASK. A call names one state, whose name's hash tag is the
+//!   key's SHA-256, so it never spans two slots.
 //!
 //! | file | holds |
 //! |---|---|
-//! | `mod.rs` | [`RedisLimits`]: the connection, the breaker, one call in flight per state |
+//! | `mod.rs` | [`RedisLimits`]: one call in flight per state, the fallback |
+//! | `link.rs` | the connection: one Redis or a Redis Cluster |
+//! | `breaker.rs` | the circuit breaker of each shard |
 //! | `script.rs` | `limit.lua`, its arguments, the states' names, its reply decoded |
 //! | `metrics.rs` | its latency, decisions and fallbacks in `/metrics` |
 
+mod breaker;
+mod link;
 mod metrics;
 mod script;
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use ::redis::aio::ConnectionManager;
 use parking_lot::Mutex;
 use petstore_core::{Clock, Decision};
 use prometheus_client::collector::Collector;
@@ -63,19 +72,17 @@ pub use script::{anonymous_name, decode, decode_batch, Params, MAX_BAN_MS, MAX_B
 
 use super::charge::Charge;
 use crate::{log_error, log_info};
+pub use breaker::BREAKER;
+pub use link::TIMEOUT;
 
-/// The longest a request waits for Redis before its replica decides alone.
-pub const TIMEOUT: Duration = Duration::from_millis(50);
-
-/// How long the replica decides alone after a failure before it probes
-/// Redis again.
-pub const BREAKER: Duration = Duration::from_secs(1);
+use breaker::{Breakers, Shard};
+use link::Link;
 
 /// The shared limiter: a connection to Redis, the script, the breaker and
 /// the requests waiting for their state's call.
 #[derive(Clone)]
 pub struct RedisLimits {
-    connection: ConnectionManager,
+    link: Link,
     script: Arc<::redis::Script>,
     inner: Arc<Inner>,
     /// The clock of the fallback decisions (Redis decides on its own
@@ -100,11 +107,8 @@ type Waiter = oneshot::Sender<Option<Decision>>;
 
 #[derive(Debug)]
 struct Inner {
-    /// The instant (ms since `origin`) until which requests skip Redis.
-    open_until_ms: AtomicU64,
-    /// Whether the last call failed (the mode logged last).
-    alone: AtomicBool,
-    origin: Instant,
+    /// One circuit breaker per shard.
+    breakers: Breakers,
     stats: Arc<Stats>,
     /// Per state with a call in flight, the requests waiting for the
     /// next. A state is here exactly while its driver task runs. A plain
@@ -117,26 +121,28 @@ impl RedisLimits {
     /// connects lazily, so a server starts while Redis is down (deciding
     /// alone until it is up); a malformed URL is an error.
     pub fn new(url: &str, clock: Arc<dyn Clock>) -> Result<RedisLimits, String> {
-        let client = ::redis::Client::open(url).map_err(|e| format!("--redis: {e}"))?;
-        let config = ::redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(TIMEOUT))
-            .set_response_timeout(Some(TIMEOUT))
-            .set_number_of_retries(1)
-            .set_max_delay(BREAKER);
-        let connection = ConnectionManager::new_lazy_with_config(client, config)
-            .map_err(|e| format!("--redis: {e}"))?;
-        Ok(RedisLimits {
-            connection,
+        Ok(RedisLimits::over(Link::single(url)?, clock))
+    }
+
+    /// A limiter over the Redis Cluster that the seed nodes `urls`
+    /// (`redis://host:port`) belong to (`--redis-cluster`). Each state
+    /// lives in its key's hash slot; a shard that fails sends only its
+    /// keys to this replica's own limiter. Connects lazily, as [`new`](Self::new).
+    pub fn cluster(urls: &[String], clock: Arc<dyn Clock>) -> Result<RedisLimits, String> {
+        Ok(RedisLimits::over(Link::cluster(urls)?, clock))
+    }
+
+    fn over(link: Link, clock: Arc<dyn Clock>) -> RedisLimits {
+        RedisLimits {
+            link,
             script: Arc::new(::redis::Script::new(SCRIPT)),
             inner: Arc::new(Inner {
-                open_until_ms: AtomicU64::new(0),
-                alone: AtomicBool::new(false),
-                origin: Instant::now(),
+                breakers: Breakers::new(BREAKER),
                 stats: Arc::new(Stats::default()),
                 waiting: Mutex::new(HashMap::new()),
             }),
             clock,
-        })
+        }
     }
 
     /// Latency and fallback counts.
@@ -153,22 +159,22 @@ impl RedisLimits {
     /// limiter when Redis does not answer within [`TIMEOUT`] (or the
     /// breaker is open). Never fails.
     pub async fn decide(&self, charge: &Charge) -> Decision {
-        let decided = if self.breaker_open() {
+        let (name, params) = match charge {
+            Charge::Key(entry) => (
+                entry.state_name(),
+                Params::key(entry.limiter.quota(), entry.limiter.ban_policy()),
+            ),
+            Charge::Anonymous(ip, anonymous) => {
+                let per_minute = anonymous.per_minute();
+                (
+                    Arc::from(anonymous_name(*ip, per_minute)),
+                    Params::anonymous(per_minute),
+                )
+            }
+        };
+        let decided = if self.inner.breakers.is_open(self.link.shard(&name)) {
             None
         } else {
-            let (name, params) = match charge {
-                Charge::Key(entry) => (
-                    entry.state_name(),
-                    Params::key(entry.limiter.quota(), entry.limiter.ban_policy()),
-                ),
-                Charge::Anonymous(ip, anonymous) => {
-                    let per_minute = anonymous.per_minute();
-                    (
-                        Arc::from(anonymous_name(*ip, per_minute)),
-                        Params::anonymous(per_minute),
-                    )
-                }
-            };
             self.batched(name, params).await
         };
         match decided {
@@ -220,8 +226,9 @@ impl RedisLimits {
             let Some(key) = guard.key.as_ref() else {
                 return;
             };
-            let decided = if self.may_try() {
-                self.call(&key.0, &params, batch.len()).await
+            let shard = self.link.shard(&key.0);
+            let decided = if self.inner.breakers.may_try(shard) {
+                self.call(&key.0, shard, &params, batch.len()).await
             } else {
                 None
             };
@@ -259,58 +266,17 @@ impl RedisLimits {
         }
     }
 
-    fn elapsed_ms(&self) -> u64 {
-        u64::try_from(self.inner.origin.elapsed().as_millis()).unwrap_or(u64::MAX)
-    }
-
-    /// Whether the breaker is open and not yet due for a probe: the
-    /// request is decided here without queueing.
-    fn breaker_open(&self) -> bool {
-        let open_until = self.inner.open_until_ms.load(Ordering::Relaxed);
-        open_until != 0 && self.elapsed_ms() < open_until
-    }
-
-    /// Whether this call may go to Redis: the breaker is closed, or this
-    /// is the one call that probes once it has been open for [`BREAKER`]
-    /// (it pushes the next probe a breaker's length away).
-    fn may_try(&self) -> bool {
-        let open_until = self.inner.open_until_ms.load(Ordering::Relaxed);
-        if open_until == 0 {
-            return true;
-        }
-        let now = self.elapsed_ms();
-        now >= open_until
-            && self
-                .inner
-                .open_until_ms
-                .compare_exchange(
-                    open_until,
-                    now + BREAKER.as_millis() as u64,
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                )
-                .is_ok()
-    }
-
-    fn failed(&self, why: &str) {
-        let until = self.elapsed_ms() + BREAKER.as_millis() as u64;
-        self.inner
-            .open_until_ms
-            .store(until.max(1), Ordering::Relaxed);
-        if !self.inner.alone.swap(true, Ordering::Relaxed) {
-            log_error!(
-                "Redis: {why}; each replica limits alone at the full plan until Redis answers (probing every {} s)",
-                BREAKER.as_secs()
-            );
-        }
-    }
-
     /// One script call deciding `count` requests of `name`; `None` (the
     /// failure logged and the breaker opened) when Redis did not answer
     /// with the script's reply within [`TIMEOUT`].
-    async fn call(&self, name: &str, params: &Params, count: usize) -> Option<Vec<Decision>> {
+    async fn call(
+        &self,
+        name: &str,
+        shard: Shard,
+        params: &Params,
+        count: usize,
+    ) -> Option<Vec<Decision>> {
         let started = Instant::now();
-        let mut connection = self.connection.clone();
         let mut invocation = self.script.prepare_invoke();
         invocation
             .key(name)
@@ -318,7 +284,7 @@ impl RedisLimits {
             .arg(&params.args()[..])
             .arg(count);
         let reply: Result<Vec<i64>, String> =
-            match tokio::time::timeout(TIMEOUT, invocation.invoke_async(&mut connection)).await {
+            match tokio::time::timeout(TIMEOUT, self.link.invoke(&invocation)).await {
                 Err(_) => Err(format!("no answer within {} ms", TIMEOUT.as_millis())),
                 Ok(Err(e)) => Err(e.to_string()),
                 Ok(Ok(reply)) => Ok(reply),
@@ -334,15 +300,18 @@ impl RedisLimits {
                     .stats
                     .decisions
                     .fetch_add(count as u64, Ordering::Relaxed);
-                if self.inner.alone.swap(false, Ordering::Relaxed) {
-                    // The probe got through: close the breaker.
-                    self.inner.open_until_ms.store(0, Ordering::Relaxed);
+                if self.inner.breakers.succeeded(shard) {
                     log_info!("Redis answers again: one rate limit across replicas");
                 }
                 Some(decisions)
             }
             Err(e) => {
-                self.failed(&e);
+                if self.inner.breakers.failed(shard) {
+                    log_error!(
+                        "Redis: {e}; each replica limits alone at the full plan (with a cluster, the keys of the shard that failed) until Redis answers (probing every {} s)",
+                        BREAKER.as_secs()
+                    );
+                }
                 None
             }
         }

@@ -1,0 +1,78 @@
+//! [`Link`]: the connection to Redis, one server (`--redis`) or a Redis
+//! Cluster (`--redis-cluster`). Both connect lazily, so a replica starts
+//! while Redis is down, deciding alone until it answers.
+
+use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use ::redis::cluster::{ClusterClient, ClusterConfig};
+use ::redis::cluster_async::ClusterConnection;
+use ::redis::cluster_routing::Slot;
+use ::redis::{RedisResult, ScriptInvocation};
+
+use std::time::Duration;
+
+use super::breaker::{Shard, BREAKER};
+
+/// The longest a request waits for Redis before its replica decides alone.
+pub const TIMEOUT: Duration = Duration::from_millis(50);
+
+/// The connection to Redis. Cheap to clone (both are handles to shared
+/// connections).
+#[derive(Clone)]
+pub(super) enum Link {
+    /// One Redis server.
+    Single(ConnectionManager),
+    /// A Redis Cluster: the client sends each call to the master of its
+    /// key's slot and follows MOVED and ASK itself.
+    Cluster(ClusterConnection),
+}
+
+impl Link {
+    /// A link to the Redis at `url` (`redis://host:port/db`).
+    pub(super) fn single(url: &str) -> Result<Link, String> {
+        let client = ::redis::Client::open(url).map_err(|e| format!("--redis: {e}"))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(TIMEOUT))
+            .set_response_timeout(Some(TIMEOUT))
+            .set_number_of_retries(1)
+            .set_max_delay(BREAKER);
+        let connection = ConnectionManager::new_lazy_with_config(client, config)
+            .map_err(|e| format!("--redis: {e}"))?;
+        Ok(Link::Single(connection))
+    }
+
+    /// A link to the Redis Cluster that the seed nodes `urls` belong to.
+    pub(super) fn cluster(urls: &[String]) -> Result<Link, String> {
+        if urls.is_empty() {
+            return Err("--redis-cluster: no seed node given".into());
+        }
+        let client = ClusterClient::builder(urls.iter().map(String::as_str))
+            .connection_timeout(TIMEOUT)
+            .response_timeout(TIMEOUT)
+            .retries(1)
+            .build()
+            .map_err(|e| format!("--redis-cluster: {e}"))?;
+        let config = ClusterConfig::new()
+            .set_connection_timeout(TIMEOUT)
+            .set_response_timeout(TIMEOUT);
+        Ok(Link::Cluster(
+            client.get_pending_async_connection_with_config(config),
+        ))
+    }
+
+    /// The shard of the state named `name`: its hash slot in a cluster.
+    pub(super) fn shard(&self, name: &str) -> Shard {
+        match self {
+            Link::Single(_) => None,
+            Link::Cluster(_) => Some(Slot::for_key(name)),
+        }
+    }
+
+    /// Runs the script `invocation` (EVALSHA, loading the script on
+    /// `NOSCRIPT`) where its key lives.
+    pub(super) async fn invoke(&self, invocation: &ScriptInvocation<'_>) -> RedisResult<Vec<i64>> {
+        match self {
+            Link::Single(connection) => invocation.invoke_async(&mut connection.clone()).await,
+            Link::Cluster(connection) => invocation.invoke_async(&mut connection.clone()).await,
+        }
+    }
+}

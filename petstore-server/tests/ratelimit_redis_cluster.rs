@@ -1,0 +1,184 @@
+//! Replicas sharing one rate limit in a Redis Cluster (`--redis-cluster`):
+//! three masters of the harness's own, two server processes. The limit is
+//! as exact as on one Redis, bans are shared, the keys spread over every
+//! master, and a master that dies sends only the keys it holds to each
+//! replica's own limiter (no 5xx), until it is back.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::redis::RedisCluster;
+use common::*;
+use serde_json::{json, Value};
+
+/// Keys of `perMinute` 5: seven requests each give five 200s and two 429s.
+fn tight(i: usize) -> String {
+    format!("cluster-tight-key-{i}")
+}
+
+/// Keys with room to spare, for the outage test.
+fn roomy(i: usize) -> String {
+    format!("cluster-roomy-key-{i}")
+}
+
+const BANNED: &str = "cluster-banned-key";
+const KEYS: usize = 12;
+
+fn keys() -> Value {
+    let mut entries: Vec<Value> = (0..KEYS)
+        .map(|i| {
+            json!({"name": format!("tight{i}"), "key": tight(i), "plan": "enterprise",
+                   "perMinute": 5, "perDay": 1000})
+        })
+        .collect();
+    entries.extend((0..KEYS).map(|i| {
+        json!({"name": format!("roomy{i}"), "key": roomy(i), "plan": "enterprise",
+               "perMinute": 1000, "perDay": 100_000})
+    }));
+    entries.push(
+        json!({"name": "banned", "key": BANNED, "plan": "enterprise",
+                        "perMinute": 1, "perDay": 1000}),
+    );
+    json!({"keys": entries, "ban": {"strikes": 3, "windowSeconds": 60, "banSeconds": 600}})
+}
+
+fn replica(cluster: &RedisCluster) -> Server {
+    Server::builder()
+        .keys(keys())
+        .arg("--redis-cluster")
+        .arg(cluster.urls())
+        .start()
+}
+
+/// The metric line's value, 0 when absent.
+fn metric(server: &Server, name: &str) -> u64 {
+    let text = server.get("/metrics", None).text();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The name of a key's state in Redis: its SHA-256 as the hash tag, and
+/// its quota.
+fn state_name(key: &str, per_minute: u32, per_day: u32) -> String {
+    format!("{{{}}}:m{per_minute}/d{per_day}", sha256_hex(key))
+}
+
+fn remaining(resp: &Response) -> u64 {
+    resp.header("x-ratelimit-remaining")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no X-RateLimit-Remaining: {}", resp.describe()))
+}
+
+#[test]
+fn one_exact_limit_across_two_replicas_with_bans_shared_and_keys_on_every_master() {
+    let cluster = RedisCluster::start();
+    let (a, b) = (replica(&cluster), replica(&cluster));
+    for i in 0..KEYS {
+        let key = tight(i);
+        let mut allowed = Vec::new();
+        let mut refused = 0;
+        for n in 0..7 {
+            let server = if n % 2 == 0 { &a } else { &b };
+            let resp = server.get("/v1/pets", Some(&key));
+            match resp.status {
+                200 => allowed.push(remaining(&resp)),
+                429 => {
+                    assert_error(&resp, 429, "rate_limited");
+                    refused += 1;
+                }
+                _ => panic!("{key}: {}", resp.describe()),
+            }
+        }
+        // Five tokens for both replicas together, in the order asked.
+        assert_eq!(allowed, [4, 3, 2, 1, 0], "{key}");
+        assert_eq!(refused, 2, "{key}");
+    }
+    // Every decision was Redis's: no replica fell back to its own.
+    for server in [&a, &b] {
+        assert_eq!(metric(server, "petstore_redis_fallbacks_total"), 0);
+        assert!(metric(server, "petstore_redis_decisions_total") > 0);
+    }
+    // The states spread over every master.
+    for i in 0..3 {
+        assert!(cluster.keys_on(i) > 0, "master {i} holds no state");
+    }
+    for i in 0..KEYS {
+        assert!(
+            cluster
+                .node_holding(&state_name(&tight(i), 5, 1000))
+                .is_some(),
+            "no master holds the state of {}",
+            tight(i)
+        );
+    }
+
+    // A ban started through one replica holds on the other.
+    assert_eq!(a.get("/v1/pets", Some(BANNED)).status, 200);
+    for server in [&a, &b, &a] {
+        let resp = server.get("/v1/pets", Some(BANNED));
+        assert_eq!(resp.status, 429, "{}", resp.describe());
+    }
+    for server in [&b, &a] {
+        let resp = server.get("/v1/pets", Some(BANNED));
+        assert_error(&resp, 429, "key_banned");
+    }
+}
+
+#[test]
+fn a_dead_master_sends_only_its_keys_to_each_replicas_own_limits_until_it_is_back() {
+    let mut cluster = RedisCluster::start();
+    let (a, b) = (replica(&cluster), replica(&cluster));
+    // One request of every key through A, decided in Redis: 999 left.
+    for i in 0..KEYS {
+        let resp = a.get("/v1/pets", Some(&roomy(i)));
+        assert_eq!(resp.status, 200, "{}", resp.describe());
+        assert_eq!(remaining(&resp), 999);
+    }
+    let holder = |i: usize| {
+        cluster
+            .node_holding(&state_name(&roomy(i), 1000, 100_000))
+            .unwrap_or_else(|| panic!("no master holds {}", roomy(i)))
+    };
+    let (dead, alive): (Vec<usize>, Vec<usize>) = (0..KEYS).partition(|i| holder(*i) == 0);
+    assert!(!dead.is_empty() && !alive.is_empty(), "{dead:?} {alive:?}");
+
+    cluster.nodes[0].kill();
+    let fallbacks_before = metric(&b, "petstore_redis_fallbacks_total");
+    // Keys on the dead master first (their breakers open): B decides alone, at the full plan, from
+    // its own buckets (which never saw A's request); never a 5xx.
+    for &i in &dead {
+        let resp = b.get("/v1/pets", Some(&roomy(i)));
+        assert_eq!(resp.status, 200, "{}", resp.describe());
+        assert_eq!(remaining(&resp), 999, "{} falls back to B alone", roomy(i));
+    }
+    // Keys on the living masters stay shared meanwhile: B goes on from
+    // A's count (a breaker for all of Redis would send them to B alone).
+    for &i in &alive {
+        let resp = b.get("/v1/pets", Some(&roomy(i)));
+        assert_eq!(resp.status, 200, "{}", resp.describe());
+        assert_eq!(remaining(&resp), 998, "{} is still shared", roomy(i));
+    }
+    let fallbacks = metric(&b, "petstore_redis_fallbacks_total") - fallbacks_before;
+    assert_eq!(
+        fallbacks,
+        dead.len() as u64,
+        "only the dead master's keys fell back"
+    );
+
+    // Back (same port, same nodes.conf): its keys are shared again once
+    // the breaker lets a probe through.
+    cluster.nodes[0].restart();
+    cluster.wait_ok(0);
+    let key = roomy(dead[0]);
+    let shared_again = wait_until(Duration::from_secs(30), || {
+        let before = metric(&b, "petstore_redis_decisions_total");
+        let resp = b.get("/v1/pets", Some(&key));
+        assert_eq!(resp.status, 200, "{}", resp.describe());
+        metric(&b, "petstore_redis_decisions_total") > before
+    });
+    assert!(shared_again, "{key} was never decided in Redis again");
+}
