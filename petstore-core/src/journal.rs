@@ -710,6 +710,12 @@ pub(crate) fn save_aside(dir: &Path, what: &str, bytes: &[u8]) -> Result<PathBuf
     let secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
+    save_aside_at(dir, what, bytes, secs)
+}
+
+/// [`save_aside`] with the clock's reading given: the names it tries are
+/// `pets.journal.WHAT-SECS`, then `-1` to `-1000` after it.
+fn save_aside_at(dir: &Path, what: &str, bytes: &[u8], secs: u64) -> Result<PathBuf, OpenError> {
     let mut n = 0u32;
     loop {
         let name = match n {
@@ -908,18 +914,19 @@ mod tests {
     /// The names `save_aside` tries first for `what`, for this second and
     /// the next two (so a test that runs across a second boundary still
     /// finds them taken).
+    /// The clock reading of the tests of `save_aside_at`: a fixed one, so
+    /// that the names they take are the names it tries, however long the
+    /// test runs (a busy machine once took more than the three seconds an
+    /// earlier version of this test covered with the real clock).
+    const SECS: u64 = 1_800_000_000;
+
     fn take_names(dir: &Path, what: &str, suffixes: std::ops::Range<u32>) {
-        let secs = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        for s in secs..secs + 3 {
-            for n in suffixes.clone() {
-                let name = match n {
-                    0 => format!("{JOURNAL_FILE}.{what}-{s}"),
-                    _ => format!("{JOURNAL_FILE}.{what}-{s}-{n}"),
-                };
-                fs::write(dir.join(name), b"taken").unwrap();
-            }
+        for n in suffixes {
+            let name = match n {
+                0 => format!("{JOURNAL_FILE}.{what}-{SECS}"),
+                _ => format!("{JOURNAL_FILE}.{what}-{SECS}-{n}"),
+            };
+            fs::write(dir.join(name), b"taken").unwrap();
         }
     }
 
@@ -928,13 +935,13 @@ mod tests {
         let dir = scratch_dir("aside");
         // The plain name taken: the next free one, with the bytes.
         take_names(&dir, "torn", 0..1);
-        let kept = save_aside(&dir, "torn", b"torn bytes").unwrap();
+        let kept = save_aside_at(&dir, "torn", b"torn bytes", SECS).unwrap();
         let name = kept.file_name().unwrap().to_string_lossy().into_owned();
         assert!(name.ends_with("-1"), "{name}");
         assert_eq!(fs::read(&kept).unwrap(), b"torn bytes");
         // The plain name and 1..=1000 taken: refused, naming the last try.
         take_names(&dir, "bad", 0..1001);
-        match save_aside(&dir, "bad", b"x") {
+        match save_aside_at(&dir, "bad", b"x", SECS) {
             Err(OpenError::Io { path, source }) => {
                 assert_eq!(source.kind(), io::ErrorKind::AlreadyExists);
                 let name = path.file_name().unwrap().to_string_lossy().into_owned();
@@ -944,7 +951,7 @@ mod tests {
         }
         // Another error is not retried under other names.
         let missing = dir.join("missing");
-        match save_aside(&missing, "torn", b"x") {
+        match save_aside_at(&missing, "torn", b"x", SECS) {
             Err(OpenError::Io { path, source }) => {
                 assert_eq!(source.kind(), io::ErrorKind::NotFound);
                 let name = path.file_name().unwrap().to_string_lossy().into_owned();
