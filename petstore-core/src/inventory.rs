@@ -8,7 +8,7 @@
 //!   followed by a `,`. A page of consecutive ids is then one `memcpy`
 //!   (`[` + arena slice with its last `,` turned into `]`), and a filtered
 //!   page is one copy per pet. Serialising pets on every request was the
-//!   largest cost of a list request (see the README's benchmarks).
+//!   largest cost of a list request (see docs/performance.md).
 //! - `ends[i]`: where pet `i + 1`'s JSON ends in the arena. Ids are dense,
 //!   so the id *is* the index: `get` is O(1).
 //! - `statuses[i]`: pet `i + 1`'s status, one byte each. A filtered page

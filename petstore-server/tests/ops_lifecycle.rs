@@ -294,7 +294,7 @@ fn oversized_headers_are_431() {
     assert_eq!(resp.status, 431, "a 17 KiB header: {}", resp.describe());
 
     let mut many = format!("GET /v1/pets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n");
-    // hyper's limit of 100 header fields (README, "Bodies").
+    // hyper's limit of 100 header fields (docs/http.md, "Bodies").
     for i in 0..98 {
         many.push_str(&format!("X-Field-{i}: v\r\n"));
     }

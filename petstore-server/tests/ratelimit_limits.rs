@@ -194,7 +194,7 @@ fn repeated_refusals_ban_the_key() {
     );
     assert_eq!(banned.single("ratelimit-policy"), FREE_POLICY);
     // Nothing remains while banned, and the window is full again only
-    // when the ban ends (README, "What counts toward a ban").
+    // when the ban ends (docs/http.md, "What counts toward a ban").
     let (limit, remaining, reset) = x_ratelimit(&banned);
     assert_eq!((limit, remaining), (3, 0), "{}", banned.describe());
     assert!(

@@ -18,7 +18,7 @@ pub struct Cli {
     #[arg(long, env = "PETSTORE_ADDR", default_value = "127.0.0.1:8080")]
     pub addr: String,
 
-    /// The JSON keys file (format in the README). Reloaded on SIGHUP.
+    /// The JSON keys file (format in docs/contract.md, "Keys and plans"). Reloaded on SIGHUP.
     /// Without it, a random development key on the `pro` plan is made and
     /// printed.
     #[arg(long, env = "PETSTORE_KEYS")]

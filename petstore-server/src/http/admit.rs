@@ -425,7 +425,7 @@ fn authorize(
     )
 }
 
-/// 415 first (README, "order of checks"): a body of the wrong type is
+/// 415 first (docs/http.md, "Routing and order of checks"): a body of the wrong type is
 /// refused whatever its size or pace, before it is read. Without a
 /// Content-Type, a body that is known to be empty is simply missing (400).
 fn content_type(request: &HeaderMap, body_empty: bool) -> Result<(), ApiError> {

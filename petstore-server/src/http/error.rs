@@ -13,7 +13,7 @@ use serde::Serialize;
 pub type HttpResponse = Response<Full<Bytes>>;
 
 /// An error answer of the API. The variants are the closed set of `code`
-/// values documented in the README and the OpenAPI document.
+/// values documented in docs/contract.md ("Errors") and the OpenAPI document.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ApiError {
     /// 400 `invalid_body`.

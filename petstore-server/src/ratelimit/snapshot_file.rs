@@ -16,7 +16,7 @@
 //!   takes a snapshot every [`INTERVAL`] and writes only when it changed.
 //! - **A damaged file** does not stop the server: it is moved aside to
 //!   `limits.state.corrupt`, a warning names it, and the limits start
-//!   fresh (README, "Operating it": the worst case is the behaviour of a
+//!   fresh (docs/operating.md, "Operating it": the worst case is the behaviour of a
 //!   server without the file, and refusing to start over limiter state
 //!   would turn a damaged cache into an outage).
 

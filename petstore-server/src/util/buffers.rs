@@ -4,8 +4,7 @@
 //! so allocating and freeing one per request takes a malloc arena lock.
 //! With two workers that lock was contended: `perf record -e
 //! syscalls:sys_enter_futex` under list load put a fifth of the server's
-//! futex calls on that page's allocation and free (README,
-//! "Performance").
+//! futex calls on that page's allocation and free (docs/performance.md).
 //!
 //! A page is written into a buffer taken from the worker thread's free
 //! list and handed to hyper as [`Bytes`] that own it; when hyper drops
