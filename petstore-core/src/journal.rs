@@ -301,12 +301,14 @@ impl Journal {
         let lock = lock_dir(dir)?;
         let path = dir.join(JOURNAL_FILE);
         let existed = path.exists();
+        ensure_regular_path(&path).map_err(io_err(&path))?;
         let file = OpenOptions::new()
             .read(true)
             .append(true)
             .create(true)
             .open(&path)
             .map_err(io_err(&path))?;
+        ensure_regular_file(&file).map_err(io_err(&path))?;
         // Also lock the file itself, as servers before the directory lock
         // did, so that one of those cannot share it either.
         file.try_lock().map_err(|e| match e {
@@ -745,6 +747,33 @@ fn save_aside_at(dir: &Path, what: &str, bytes: &[u8], secs: u64) -> Result<Path
             }
         };
     }
+}
+
+/// Refuses a journal that exists and is not a regular file, before it is
+/// opened (following a symlink): a FIFO would hang its reader, and a
+/// device such as `/dev/zero` never ends, so reading it would grow memory
+/// without bound. A missing file is fine (it is created, or reported).
+pub(crate) fn ensure_regular_path(path: &Path) -> io::Result<()> {
+    match fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => Err(not_regular()),
+        _ => Ok(()),
+    }
+}
+
+/// The same check on the opened handle, for a file swapped in between.
+pub(crate) fn ensure_regular_file(file: &File) -> io::Result<()> {
+    if file.metadata()?.is_file() {
+        Ok(())
+    } else {
+        Err(not_regular())
+    }
+}
+
+fn not_regular() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "not a regular file (a FIFO, a device or a directory); refusing to read it",
+    )
 }
 
 pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {

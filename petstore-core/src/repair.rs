@@ -19,12 +19,14 @@
 //! last line (the common case: a bad sector, a torn write), exactly that
 //! line moves.
 
-use std::fs::{self, OpenOptions};
+use std::fs::{File, OpenOptions};
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use crate::error::OpenError;
-use crate::journal::{cut_aside, decode_record, lock_dir, JOURNAL_FILE};
+use crate::journal::{
+    cut_aside, decode_record, ensure_regular_file, ensure_regular_path, lock_dir, JOURNAL_FILE,
+};
 
 /// At most this many damaged lines are described one by one; the rest
 /// are only counted (a journal of garbage must not make a huge report).
@@ -98,10 +100,15 @@ pub struct JournalRepair {
 /// included).
 pub fn check_journal(dir: impl AsRef<Path>) -> Result<JournalCheck, OpenError> {
     let path = dir.as_ref().join(JOURNAL_FILE);
-    let bytes = fs::read(&path).map_err(|source| OpenError::Io {
+    let io_err = |source| OpenError::Io {
         path: path.clone(),
         source,
-    })?;
+    };
+    ensure_regular_path(&path).map_err(io_err)?;
+    let file = File::open(&path).map_err(io_err)?;
+    ensure_regular_file(&file).map_err(io_err)?;
+    let mut bytes = Vec::new();
+    (&file).read_to_end(&mut bytes).map_err(io_err)?;
     Ok(scan(&bytes, path))
 }
 
@@ -124,11 +131,13 @@ pub fn repair_journal(dir: impl AsRef<Path>) -> Result<JournalRepair, OpenError>
         path: path.clone(),
         source,
     };
+    ensure_regular_path(&path).map_err(io_err)?;
     let file = OpenOptions::new()
         .read(true)
         .write(true)
         .open(&path)
         .map_err(io_err)?;
+    ensure_regular_file(&file).map_err(io_err)?;
     // Read through the handle that will be cut, not the path again.
     let mut bytes = Vec::new();
     (&file).read_to_end(&mut bytes).map_err(io_err)?;
