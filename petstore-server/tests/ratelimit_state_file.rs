@@ -249,3 +249,36 @@ fn an_address_without_a_key_keeps_its_bucket_across_a_restart() {
     assert_eq!(x_ratelimit(&resp).1, 0, "{}", resp.describe());
     assert_error(&server.get("/v1/pets", None), 429, "rate_limited");
 }
+
+#[test]
+fn a_symlink_at_the_temporary_name_is_never_written_through() {
+    // Planted before the start: `limits.state.tmp` pointing at another
+    // file of the server's user (CWE-59). The writer must remove the link
+    // and write a file of its own, never truncate the target.
+    let setup = Setup::new();
+    std::fs::create_dir_all(setup.data()).unwrap();
+    let victim = setup.dir.join("victim.txt");
+    std::fs::write(&victim, b"not the server's to write").unwrap();
+    let tmp = setup.data().join("limits.state.tmp");
+    std::os::unix::fs::symlink(&victim, &tmp).unwrap();
+    let server = setup.start();
+    for _ in 0..3 {
+        assert_eq!(server.get("/v1/pets", Some(DAILY)).status, 200);
+    }
+    // The writer runs at least every second once the state changed.
+    assert!(
+        wait_until(Duration::from_secs(20), || setup.state_file().exists()),
+        "the state file was never written"
+    );
+    assert_eq!(
+        std::fs::read(&victim).unwrap(),
+        b"not the server's to write",
+        "the writer wrote through the symlink"
+    );
+    let tmp_meta = std::fs::symlink_metadata(&tmp);
+    assert!(
+        tmp_meta.map_or(true, |m| !m.file_type().is_symlink()),
+        "the symlink is still there"
+    );
+    drop(server);
+}

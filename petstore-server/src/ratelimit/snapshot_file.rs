@@ -178,7 +178,20 @@ pub fn decode(bytes: &[u8]) -> Result<Snapshot, String> {
 /// itself is durable.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension("state.tmp");
-    let mut file = File::create(&tmp)?;
+    // Whatever is at the temporary name (a crash's leftover, or a symlink
+    // planted to make the server overwrite another file of its user,
+    // CWE-59) is removed, never written through: `create_new` is
+    // O_CREAT|O_EXCL, which follows no symlink, so one that reappears
+    // there meanwhile fails the write instead.
+    match std::fs::remove_file(&tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)?;
     file.write_all(bytes)?;
     file.sync_all()?;
     drop(file);
