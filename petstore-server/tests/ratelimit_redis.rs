@@ -454,3 +454,41 @@ fn a_redis_that_does_not_answer_costs_a_request_at_most_its_timeout() {
         assert_eq!(x_ratelimit(&r).1, 59 - i);
     }
 }
+
+#[test]
+fn a_redis_that_may_evict_states_is_warned_about_at_start() {
+    // An evicting policy with a memory cap would refill quotas and lift
+    // bans under memory pressure, silently: the replica says so.
+    let evicting = RedisServer::start();
+    let mut c = evicting.connection();
+    for (name, value) in [("maxmemory", "64mb"), ("maxmemory-policy", "allkeys-lru")] {
+        let _: () = ::redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(name)
+            .arg(value)
+            .query(&mut c)
+            .unwrap();
+    }
+    let warned = replica(&evicting);
+    assert!(
+        wait_until(Duration::from_secs(30), || warned
+            .stderr_text()
+            .contains("maxmemory-policy allkeys-lru")),
+        "{}",
+        warned.stderr_text()
+    );
+    assert!(warned
+        .stderr_text()
+        .contains("WARNING: Redis has maxmemory"));
+    // The default (no cap) is fine, and said to be.
+    let fine = RedisServer::start();
+    let quiet = replica(&fine);
+    assert!(
+        wait_until(Duration::from_secs(30), || quiet
+            .stderr_text()
+            .contains("limiter states are never evicted")),
+        "{}",
+        quiet.stderr_text()
+    );
+    assert!(!quiet.stderr_text().contains("WARNING: Redis has maxmemory"));
+}

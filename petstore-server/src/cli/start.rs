@@ -89,14 +89,18 @@ pub(super) async fn serve(cli: Cli) -> Result<(), String> {
     let limits = match &cli.redis {
         Some(url) => {
             log_info!("rate limits: shared with the other replicas in Redis (--redis)");
-            RateLimits::Redis(RedisLimits::new(url, clock.clone())?)
+            let redis = RedisLimits::new(url, clock.clone())?;
+            tokio::spawn(redis.clone().check_eviction());
+            RateLimits::Redis(redis)
         }
         None if !cli.redis_cluster.is_empty() => {
             log_info!(
                 "rate limits: shared with the other replicas in a Redis Cluster (--redis-cluster, {} seed node(s))",
                 cli.redis_cluster.len()
             );
-            RateLimits::Redis(RedisLimits::cluster(&cli.redis_cluster, clock.clone())?)
+            let redis = RedisLimits::cluster(&cli.redis_cluster, clock.clone())?;
+            tokio::spawn(redis.clone().check_eviction());
+            RateLimits::Redis(redis)
         }
         None => RateLimits::Local,
     };

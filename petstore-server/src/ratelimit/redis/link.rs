@@ -67,6 +67,17 @@ impl Link {
         }
     }
 
+    /// `CONFIG GET name` on Redis (one node of a cluster): the value.
+    pub(super) async fn config_get(&self, name: &str) -> RedisResult<Option<String>> {
+        let mut command = ::redis::cmd("CONFIG");
+        command.arg("GET").arg(name);
+        let reply: Vec<String> = match self {
+            Link::Single(connection) => command.query_async(&mut connection.clone()).await?,
+            Link::Cluster(connection) => command.query_async(&mut connection.clone()).await?,
+        };
+        Ok(reply.get(1).cloned())
+    }
+
     /// Runs the script `invocation` (EVALSHA, loading the script on
     /// `NOSCRIPT`) where its key lives.
     pub(super) async fn invoke(&self, invocation: &ScriptInvocation<'_>) -> RedisResult<Vec<i64>> {
