@@ -492,3 +492,45 @@ fn a_redis_that_may_evict_states_is_warned_about_at_start() {
     );
     assert!(!quiet.stderr_text().contains("WARNING: Redis has maxmemory"));
 }
+
+#[test]
+fn a_poisoned_state_is_reset_and_takes_no_other_key_off_the_shared_limits() {
+    // A key of another type written over one state (attack run F2): the
+    // script fails on it with WRONGTYPE. That state is reset, once and
+    // logged with its name; every other state stays shared, where one
+    // global breaker used to send them all to each replica alone.
+    let redis = RedisServer::start();
+    let server = replica(&redis);
+    let name = format!("{{{}}}:m60/d1000", sha256_hex(FREE));
+    let mut c = redis.connection();
+    let _: () = ::redis::cmd("SET")
+        .arg(&name)
+        .arg("garbage")
+        .query(&mut c)
+        .unwrap();
+    for i in 0..20u64 {
+        let r = server.get("/v1/pets", Some(FREE));
+        assert_eq!(r.status, 200, "{}", r.describe());
+        assert_eq!(
+            x_ratelimit(&r).1,
+            59 - i,
+            "the reset state counts from full"
+        );
+        assert_eq!(server.get("/v1/pets", Some(PROBE)).status, 200);
+    }
+    assert_eq!(metric(&server, "petstore_redis_fallbacks_total"), 0);
+    assert_eq!(metric(&server, "petstore_redis_decisions_total"), 40);
+    assert_eq!(metric(&server, "petstore_redis_state_errors_total"), 1);
+    let kind: String = ::redis::cmd("TYPE").arg(&name).query(&mut c).unwrap();
+    assert_eq!(kind, "hash", "the state is the script's again");
+    let log = server.stderr_text();
+    assert_eq!(
+        log.matches(&format!("the limiter state {name}")).count(),
+        1,
+        "{log}"
+    );
+    assert!(
+        !log.contains("each replica limits alone at the full plan"),
+        "{log}"
+    );
+}

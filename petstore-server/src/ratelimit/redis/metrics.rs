@@ -19,6 +19,8 @@ pub struct Stats {
     pub(super) decisions: AtomicU64,
     /// Each call that got the script's reply.
     pub(super) latency: Histogram,
+    /// Calls that failed on one state alone (or reset it).
+    pub(super) state_errors: AtomicU64,
 }
 
 impl Default for Stats {
@@ -27,6 +29,7 @@ impl Default for Stats {
             fallbacks: AtomicU64::new(0),
             decisions: AtomicU64::new(0),
             latency: Histogram::seconds(&LATENCY_BOUNDS),
+            state_errors: AtomicU64::new(0),
         }
     }
 }
@@ -75,6 +78,14 @@ impl Collector for RedisCollector {
             decisions.metric_type(),
         )?;
         decisions.encode(metric)?;
+        let state_errors = ConstCounter::new(stats.state_errors.load(Ordering::Relaxed));
+        let metric = encoder.encode_descriptor(
+            "redis_state_errors",
+            "Calls that failed on one limiter state alone (a state of another type is reset); only that state's requests fell back",
+            None,
+            state_errors.metric_type(),
+        )?;
+        state_errors.encode(metric)?;
         let (sum, count, buckets) = stats.latency().snapshot();
         let mut metric = encoder.encode_descriptor(
             "redis_duration_seconds",

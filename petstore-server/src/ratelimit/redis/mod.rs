@@ -57,7 +57,7 @@ mod metrics;
 mod script;
 
 use std::collections::hash_map::Entry;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -109,6 +109,8 @@ type Waiter = oneshot::Sender<Option<Decision>>;
 struct Inner {
     /// One circuit breaker per shard.
     breakers: Breakers,
+    /// The names of states whose trouble was logged (bounded).
+    troubled: Mutex<HashSet<Box<str>>>,
     stats: Arc<Stats>,
     /// Per state with a call in flight, the requests waiting for the
     /// next. A state is here exactly while its driver task runs. A plain
@@ -138,6 +140,7 @@ impl RedisLimits {
             script: Arc::new(::redis::Script::new(SCRIPT)),
             inner: Arc::new(Inner {
                 breakers: Breakers::new(BREAKER),
+                troubled: Mutex::new(HashSet::new()),
                 stats: Arc::new(Stats::default()),
                 waiting: Mutex::new(HashMap::new()),
             }),
@@ -322,16 +325,39 @@ impl RedisLimits {
             .arg("")
             .arg(&params.args()[..])
             .arg(count);
-        let reply: Result<Vec<i64>, String> =
-            match tokio::time::timeout(TIMEOUT, self.link.invoke(&invocation)).await {
-                Err(_) => Err(format!("no answer within {} ms", TIMEOUT.as_millis())),
-                Ok(Err(e)) => Err(e.to_string()),
+        let mut reset = false;
+        let decided = loop {
+            let reply = match tokio::time::timeout(TIMEOUT, self.link.invoke(&invocation)).await {
+                Err(_) => Err(Failure::Unreachable(format!(
+                    "no answer within {} ms",
+                    TIMEOUT.as_millis()
+                ))),
+                Ok(Err(e)) => Err(Failure::of(&e)),
                 Ok(Ok(reply)) => Ok(reply),
             };
-        let decided = reply.and_then(|reply| {
-            decode_batch(&reply, params, count)
-                .ok_or_else(|| format!("unexpected script reply {reply:?}"))
-        });
+            match reply {
+                // Not the script's state (a key of another type written
+                // over it): reset once, as a state that expired would be.
+                Err(Failure::WrongType(_)) if !reset => {
+                    reset = true;
+                    if self.reset(name).await {
+                        continue;
+                    }
+                    break Err(Failure::State(
+                        "it holds a value of another type and could not be reset".into(),
+                    ));
+                }
+                Err(failure) => break Err(failure),
+                Ok(reply) => {
+                    break decode_batch(&reply, params, count).ok_or_else(|| {
+                        Failure::State(format!("unexpected script reply {reply:?}"))
+                    })
+                }
+            }
+        };
+        if reset {
+            self.state_trouble(name, "it held a value of another type; it was reset");
+        }
         match decided {
             Ok(decisions) => {
                 self.inner.stats.latency.observe(started.elapsed());
@@ -344,7 +370,13 @@ impl RedisLimits {
                 }
                 Some(decisions)
             }
-            Err(e) => {
+            // Redis answered, about this state only: its requests fall
+            // back, and the breaker stays as it is for every other state.
+            Err(Failure::State(why) | Failure::WrongType(why)) => {
+                self.state_trouble(name, &why);
+                None
+            }
+            Err(Failure::Unreachable(e)) => {
                 if self.inner.breakers.failed(shard) {
                     log_error!(
                         "Redis: {e}; each replica limits alone at the full plan (with a cluster, the keys of the shard that failed) until Redis answers (probing every {} s)",
@@ -353,6 +385,63 @@ impl RedisLimits {
                 }
                 None
             }
+        }
+    }
+
+    /// Deletes the state `name` (same slot as the call), within the
+    /// timeout; whether it is gone.
+    async fn reset(&self, name: &str) -> bool {
+        matches!(
+            tokio::time::timeout(TIMEOUT, self.link.del(name)).await,
+            Ok(Ok(()))
+        )
+    }
+
+    /// Counts a problem of one state and logs it, once per state name (at
+    /// most [`MAX_TROUBLED`] names are remembered; past them a problem is
+    /// counted, not logged).
+    fn state_trouble(&self, name: &str, why: &str) {
+        self.inner
+            .stats
+            .state_errors
+            .fetch_add(1, Ordering::Relaxed);
+        let mut logged = self.inner.troubled.lock();
+        if logged.len() < MAX_TROUBLED && logged.insert(Box::from(name)) {
+            log_error!(
+                "Redis: the limiter state {name}: {why}; its requests are decided by each replica alone meanwhile, every other state stays shared"
+            );
+        }
+    }
+}
+
+/// How many troubled state names are remembered for logging them once.
+const MAX_TROUBLED: usize = 1_000;
+
+/// Why a call got no decision.
+#[derive(Debug)]
+enum Failure {
+    /// Redis did not answer, or not in time, or its cluster could not
+    /// route the call: the shard's breaker opens.
+    Unreachable(String),
+    /// Redis answered with an error about this state alone (the script
+    /// failed on it, or its reply was not the script's): only its
+    /// requests fall back.
+    State(String),
+    /// The state is a key of another type.
+    WrongType(String),
+}
+
+impl Failure {
+    fn of(e: &::redis::RedisError) -> Failure {
+        use ::redis::{ErrorKind, ServerErrorKind};
+        if e.code() == Some("WRONGTYPE") {
+            return Failure::WrongType(e.to_string());
+        }
+        match e.kind() {
+            ErrorKind::Extension | ErrorKind::Server(ServerErrorKind::ResponseError) => {
+                Failure::State(e.to_string())
+            }
+            _ => Failure::Unreachable(e.to_string()),
         }
     }
 }
