@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{wait_until, Conn, Server};
+use common::{proxy_v1, wait_until, Conn, Server};
 
 const HOSTILE: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
 
@@ -224,4 +224,36 @@ fn an_idle_keep_alive_connection_is_closed_after_the_header_timeout() {
         idle >= Duration::from_millis(1900) && idle < Duration::from_secs(6),
         "closed after {idle:?} idle; the header timeout is 2 s"
     );
+}
+
+#[test]
+fn with_the_proxy_protocol_one_address_cannot_hold_every_slot_before_its_header() {
+    // 16 connections from one address that never send their PROXY
+    // header (attack run F4). Counted under the socket's address while
+    // the header is awaited, only 4 of them hold a slot; the others are
+    // closed at once, and a client from another address is served. Were
+    // they not counted, all 16 slots would stay taken for the header
+    // timeout (120 s here) and the client would wait as long.
+    let server = Server::start(&[
+        "--proxy-protocol",
+        "--max-connections",
+        "16",
+        "--max-connections-per-address",
+        "4",
+        "--header-timeout",
+        "120",
+    ]);
+    let silent: Vec<Conn> = (0..16)
+        .map(|_| connect_from(HOSTILE, server.addr, None).unwrap())
+        .collect();
+    let mut conn = server.connect();
+    let mut request = proxy_v1("192.0.2.9").into_bytes();
+    request.extend_from_slice(HEALTH);
+    conn.send(&request).unwrap();
+    // A bound far below the header timeout, only to catch the old hang.
+    let response = conn
+        .try_read_response(Duration::from_secs(60))
+        .expect("the client behind a proxy header was never served");
+    assert_eq!(response.status, 200);
+    drop(silent);
 }

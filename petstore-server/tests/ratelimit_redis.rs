@@ -322,11 +322,6 @@ fn redis_stopped_each_replica_limits_alone_then_one_limit_again() {
     }
 }
 
-/// A PROXY v1 header naming `client` as the source.
-fn proxy_v1(client: &str) -> String {
-    format!("PROXY TCP4 {client} 127.0.0.1 40000 8080\r\n")
-}
-
 /// A PROXY v2 header (as HAProxy's `send-proxy-v2`) naming `client`.
 fn proxy_v2(client: [u8; 4]) -> Vec<u8> {
     let mut h = b"\r\n\r\n\0\r\nQUIT\n".to_vec();

@@ -16,7 +16,8 @@
 //!   accepted, so one address cannot take every slot.
 //! - with `--proxy-protocol`, the client's address is the one its load
 //!   balancer's PROXY header names (`proxy_protocol.rs`), read in the
-//!   connection's own task within the header timeout; a connection
+//!   connection's own task within the header timeout, counted meanwhile
+//!   under the socket's address (with the same cap); a connection
 //!   without the header is closed.
 //! - a write timeout (`write_timeout.rs`): a connection whose client stops
 //!   reading is closed when a write makes no progress for that long.
@@ -237,6 +238,17 @@ pub async fn serve<C, H, F>(
             () = &mut shutdown => break,
         };
         if limits.proxy_protocol {
+            // While its header is read, a connection is counted under
+            // the socket's own address (its client's is not known yet):
+            // otherwise one address could hold every slot with
+            // connections that never send a header. A balancer's
+            // connections send theirs at once, so they pass through this
+            // count in a moment.
+            let Some(header_slot) = per_address.take(peer.ip()) else {
+                drop(stream);
+                permit = Some(slot);
+                continue;
+            };
             let ready = ready_tx.clone();
             let timeout = limits.header_timeout;
             tokio::spawn(async move {
@@ -245,6 +257,8 @@ pub async fn serve<C, H, F>(
                 // Otherwise closed (the drop): no header, a bad one, or
                 // none in time. Not logged: anyone can connect.
                 if let Ok(Ok(ip)) = tokio::time::timeout(timeout, read).await {
+                    // Handed over to be counted under the client's address.
+                    drop(header_slot);
                     let _ = ready.send((stream, ip, slot));
                 }
             });

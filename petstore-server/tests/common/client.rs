@@ -292,3 +292,8 @@ impl Conn {
         &self.buf
     }
 }
+
+/// A PROXY v1 header naming `client` as the source.
+pub fn proxy_v1(client: &str) -> String {
+    format!("PROXY TCP4 {client} 127.0.0.1 40000 8080\r\n")
+}
