@@ -140,6 +140,36 @@ impl KeyLimiter {
         };
     }
 
+    /// Records a ban that another limiter imposed on this key (a shared
+    /// limiter's, seen in its [`Decision`]), ending at `until`: this
+    /// limiter refuses the key until then too, so that a process which
+    /// falls back to its own limiter keeps enforcing the ban. Never
+    /// shortens a ban in force; never longer than this limiter's own ban
+    /// from `now`, as [`KeyLimiter::restore`] bounds a restored one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use petstore_core::{BanPolicy, KeyLimiter, Outcome, Plan, Plans, Timestamp};
+    ///
+    /// let quota = Plans::default().quota(Plan::Free, None).unwrap();
+    /// let limiter = KeyLimiter::new(quota, BanPolicy::default());
+    /// let now = Timestamp::from_unix_secs(1_000);
+    /// limiter.remember_ban(now + Duration::from_secs(30), now);
+    /// assert_eq!(
+    ///     limiter.check(now).outcome,
+    ///     Outcome::Banned { retry_after: Duration::from_secs(30) }
+    /// );
+    /// ```
+    pub fn remember_ban(&self, until: Timestamp, now: Timestamp) {
+        let mut state = self.state.lock();
+        let until = until.min(now + state.ban.duration());
+        if state.banned_until.is_none_or(|t| t < until) {
+            state.banned_until = Some(until);
+        }
+    }
+
     /// A copy of this limiter's state as plain numbers: what a restart
     /// (the state file) or another process (Redis) needs to go on exactly
     /// where this one is.
@@ -392,6 +422,27 @@ mod tests {
 
     fn ban(strikes: u32) -> BanPolicy {
         BanPolicy::new(strikes, 60, 600).unwrap_or_default()
+    }
+
+    #[test]
+    fn a_remembered_ban_holds_is_never_shortened_and_never_longer_than_its_own() {
+        let limiter = KeyLimiter::new(quota(60, 1000), ban(3));
+        let secs = Duration::from_secs;
+        limiter.remember_ban(T + secs(100), T);
+        assert_eq!(
+            limiter.check(T + secs(40)).outcome,
+            Outcome::Banned {
+                retry_after: secs(60)
+            }
+        );
+        // A shorter report does not shorten it.
+        limiter.remember_ban(T + secs(50), T);
+        assert_eq!(limiter.state().banned_until, Some(T + secs(100)));
+        // A longer one than this limiter's own ban (600 s) is bounded.
+        limiter.remember_ban(T + secs(100_000), T);
+        assert_eq!(limiter.state().banned_until, Some(T + secs(600)));
+        // Over at its end.
+        assert_eq!(limiter.check(T + secs(600)).outcome, Outcome::Allowed);
     }
 
     #[test]

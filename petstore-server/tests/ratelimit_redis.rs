@@ -529,3 +529,29 @@ fn a_poisoned_state_is_reset_and_takes_no_other_key_off_the_shared_limits() {
         "{log}"
     );
 }
+
+#[test]
+fn a_ban_redis_reported_holds_while_redis_is_away() {
+    // Attack run F1: bans lived only in Redis, so a stopped Redis lifted
+    // every ban (20 of 20 requests of a banned key got 200). A ban each
+    // replica has seen from Redis is remembered by its own limiter.
+    let redis = RedisServer::start();
+    let (a, b) = (replica(&redis), replica(&redis));
+    assert_eq!(a.get("/v1/pets", Some(STRICT)).status, 200);
+    for server in [&b, &a, &b] {
+        assert_error(&server.get("/v1/pets", Some(STRICT)), 429, "rate_limited");
+    }
+    for server in [&a, &b] {
+        assert_error(&server.get("/v1/pets", Some(STRICT)), 429, "key_banned");
+    }
+    redis.signal(true);
+    for server in [&a, &b] {
+        for _ in 0..5 {
+            let r = server.get("/v1/pets", Some(STRICT));
+            assert_error(&r, 429, "key_banned");
+            assert!(r.header_u64("retry-after") <= 600);
+        }
+        assert!(metric(server, "petstore_redis_fallbacks_total") >= 5);
+    }
+    redis.signal(false);
+}

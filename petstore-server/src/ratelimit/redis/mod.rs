@@ -63,7 +63,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use petstore_core::{Clock, Decision};
+use petstore_core::{Clock, Decision, Outcome};
 use prometheus_client::collector::Collector;
 use tokio::sync::oneshot;
 
@@ -220,7 +220,19 @@ impl RedisLimits {
             self.batched(name, params).await
         };
         match decided {
-            Some(decision) => decision,
+            Some(decision) => {
+                // A ban Redis reports is remembered by the key's own
+                // limiter too: should Redis go away, this replica's
+                // fallback keeps enforcing it instead of lifting it.
+                if let (Charge::Key(entry), Outcome::Banned { retry_after }) =
+                    (charge, decision.outcome)
+                {
+                    entry
+                        .limiter
+                        .remember_ban(decision.at + retry_after, decision.at);
+                }
+                decision
+            }
             None => {
                 self.inner.stats.fallbacks.fetch_add(1, Ordering::Relaxed);
                 charge.decide_here(self.clock.now())
