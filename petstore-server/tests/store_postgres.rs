@@ -496,3 +496,43 @@ fn a_killed_replica_loses_no_acknowledged_pet() {
         b.get("/v1/pets?limit=100&after=50", Some(KEY)).body
     );
 }
+
+#[test]
+fn creates_refused_while_the_counter_is_locked_are_never_stored_afterwards() {
+    // Attack run F7: with the counter row locked by another session for
+    // longer than a create may wait, the creates answered 503, yet half
+    // of them were committed once the lock ended (their statements were
+    // already in PostgreSQL, waiting). PostgreSQL's own lock and
+    // statement timeouts now roll them back first.
+    let pg = Postgres::start();
+    let server = replica(&pg);
+    assert_eq!(create(&server, "before").0, 201);
+    let locker = {
+        let mut psql = pg.psql_command(
+            "BEGIN; SELECT last_id FROM petstore_counter FOR UPDATE; SELECT pg_sleep(20); COMMIT;",
+        );
+        thread::spawn(move || psql.output())
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            pg
+            .psql("SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(20)%' AND state = 'active' AND pid <> pg_backend_pid()")
+            == "1"
+        }),
+        "the lock was never taken"
+    );
+    for i in 0..4 {
+        let (status, body) = create(&server, &format!("during {i}"));
+        assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
+    }
+    let ended = locker.join().expect("the locking session").expect("psql");
+    assert!(ended.status.success(), "{ended:?}");
+    // The lock is over: none of the refused creates was stored.
+    assert_eq!(pet_rows(&pg), 1);
+    assert!(
+        wait_until(Duration::from_secs(30), || create(&server, "after").0
+            == 201),
+        "creates never came back"
+    );
+    assert_eq!(pet_rows(&pg), 2);
+}

@@ -215,16 +215,12 @@ impl Postgres {
         out.unwrap_or(false)
     }
 
-    /// Runs `sql` with psql; returns its unaligned, tuples-only output.
-    pub fn psql(&self, sql: &str) -> String {
-        self.try_psql(sql)
-            .unwrap_or_else(|e| panic!("psql {sql:?} failed: {e}"))
-    }
-
-    /// [`psql`](Self::psql), with PostgreSQL's error as `Err`.
-    pub fn try_psql(&self, sql: &str) -> Result<String, String> {
+    /// The psql command that runs `sql` (unaligned, tuples only, stopping
+    /// at the first error), to run at once or on a thread of its own.
+    pub fn psql_command(&self, sql: &str) -> Command {
         let port = self.port.to_string();
-        let out = Command::new(self.bin.join("psql"))
+        let mut command = Command::new(self.bin.join("psql"));
+        command
             .args([
                 "-h",
                 "127.0.0.1",
@@ -239,9 +235,19 @@ impl Postgres {
                 "-Atc",
                 sql,
             ])
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
+            .stdin(Stdio::null());
+        command
+    }
+
+    /// Runs `sql` with psql; returns its unaligned, tuples-only output.
+    pub fn psql(&self, sql: &str) -> String {
+        self.try_psql(sql)
+            .unwrap_or_else(|e| panic!("psql {sql:?} failed: {e}"))
+    }
+
+    /// [`psql`](Self::psql), with PostgreSQL's error as `Err`.
+    pub fn try_psql(&self, sql: &str) -> Result<String, String> {
+        let out = self.psql_command(sql).output().unwrap();
         if !out.status.success() {
             return Err(text(&out));
         }

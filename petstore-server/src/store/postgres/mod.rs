@@ -71,6 +71,14 @@ const QUERY_TIMEOUT: Duration = Duration::from_secs(3);
 /// A create's whole wait, queue included: longer than a connection plus a
 /// transaction, so the committer's own timeouts answer first.
 const CREATE_TIMEOUT: Duration = Duration::from_secs(6);
+/// A create's transaction starts with PostgreSQL's own bounds, below
+/// [`QUERY_TIMEOUT`] (3 s): a create stuck behind a lock (another
+/// session's, an operator's `LOCK TABLE`) is rolled back by PostgreSQL
+/// itself, so its 503 means "not stored". Without them the statements,
+/// already sent, waited for the lock after the server gave up and
+/// committed once it was released: pets answered 503 and stored all the
+/// same. `SET LOCAL`: they end with the transaction.
+const BEGIN: &str = "BEGIN; SET LOCAL lock_timeout = '2s'; SET LOCAL statement_timeout = '2500ms'";
 /// Pets per query when loading or tailing.
 const PAGE: i64 = 10_000;
 /// Load queries in flight at once.
@@ -375,7 +383,7 @@ impl Postgres {
         // polled, and PostgreSQL answers them in order; one round trip.
         let work = async {
             tokio::join!(
-                client.batch_execute("BEGIN"),
+                client.batch_execute(BEGIN),
                 client.query_one(&statement, &params),
                 client.batch_execute("COMMIT"),
             )
