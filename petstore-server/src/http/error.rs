@@ -76,6 +76,11 @@ pub enum ApiError {
     /// no error number; the cause is logged once, when it starts.
     #[error("pets cannot be stored right now; reading pets still works")]
     Unavailable,
+    /// 503 `unavailable`: a pet this server does not hold yet may exist
+    /// (another replica may just have made it), and the store could not
+    /// be asked. Never a 404 for a pet that may have been acknowledged.
+    #[error("this pet cannot be looked up right now; try again shortly")]
+    Unconfirmed,
 }
 
 /// Whole seconds, rounded up, at least 1: the `Retry-After` value.
@@ -109,7 +114,7 @@ impl ApiError {
             }
             ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
-            ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable | ApiError::Unconfirmed => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -130,7 +135,7 @@ impl ApiError {
             ApiError::KeyBanned { .. } => "key_banned",
             ApiError::Internal => "internal",
             ApiError::NotImplemented(_) => "not_implemented",
-            ApiError::Unavailable => "unavailable",
+            ApiError::Unavailable | ApiError::Unconfirmed => "unavailable",
         }
     }
 
@@ -197,6 +202,7 @@ mod tests {
             ApiError::Internal,
             ApiError::NotImplemented("o".into()),
             ApiError::Unavailable,
+            ApiError::Unconfirmed,
         ];
         for e in all {
             let response = e.to_response();

@@ -53,10 +53,12 @@ impl Waiting {
         let (state, api) = (&*connection.state, &*connection.api);
         let result = match self.work {
             Work::Create(new) => created(api, state.store.create(new).await),
-            Work::CatchUp(id) => {
-                state.store.catch_up(id).await;
-                get_pet(state, api, id)
-            }
+            Work::CatchUp(id) => match (state.store.catch_up(id).await, get_pet(state, api, id)) {
+                // Not in the copy, and the store could not say whether it
+                // exists: a 404 could deny an acknowledged pet.
+                (false, Err(ApiError::NotFound(_))) => Err(ApiError::Unconfirmed),
+                (_, result) => result,
+            },
         };
         self.admitted.answer(api, head, result)
     }

@@ -111,9 +111,12 @@ impl Store {
     /// Brings the read copy up to date, so that it holds `id` if the
     /// store does (one query, bounded by a timeout; on failure the copy
     /// stays as it is and reads go on from it).
-    pub async fn catch_up(&self, id: PetId) {
-        if let Store::Postgres(pg) = self {
-            pg.catch_up_to(id.get()).await;
+    /// Returns whether the store answered: when it did not, the copy's
+    /// word on `id` is not the store's (and a miss is not a 404).
+    pub async fn catch_up(&self, id: PetId) -> bool {
+        match self {
+            Store::Postgres(pg) => pg.catch_up_to(id.get()).await,
+            Store::Memory(_) | Store::Journal(_) => true,
         }
     }
 

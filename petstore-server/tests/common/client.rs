@@ -5,6 +5,9 @@
 #[allow(unused_imports)]
 use super::*;
 
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::OnceLock;
+
 /// The headers of a response: a case-insensitive multimap in order.
 #[derive(Debug, Clone, Default)]
 pub struct Headers(pub Vec<(String, String)>);
@@ -296,4 +299,40 @@ impl Conn {
 /// A PROXY v1 header naming `client` as the source.
 pub fn proxy_v1(client: &str) -> String {
     format!("PROXY TCP4 {client} 127.0.0.1 40000 8080\r\n")
+}
+
+/// The runtime `connect_from` binds its sockets with: one worker,
+/// shared by the test binary.
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap()
+    })
+}
+
+/// A connection to `server` from `source`, with a receive buffer of
+/// `receive_buffer` bytes when given (set before connecting, so the
+/// advertised window is small from the start).
+pub fn connect_from(
+    source: Ipv4Addr,
+    server: SocketAddr,
+    receive_buffer: Option<u32>,
+) -> io::Result<Conn> {
+    let stream = runtime().block_on(async move {
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(SocketAddr::new(IpAddr::V4(source), 0))?;
+        if let Some(size) = receive_buffer {
+            socket.set_recv_buffer_size(size)?;
+        }
+        tokio::time::timeout(Duration::from_secs(5), socket.connect(server))
+            .await
+            .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))?
+    })?;
+    let stream: TcpStream = stream.into_std()?;
+    stream.set_nonblocking(false)?;
+    Conn::from_stream(stream)
 }

@@ -1,0 +1,51 @@
+//! `--proxy-protocol` under attack: connections that never send their
+//! PROXY header must not take the slots of everyone else. A test binary
+//! of its own: it holds silent connections that the write-timeout tests
+//! of `net_hostile_clients.rs`, run beside it in one process, did not
+//! get along with.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use common::{connect_from, proxy_v1, Conn, Server};
+
+const HEALTH: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+
+#[test]
+fn with_the_proxy_protocol_one_address_cannot_hold_every_slot_before_its_header() {
+    // 16 connections from one address that never send their PROXY
+    // header (attack run F4). Counted under the socket's address while
+    // the header is awaited, only 4 of them hold a slot; the others are
+    // closed at once, and a client from another address is served. Were
+    // they not counted, all 16 slots would stay taken for the header
+    // timeout (120 s here) and the client would wait as long.
+    let server = Server::start(&[
+        "--proxy-protocol",
+        "--max-connections",
+        "16",
+        "--max-connections-per-address",
+        "4",
+        "--header-timeout",
+        "120",
+    ]);
+    // An address of its own (not HOSTILE's), so that this test and the
+    // others of the file, which run beside it, never share a source.
+    let silent_source = Ipv4Addr::new(127, 0, 0, 3);
+    let silent: Vec<Conn> = (0..16)
+        .map(|_| connect_from(silent_source, server.addr, None).unwrap())
+        .collect();
+    let mut conn = server.connect();
+    let mut request = proxy_v1("192.0.2.9").into_bytes();
+    request.extend_from_slice(HEALTH);
+    conn.send(&request).unwrap();
+    // A bound far below the header timeout, only to catch the old hang.
+    let response = conn
+        .try_read_response(Duration::from_secs(60))
+        .expect("the client behind a proxy header was never served");
+    assert_eq!(response.status, 200);
+    drop(silent);
+}
