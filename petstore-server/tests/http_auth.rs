@@ -546,3 +546,54 @@ fn keys_never_appear_in_the_logs() {
         assert!(!logs.contains(secret), "`{secret}` was logged:\n{logs}");
     }
 }
+
+#[test]
+fn keygen_for_enterprise_takes_its_limits_and_refuses_without_them() {
+    // It printed an entry the server then refused ("plan enterprise needs
+    // perMinute and perDay"): now it refuses, with the server's words,
+    // and takes the limits.
+    let refused = Command::new(common::BIN)
+        .args(["keygen", "--plan", "enterprise", "--name", "bigco"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("needs perMinute and perDay"),
+        "{stderr}"
+    );
+    assert!(
+        refused.stdout.is_empty(),
+        "no key printed for a refused entry"
+    );
+
+    let out = Command::new(common::BIN)
+        .args(["keygen", "--plan", "enterprise", "--name", "bigco"])
+        .args(["--per-minute", "5000", "--per-day", "2000000"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let key = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("key: "))
+        .unwrap()
+        .to_owned();
+    let entry: Value = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("entry: "))
+        .map(|e| serde_json::from_str(e).unwrap())
+        .unwrap();
+    assert_eq!(
+        (entry["perMinute"].as_u64(), entry["perDay"].as_u64()),
+        (Some(5000), Some(2_000_000))
+    );
+    let server = Server::builder().keys(json!({"keys": [entry]})).start();
+    let resp = server.get("/v1/pets", Some(&key));
+    assert_eq!(resp.status, 200, "{}", resp.describe());
+    assert_eq!(x_ratelimit(&resp).0, 5000);
+}

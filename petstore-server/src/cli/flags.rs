@@ -160,6 +160,12 @@ pub enum Command {
         /// The entry's name, logged instead of the key.
         #[arg(long)]
         name: String,
+        /// The entry's own per-minute limit (required with enterprise).
+        #[arg(long)]
+        per_minute: Option<u32>,
+        /// The entry's own per-day limit (required with enterprise).
+        #[arg(long)]
+        per_day: Option<u32>,
     },
     /// Check or repair the journal of a data directory, for when the
     /// server refuses to start on a damaged one.

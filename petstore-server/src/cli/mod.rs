@@ -27,16 +27,31 @@ use crate::{log_error, net};
 /// The binary: parses the arguments and runs the command they name.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Some(Command::Keygen { plan, name }) = &cli.command {
-        return match keygen::new_key() {
-            Ok(key) => {
-                println!("key: {key}");
-                println!("entry: {}", keygen::entry(&key, name, *plan));
-                ExitCode::SUCCESS
-            }
+    if let Some(Command::Keygen {
+        plan,
+        name,
+        per_minute,
+        per_day,
+    }) = &cli.command
+    {
+        let key = match keygen::new_key() {
+            Ok(key) => key,
             Err(e) => {
                 eprintln!("cannot read random bytes from the operating system: {e}");
-                ExitCode::FAILURE
+                return ExitCode::FAILURE;
+            }
+        };
+        return match keygen::entry(&key, name, *plan, *per_minute, *per_day) {
+            Ok(entry) => {
+                println!("key: {key}");
+                println!("entry: {entry}");
+                ExitCode::SUCCESS
+            }
+            Err(message) => {
+                eprintln!(
+                    "keygen: the server would refuse this entry: {message} (--per-minute, --per-day)"
+                );
+                ExitCode::from(2)
             }
         };
     }
