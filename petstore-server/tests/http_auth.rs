@@ -558,10 +558,7 @@ fn keygen_for_enterprise_takes_its_limits_and_refuses_without_them() {
         .unwrap();
     assert_eq!(refused.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(
-        stderr.contains("needs perMinute and perDay"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("needs perMinute and perDay"), "{stderr}");
     assert!(
         refused.stdout.is_empty(),
         "no key printed for a refused entry"

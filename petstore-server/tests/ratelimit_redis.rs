@@ -44,22 +44,14 @@ fn replica(redis: &RedisServer) -> Server {
         .start()
 }
 
-/// The metric line's value, 0 when absent.
-fn metric(server: &Server, name: &str) -> u64 {
-    let text = server.get("/metrics", None).text();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or(0)
-}
-
 /// Requests whose limit Redis decided.
 fn redis_answers(server: &Server) -> u64 {
-    metric(server, "petstore_redis_decisions_total")
+    server.metric("petstore_redis_decisions_total")
 }
 
 /// Script calls that got an answer (each decides a batch).
 fn redis_calls(server: &Server) -> u64 {
-    metric(server, "petstore_redis_duration_seconds_count")
+    server.metric("petstore_redis_duration_seconds_count")
 }
 
 /// Waits until `server`'s requests are decided in Redis again (its
@@ -165,7 +157,7 @@ fn concurrent_requests_of_one_key_on_two_replicas_are_each_counted_once() {
     assert_eq!(
         replicas
             .iter()
-            .map(|s| metric(s, "petstore_redis_fallbacks_total"))
+            .map(|s| s.metric("petstore_redis_fallbacks_total"))
             .sum::<u64>(),
         0
     );
@@ -205,7 +197,7 @@ fn every_operation_is_charged_in_redis_and_checked_after_the_limit() {
     remaining.push(bad_type.header_u64("x-ratelimit-remaining"));
     assert_eq!(remaining, (52..=59).rev().collect::<Vec<u64>>());
     assert_eq!(redis_answers(&server), 8);
-    assert_eq!(metric(&server, "petstore_redis_fallbacks_total"), 0);
+    assert_eq!(server.metric("petstore_redis_fallbacks_total"), 0);
     // Without a key: the address's bucket in Redis, and a 401.
     let anonymous = server.get("/v1/pets", None);
     assert_error(&anonymous, 401, "unauthorized");
@@ -295,7 +287,7 @@ fn redis_stopped_each_replica_limits_alone_then_one_limit_again() {
         }
         assert_error(&server.get("/v1/pets", Some(DAILY)), 429, "rate_limited");
         assert_eq!(server.get("/healthz", None).status, 200);
-        assert!(metric(server, "petstore_redis_fallbacks_total") >= 6);
+        assert!(server.metric("petstore_redis_fallbacks_total") >= 6);
     }
     for server in &replicas {
         // The change of mode is logged once.
@@ -439,7 +431,7 @@ fn a_redis_that_does_not_answer_costs_a_request_at_most_its_timeout() {
             started.elapsed()
         );
     }
-    assert!(metric(&server, "petstore_redis_fallbacks_total") >= 5);
+    assert!(server.metric("petstore_redis_fallbacks_total") >= 5);
     assert_eq!(server.get("/healthz", None).status, 200);
     redis.signal(false);
     wait_until_shared(&server);
@@ -513,9 +505,9 @@ fn a_poisoned_state_is_reset_and_takes_no_other_key_off_the_shared_limits() {
         );
         assert_eq!(server.get("/v1/pets", Some(PROBE)).status, 200);
     }
-    assert_eq!(metric(&server, "petstore_redis_fallbacks_total"), 0);
-    assert_eq!(metric(&server, "petstore_redis_decisions_total"), 40);
-    assert_eq!(metric(&server, "petstore_redis_state_errors_total"), 1);
+    assert_eq!(server.metric("petstore_redis_fallbacks_total"), 0);
+    assert_eq!(server.metric("petstore_redis_decisions_total"), 40);
+    assert_eq!(server.metric("petstore_redis_state_errors_total"), 1);
     let kind: String = ::redis::cmd("TYPE").arg(&name).query(&mut c).unwrap();
     assert_eq!(kind, "hash", "the state is the script's again");
     let log = server.stderr_text();
@@ -551,7 +543,7 @@ fn a_ban_redis_reported_holds_while_redis_is_away() {
             assert_error(&r, 429, "key_banned");
             assert!(r.header_u64("retry-after") <= 600);
         }
-        assert!(metric(server, "petstore_redis_fallbacks_total") >= 5);
+        assert!(server.metric("petstore_redis_fallbacks_total") >= 5);
     }
     redis.signal(false);
 }

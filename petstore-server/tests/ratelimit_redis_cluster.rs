@@ -53,14 +53,6 @@ fn replica(cluster: &RedisCluster) -> Server {
         .start()
 }
 
-/// The metric line's value, 0 when absent.
-fn metric(server: &Server, name: &str) -> u64 {
-    let text = server.get("/metrics", None).text();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or(0)
-}
-
 /// The name of a key's state in Redis: its SHA-256 as the hash tag, and
 /// its quota.
 fn state_name(key: &str, per_minute: u32, per_day: u32) -> String {
@@ -99,8 +91,8 @@ fn one_exact_limit_across_two_replicas_with_bans_shared_and_keys_on_every_master
     }
     // Every decision was Redis's: no replica fell back to its own.
     for server in [&a, &b] {
-        assert_eq!(metric(server, "petstore_redis_fallbacks_total"), 0);
-        assert!(metric(server, "petstore_redis_decisions_total") > 0);
+        assert_eq!(server.metric("petstore_redis_fallbacks_total"), 0);
+        assert!(server.metric("petstore_redis_decisions_total") > 0);
     }
     // The states spread over every master.
     for i in 0..3 {
@@ -162,13 +154,13 @@ fn a_dead_master_sends_only_its_keys_to_each_replicas_own_limits_until_it_is_bac
     let (mut rounds, mut in_a_row) = (0, 0);
     let split = wait_until(Duration::from_secs(60), || {
         rounds += 1;
-        let (decided, alone) = (metric(&b, DECISIONS), metric(&b, FALLBACKS));
+        let (decided, alone) = (b.metric(DECISIONS), b.metric(FALLBACKS));
         for &i in dead.iter().chain(&alive) {
             let resp = b.get("/v1/pets", Some(&roomy(i)));
             assert_eq!(resp.status, 200, "{}", resp.describe());
         }
-        let good = metric(&b, DECISIONS) - decided == alive.len() as u64
-            && metric(&b, FALLBACKS) - alone == dead.len() as u64;
+        let good = b.metric(DECISIONS) - decided == alive.len() as u64
+            && b.metric(FALLBACKS) - alone == dead.len() as u64;
         in_a_row = if good { in_a_row + 1 } else { 0 };
         in_a_row == 3
     });
@@ -184,10 +176,10 @@ fn a_dead_master_sends_only_its_keys_to_each_replicas_own_limits_until_it_is_bac
     cluster.wait_ok(0);
     let key = roomy(dead[0]);
     let shared_again = wait_until(Duration::from_secs(30), || {
-        let before = metric(&b, "petstore_redis_decisions_total");
+        let before = b.metric("petstore_redis_decisions_total");
         let resp = b.get("/v1/pets", Some(&key));
         assert_eq!(resp.status, 200, "{}", resp.describe());
-        metric(&b, "petstore_redis_decisions_total") > before
+        b.metric("petstore_redis_decisions_total") > before
     });
     assert!(shared_again, "{key} was never decided in Redis again");
 }

@@ -66,10 +66,7 @@ mod tests {
         // Enterprise has no limits of its own: the server's own refusal.
         for (minute, day) in [(None, None), (Some(5000), None), (None, Some(9))] {
             let refused = entry(&key, "bigco", Plan::Enterprise, minute, day).unwrap_err();
-            assert!(
-                refused.contains("needs perMinute and perDay"),
-                "{refused}"
-            );
+            assert!(refused.contains("needs perMinute and perDay"), "{refused}");
         }
         // Over the bound of a quota.
         let refused = entry(&key, "huge", Plan::Enterprise, Some(1), Some(200_000_000));

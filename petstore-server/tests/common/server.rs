@@ -288,6 +288,15 @@ pub struct Server {
 }
 
 impl Server {
+    /// The value of the metric line `name` in its `/metrics`, 0 when
+    /// absent.
+    pub fn metric(&self, name: &str) -> u64 {
+        let text = self.get("/metrics", None).text();
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or(0)
+    }
+
     /// A server with the default keys file and these extra flags.
     pub fn start(args: &[&str]) -> Server {
         let mut b = ServerBuilder::default();
