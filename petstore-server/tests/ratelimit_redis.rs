@@ -96,7 +96,7 @@ fn a_free_key_gets_exactly_its_60_a_minute_across_two_replicas() {
         .arg("*")
         .query(&mut connection)
         .unwrap();
-    assert_eq!(names, [format!("{{{}}}:m60/d1000", sha256_hex(FREE))]);
+    assert_eq!(names, [format!("{{{}}}:m60/d1000:v2", sha256_hex(FREE))]);
     let ttl: i64 = ::redis::cmd("PTTL")
         .arg(&names[0])
         .query(&mut connection)
@@ -482,13 +482,13 @@ fn a_redis_that_may_evict_states_is_warned_about_at_start() {
 
 #[test]
 fn a_poisoned_state_is_reset_and_takes_no_other_key_off_the_shared_limits() {
-    // A key of another type written over one state (attack run F2): the
-    // script fails on it with WRONGTYPE. That state is reset, once and
+    // Something that is not a state written at one's name (attack run
+    // F2; it used to fail the script with WRONGTYPE): that state is reset, once and
     // logged with its name; every other state stays shared, where one
     // global breaker used to send them all to each replica alone.
     let redis = RedisServer::start();
     let server = replica(&redis);
-    let name = format!("{{{}}}:m60/d1000", sha256_hex(FREE));
+    let name = format!("{{{}}}:m60/d1000:v2", sha256_hex(FREE));
     let mut c = redis.connection();
     let _: () = ::redis::cmd("SET")
         .arg(&name)
@@ -509,7 +509,9 @@ fn a_poisoned_state_is_reset_and_takes_no_other_key_off_the_shared_limits() {
     assert_eq!(server.metric("petstore_redis_decisions_total"), 40);
     assert_eq!(server.metric("petstore_redis_state_errors_total"), 1);
     let kind: String = ::redis::cmd("TYPE").arg(&name).query(&mut c).unwrap();
-    assert_eq!(kind, "hash", "the state is the script's again");
+    assert_eq!(kind, "string", "the state is the script's again");
+    let state: String = ::redis::cmd("GET").arg(&name).query(&mut c).unwrap();
+    assert_ne!(state, "garbage");
     let log = server.stderr_text();
     assert_eq!(
         log.matches(&format!("the limiter state {name}")).count(),
@@ -546,4 +548,44 @@ fn a_ban_redis_reported_holds_while_redis_is_away() {
         assert!(server.metric("petstore_redis_fallbacks_total") >= 5);
     }
     redis.signal(false);
+}
+
+#[test]
+fn a_ban_a_replica_started_alone_is_shared_once_redis_is_back() {
+    // Attack run F1, the other half: while Redis is away, a replica's own
+    // limiter decides, and may start a ban that Redis never saw. Once
+    // Redis answers, the ban rides along in that replica's next call, so
+    // the other replica enforces it too (it answered 200 before).
+    let redis = RedisServer::start();
+    let (a, b) = (replica(&redis), replica(&redis));
+    wait_until_shared(&a);
+    wait_until_shared(&b);
+    let shared_before = redis_answers(&a);
+    redis.signal(true);
+    // perMinute 1, 3 strikes: one allowed, three refusals, then the ban,
+    // all decided by `a` alone.
+    assert_eq!(a.get("/v1/pets", Some(STRICT)).status, 200);
+    for _ in 0..3 {
+        assert_error(&a.get("/v1/pets", Some(STRICT)), 429, "rate_limited");
+    }
+    assert_error(&a.get("/v1/pets", Some(STRICT)), 429, "key_banned");
+    assert_eq!(
+        redis_answers(&a),
+        shared_before,
+        "the outage's requests fell back"
+    );
+    redis.signal(false);
+    // `a`'s next call to Redis (the probe key's) carries the ban.
+    wait_until_shared(&a);
+    wait_until_shared(&b);
+    let fallbacks = b.metric("petstore_redis_fallbacks_total");
+    let r = b.get("/v1/pets", Some(STRICT));
+    assert_error(&r, 429, "key_banned");
+    let retry = r.header_u64("retry-after");
+    assert!((1..=600).contains(&retry), "Retry-After {retry}");
+    assert_eq!(
+        b.metric("petstore_redis_fallbacks_total"),
+        fallbacks,
+        "`b` was told by Redis"
+    );
 }

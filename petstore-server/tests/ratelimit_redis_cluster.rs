@@ -54,9 +54,9 @@ fn replica(cluster: &RedisCluster) -> Server {
 }
 
 /// The name of a key's state in Redis: its SHA-256 as the hash tag, and
-/// its quota.
+/// its quota (in the script's string form, `:v2`).
 fn state_name(key: &str, per_minute: u32, per_day: u32) -> String {
-    format!("{{{}}}:m{per_minute}/d{per_day}", sha256_hex(key))
+    format!("{{{}}}:m{per_minute}/d{per_day}:v2", sha256_hex(key))
 }
 
 fn remaining(resp: &Response) -> u64 {

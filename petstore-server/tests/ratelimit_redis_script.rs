@@ -5,15 +5,18 @@
 //! times land exactly on the edges (a token's return, a Retry-After, a
 //! window's reset, a strike leaving its window, a ban's end). A copy of
 //! the script with one `<=` turned into `<` must be caught: the test of
-//! the test. A quarter of the calls decide a batch of 2 to 5 requests of
-//! one state at one instant (as the server sends the requests of a busy
-//! key), compared with as many checks of the core at that instant. And
-//! one table of limiter cases runs against both backends.
+//! the test. Each call decides 1 to 8 states at one instant (as a
+//! replica sends what it queued during its previous call), and a quarter
+//! of the states bring 2 to 5 requests (a busy key), compared with as
+//! many checks of the core at that instant. Between rounds, some states
+//! are rewritten in the previous encoding (a hash), so calls mix both
+//! forms, and a few are overwritten with garbage (the script must reset
+//! them, as the core starts a fresh limiter). And one table of limiter
+//! cases runs against both backends.
 //!
 //! The script runs in the harness's own Redis with the time passed in
-//! (its first argument; empty in production, meaning Redis `TIME`). Steps
-//! are batched: many independent limiters take one step each per
-//! pipeline, so 100,000 steps take a few seconds.
+//! (its first argument; empty in production, meaning Redis `TIME`). The
+//! calls of a round go in one pipeline, so 100,000 steps take seconds.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -25,7 +28,9 @@ use std::time::Duration;
 
 use common::redis::RedisServer;
 use petstore_core::{AnonymousLimiter, BanPolicy, Decision, KeyLimiter, Quota, Timestamp};
-use petstore_server::ratelimit::redis::{decode, decode_batch, Params, SCRIPT};
+use petstore_server::ratelimit::redis::{
+    current_name, decode_call, state_args, Params, Verdict, SCRIPT,
+};
 
 /// A small deterministic generator (xorshift64*): the same steps on every
 /// run, so a failure reproduces.
@@ -105,12 +110,12 @@ impl Case {
         }
     }
 
-    /// Moves the clock to an edge of what the last decision said (or
-    /// anywhere), never backwards.
-    fn advance(&mut self, rng: &mut Rng) {
+    /// An instant at an edge of what the last decision said (or
+    /// anywhere), never before `now`.
+    fn next_instant(&self, rng: &mut Rng) -> u64 {
         let now = self.now_ms;
         let Some(last) = self.last else {
-            return;
+            return now + rng.below(3);
         };
         let at = last.at;
         let edge = |t: Timestamp, rng: &mut Rng| match rng.below(3) {
@@ -164,7 +169,22 @@ impl Case {
             10 => now + rng.below(120_000),
             _ => now + rng.below(3 * 86_400_000),
         };
-        self.now_ms = next.max(now);
+        next.max(now)
+    }
+
+    /// The same limiter, fresh: what a state overwritten by garbage
+    /// becomes in the script.
+    fn restart(&mut self) {
+        self.subject = match &self.subject {
+            Subject::Key(limiter, ban) => {
+                Subject::Key(KeyLimiter::new(limiter.quota(), *ban), *ban)
+            }
+            Subject::Anonymous(_) => Subject::Anonymous(AnonymousLimiter::new(
+                NonZeroU32::new(self.params.per_minute).unwrap(),
+                16,
+            )),
+        };
+        self.last = None;
     }
 
     fn check(&mut self) -> Decision {
@@ -178,9 +198,51 @@ impl Case {
     }
 }
 
-/// Runs `cases` x `rounds` random steps of `script` against the core;
-/// returns the number of steps and the mismatches (the first few
-/// described).
+/// Rewrites the state `name` as the script's previous version kept it: a
+/// hash with the same fields and TTL at `name`, nothing at its `:v2` name
+/// (what a replica finds after a deploy). Whether there was a state to
+/// rewrite.
+fn to_previous_form(redis: &mut redis::Connection, name: &str) -> bool {
+    let current = current_name(name);
+    // Not a string: no state yet (or only the previous form).
+    let Ok(Some(value)) = redis::cmd("GET")
+        .arg(&current)
+        .query::<Option<String>>(redis)
+    else {
+        return false;
+    };
+    let ttl: i64 = redis::cmd("PTTL").arg(&current).query(redis).unwrap();
+    let fields: Vec<&str> = value.split(':').collect();
+    assert_eq!(fields.len(), 7, "{name} = {value:?}");
+    let mut hset = redis::cmd("HSET");
+    hset.arg(name);
+    for (field, v) in ["mm", "mf", "dm", "df", "bu", "ra", "r"]
+        .iter()
+        .zip(&fields)
+    {
+        // The previous script wrote the ban's end and Retry-After only once
+        // there was one.
+        if !v.is_empty() || *field == "r" {
+            hset.arg(*field).arg(*v);
+        }
+    }
+    redis::cmd("DEL")
+        .arg(name)
+        .arg(&current)
+        .exec(redis)
+        .unwrap();
+    hset.exec(redis).unwrap();
+    redis::cmd("PEXPIRE")
+        .arg(name)
+        .arg(ttl)
+        .exec(redis)
+        .unwrap();
+    true
+}
+
+/// Runs random steps of `script` against the core: `cases` limiters in
+/// calls of 1 to 8 states sharing one clock, `rounds` calls each; returns
+/// the number of steps and the mismatches (the first few described).
 fn compare(
     redis: &mut redis::Connection,
     script: &str,
@@ -196,52 +258,109 @@ fn compare(
         .unwrap();
     let mut rng = Rng(seed);
     let mut all: Vec<Case> = (0..cases).map(|i| Case::new(&mut rng, i)).collect();
+    // The calls: runs of 1 to 8 cases (a third of them alone) sharing one
+    // clock, as a replica's call decides its states at one Redis TIME.
+    let mut calls = Vec::new();
+    let mut first = 0;
+    while first < cases {
+        let size = if rng.below(3) == 0 {
+            1
+        } else {
+            1 + rng.below(8) as usize
+        };
+        let end = (first + size).min(cases);
+        let now = all[first..end].iter().map(|c| c.now_ms).max().unwrap();
+        for case in &mut all[first..end] {
+            case.now_ms = now;
+        }
+        calls.push(first..end);
+        first = end;
+    }
     let mut seen = Comparison::default();
     for _ in 0..rounds {
-        let mut pipe = redis::pipe();
-        let mut expected = Vec::with_capacity(cases);
+        // Some states go back to the previous encoding, a few are
+        // overwritten with garbage (and the core starts afresh).
         for case in &mut all {
-            case.advance(&mut rng);
-            // A quarter of the steps are batches: 2 to 5 requests of the
-            // state in one call, which the core sees as as many checks at
-            // the same instant.
-            let count = if rng.below(4) == 0 {
-                2 + rng.below(4) as usize
-            } else {
-                1
-            };
-            expected.push((0..count).map(|_| case.check()).collect::<Vec<_>>());
-            pipe.cmd("EVALSHA")
-                .arg(&sha)
-                .arg(1)
-                .arg(&case.name)
-                .arg(case.now_ms)
-                .arg(&case.params.args()[..])
-                .arg(count);
+            match rng.below(64) {
+                0..=5 => seen.previous_form += usize::from(to_previous_form(redis, &case.name)),
+                6 => {
+                    redis::cmd("SET")
+                        .arg(current_name(&case.name))
+                        .arg("garbage")
+                        .exec(redis)
+                        .unwrap();
+                    case.restart();
+                    seen.garbage += 1;
+                }
+                _ => {}
+            }
+        }
+        let mut pipe = redis::pipe();
+        let mut expected = Vec::with_capacity(calls.len());
+        for call in &calls {
+            // The call's instant: an edge of one of its states.
+            let lead = call.start + rng.below(call.len() as u64) as usize;
+            let now = all[lead].next_instant(&mut rng);
+            pipe.cmd("EVALSHA").arg(&sha).arg(2 * call.len());
+            for case in &all[call.clone()] {
+                pipe.arg(current_name(&case.name)).arg(&case.name);
+            }
+            pipe.arg(now);
+            let mut wants = Vec::with_capacity(call.len());
+            for case in &mut all[call.clone()] {
+                case.now_ms = now;
+                // A quarter of the states bring a busy key's 2 to 5
+                // requests; a few none (a part that carries only a ban).
+                let count = match rng.below(16) {
+                    0 => 0,
+                    1..=4 => 2 + rng.below(4) as usize,
+                    _ => 1,
+                };
+                pipe.arg(&state_args(&case.params, count, 0)[..]);
+                wants.push((0..count).map(|_| case.check()).collect::<Vec<_>>());
+            }
+            expected.push(wants);
         }
         let replies: Vec<Vec<i64>> = pipe.query(redis).unwrap();
-        for ((case, wants), reply) in all.iter().zip(&expected).zip(&replies) {
-            let got = decode_batch(reply, &case.params, wants.len());
-            seen.batches += usize::from(wants.len() > 1);
-            for (i, want) in wants.iter().enumerate() {
-                seen.steps += 1;
-                match want.outcome {
-                    petstore_core::Outcome::Allowed => seen.allowed += 1,
-                    petstore_core::Outcome::Limited { .. } => seen.limited += 1,
-                    petstore_core::Outcome::Banned { .. } => seen.banned += 1,
-                }
-                seen.bans_started += usize::from(want.ban_started);
-                let got = got.as_ref().and_then(|all| all.get(i));
-                if got != Some(want) {
-                    seen.mismatches += 1;
-                    if seen.shown.len() < 5 {
-                        seen.shown.push(format!(
-                            "{} at {} ms, request {} of {}: core {want:?}\n   script {got:?} (reply {reply:?})",
-                            case.name,
-                            case.now_ms,
-                            i + 1,
-                            wants.len()
-                        ));
+        for ((call, wants), reply) in calls.iter().zip(&expected).zip(&replies) {
+            let cases = &all[call.clone()];
+            let got = decode_call(
+                reply,
+                cases.iter().zip(wants).map(|(c, w)| (&c.params, w.len())),
+            );
+            seen.calls += 1;
+            seen.multi += usize::from(call.len() > 1);
+            for (k, (case, wants)) in cases.iter().zip(wants).enumerate() {
+                seen.batches += usize::from(wants.len() > 1);
+                let verdict = got.as_ref().and_then(|v| v.get(k));
+                let decisions = match verdict {
+                    Some(Verdict::Decided(d)) => Some(d),
+                    Some(Verdict::Reset(d)) => {
+                        seen.resets += 1;
+                        Some(d)
+                    }
+                    _ => None,
+                };
+                for (i, want) in wants.iter().enumerate() {
+                    seen.steps += 1;
+                    match want.outcome {
+                        petstore_core::Outcome::Allowed => seen.allowed += 1,
+                        petstore_core::Outcome::Limited { .. } => seen.limited += 1,
+                        petstore_core::Outcome::Banned { .. } => seen.banned += 1,
+                    }
+                    seen.bans_started += usize::from(want.ban_started);
+                    let got = decisions.and_then(|all| all.get(i));
+                    if got != Some(want) {
+                        seen.mismatches += 1;
+                        if seen.shown.len() < 5 {
+                            seen.shown.push(format!(
+                                "{} at {} ms, request {} of {}: core {want:?}\n   script {got:?} (reply {reply:?})",
+                                case.name,
+                                case.now_ms,
+                                i + 1,
+                                wants.len()
+                            ));
+                        }
                     }
                 }
             }
@@ -255,8 +374,16 @@ struct Comparison {
     steps: usize,
     mismatches: usize,
     shown: Vec<String>,
-    /// Calls that decided more than one request.
+    /// Calls made, and those that decided more than one state.
+    calls: usize,
+    multi: usize,
+    /// States that brought more than one request to their call.
     batches: usize,
+    /// States rewritten in the previous encoding before a call; states
+    /// overwritten with garbage, and those the script said it reset.
+    previous_form: usize,
+    garbage: usize,
+    resets: usize,
     allowed: usize,
     limited: usize,
     banned: usize,
@@ -292,9 +419,14 @@ fn the_script_decides_exactly_as_the_core_over_100_000_random_steps() {
             && seen.limited > 10_000
             && seen.banned > 5_000
             && seen.bans_started > 1_000
-            && seen.batches > 10_000,
+            && seen.batches > 10_000
+            && seen.multi > 10_000
+            && seen.previous_form > 5_000,
         "{seen:?}"
     );
+    // Every state overwritten with garbage was reset, and no other.
+    assert!(seen.garbage > 500, "{seen:?}");
+    assert_eq!(seen.resets, seen.garbage, "{seen:?}");
     eprintln!(
         "{} steps compared in {:?}: {} allowed, {} limited, {} banned ({} bans started)",
         seen.steps,
@@ -370,12 +502,16 @@ struct InRedis<'a> {
 impl Backend for InRedis<'_> {
     fn decide(&mut self, now_ms: u64) -> Decision {
         let reply: Vec<i64> = redis::Script::new(SCRIPT)
+            .key(current_name(&self.name))
             .key(&self.name)
             .arg(now_ms)
-            .arg(&self.params.args()[..])
+            .arg(&state_args(&self.params, 1, 0)[..])
             .invoke(self.connection)
             .unwrap();
-        decode(&reply, &self.params).unwrap()
+        match decode_call(&reply, [(&self.params, 1)]).unwrap().pop() {
+            Some(Verdict::Decided(mut d)) if d.len() == 1 => d.remove(0),
+            other => panic!("not one decision: {other:?}"),
+        }
     }
 }
 

@@ -14,7 +14,7 @@
 //! | `petstore_redis_fallbacks` | counter (`--redis`: requests decided in process because Redis failed or the breaker was open) | |
 //! | `petstore_redis_decisions` | counter (`--redis`: requests decided in Redis; over the histogram's count, the mean batch) | |
 //! | `petstore_redis_state_errors` | counter (`--redis`: calls that failed on one limiter state alone; a state of another type is reset) | |
-//! | `petstore_redis_duration_seconds` | histogram (`--redis`: one script call's round trip, deciding a batch of one state's requests) | |
+//! | `petstore_redis_duration_seconds` | histogram (`--redis`: one script call's round trip, deciding the requests queued for one shard) | |
 //! | `petstore_postgres_up` | gauge: 1 while PostgreSQL answers (`--postgres`) | |
 //! | `petstore_postgres_commit_duration_seconds` | histogram: one batch's transaction, connection included | |
 //! | `petstore_postgres_tail_duration_seconds` | histogram: one query of new pets for the read copy | |

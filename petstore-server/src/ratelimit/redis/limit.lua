@@ -1,33 +1,53 @@
--- The rate-limit decisions of COUNT requests of one limiter state,
--- decided and charged atomically in Redis, one after the other at the
--- same instant: the core's KeyLimiter::check (petstore-core/src/limiter.rs)
--- and AnonymousLimiter::check, number for number, called COUNT times
--- (tests/ratelimit_redis_script.rs runs both on the same random steps and compares
--- every field).
+-- The rate-limit decisions of the requests of one call: several limiter
+-- states, each with its requests, decided and charged atomically in Redis
+-- at one instant. For each state, the core's KeyLimiter::check
+-- (petstore-core/src/limiter.rs) or AnonymousLimiter::check, number for
+-- number, called once per request (tests/ratelimit_redis_script.rs runs
+-- both on the same random steps and compares every field).
 --
--- Why several requests in one call: Redis runs scripts on one thread, and
--- a call's fixed costs (the script's start, TIME, reading and writing the
--- state, the reply) are most of its cost. The server sends one call per
--- state at a time and the requests of that state that arrive meanwhile
--- ride together in the next (redis.rs, "Batches"); a lone request is a
--- call of COUNT 1. One state only per call: a key's entries share one
--- Redis Cluster slot, different keys need not.
+-- Why many states per call: Redis runs scripts on one thread, and a
+-- call's fixed costs (the script's start, TIME, the reply) are paid once
+-- for everything the replica queued during its previous call (redis.rs,
+-- "One flusher per shard"). Why one string per state: one GET and one SET
+-- with PX cost Redis about half of HMGET, HSET and PEXPIRE. In a Redis
+-- Cluster every state of one call lives in one hash slot (the server
+-- groups calls by slot), so no call is CROSSSLOT.
 --
--- KEYS[1]  the state: a hash, `{<sha256 hex>}:m<perMinute>/d<perDay>` for a
---          key, `{anon:<address>}:m<perMinute>` for a client address.
--- ARGV[1]  now in whole milliseconds since the Unix epoch, or "" (always,
---          in production) for Redis TIME: one clock for every replica.
--- ARGV[2]  per minute; ARGV[3] per day, "0" for none (anonymous).
--- ARGV[4]  strikes that earn a ban, "0" for no bans (anonymous);
--- ARGV[5]  the strikes' window, ms; ARGV[6] the ban's length, ms.
--- ARGV[7]  COUNT, the number of requests (absent: 1), at most 1000.
+-- KEYS[2i-1]   the i-th state, stored in this script's form:
+--              `{<sha256 hex>}:m<perMinute>/d<perDay>:v2` for a key,
+--              `{anon:<address>}:m<perMinute>:v2` for a client address.
+--              The same state may appear twice (a reload changed its ban
+--              policy between two requests); it is decided in turn.
+-- KEYS[2i]     the same name without `:v2`: where the previous version of
+--              this script kept the state, as a hash (same hash tag, so
+--              the same Redis Cluster slot). Read once, when the state has
+--              no `:v2` form yet, and carried over; never written.
+-- ARGV[1]      now in whole milliseconds since the Unix epoch, or "" (always,
+--              in production) for Redis TIME: one clock for every replica.
+-- ARGV[2..]    seven numbers per state, in the order of KEYS' pairs: per minute; per day
+--              ("0" for none: anonymous); strikes that earn a ban ("0" for
+--              no bans: anonymous); the strikes' window, ms; the ban's
+--              length, ms; COUNT, its requests in this call (0 to 1000);
+--              and a ban's end, ms, that a replica started alone while
+--              Redis was away ("0" for none): the state is banned until
+--              then at least.
 --
--- Returns 12 integers per request, in order: outcome (0 allowed, 1
--- limited, 2 banned), now (ms), ban started (0/1), then per window
--- (minute, day) its remaining, the instant it is full again as ms and a
--- fraction (numerator over the capacity) and, when refused by it, its
--- wait as a numerator (ms times 1/capacity); then when the ban ends (ms,
--- 0 for none).
+-- The stored state, one string with a TTL: `mm:mf:dm:df:bu:ra:r`, the
+-- minute and day buckets (ms and fraction, below), the ban's end and the
+-- last Retry-After (empty for none) and the strikes in their window (ms,
+-- comma-separated). A state with no `:v2` form yet takes over the
+-- previous version's hash (same fields) at the name without `:v2`, so a
+-- deploy neither refills a quota nor lifts a ban; replicas of the
+-- previous version go on with their hash meanwhile, untouched. Anything
+-- else at a state's name is reset: decided as a fresh state, and reported.
+
+-- Returns the instant (ms), then per state a flag (0 decided; 1 decided
+-- after resetting what was there; 2 not stored, so not decided) followed,
+-- unless 2, by 11 integers per request: outcome (0 allowed, 1 limited, 2
+-- banned), ban started (0/1), then per window (minute, day) its remaining,
+-- the instant it is full again as ms and a fraction (numerator over the
+-- capacity) and, when refused by it, its wait as a numerator (ms times
+-- 1/capacity); then when the ban ends (ms, 0 for none).
 --
 -- Exact arithmetic in doubles: Lua numbers are doubles, exact for
 -- integers below 2^53. A bucket's theoretical arrival time (TAT) is kept
@@ -97,33 +117,6 @@ local function int(x)
   return string.format('%d', x)
 end
 
-local now
-if ARGV[1] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + idiv(tonumber(t[2]), 1000)
-else
-  now = tonumber(ARGV[1])
-end
-local mcap = tonumber(ARGV[2])
-local dcap = tonumber(ARGV[3])
-local strikes = tonumber(ARGV[4])
-local window = tonumber(ARGV[5])
-local ban = tonumber(ARGV[6])
-local count = tonumber(ARGV[7] or '1')
-local key = KEYS[1]
-if not count or count < 1 or count > 1000 then
-  return redis.error_reply('COUNT must be 1 to 1000')
-end
-
--- The state, read once and written once for all COUNT requests.
-local st = redis.call('HMGET', key, 'mm', 'mf', 'dm', 'df', 'bu', 'ra', 'r')
-local mm, mf = tonumber(st[1]) or 0, tonumber(st[2]) or 0
-local dm, df = tonumber(st[3]) or 0, tonumber(st[4]) or 0
-local banned_until = tonumber(st[5])
-local retry_at = tonumber(st[6])
-local refusals_text = st[7] or ''
-local charged, struck = false, false
-
 -- One window's reply fields for a request with this outcome: a request
 -- that went ahead reports the bucket after it; a refused one the bucket
 -- as it stands, a window that would have let it through counting the
@@ -140,98 +133,156 @@ local function window_reply(outcome, allowed, remaining, tms, tfrac, nms, nfrac)
   return 0, tms, tfrac
 end
 
-local out = {}
-for _ = 1, count do
-  local ma, mr, mtms, mtfrac, mnms, mnfrac, mwait = judge(mm, mf, mcap, MINUTE, now)
-  local da, dr, dtms, dtfrac, dnms, dnfrac, dwait = true, 0, 0, 0, 0, 0, 0
-  if dcap > 0 then
-    da, dr, dtms, dtfrac, dnms, dnfrac, dwait = judge(dm, df, dcap, DAY, now)
-  end
-  local outcome = 1
-  local started = 0
-  if banned_until and now < banned_until then
-    outcome = 2
-  elseif ma and da then
-    outcome = 0
-    mm, mf, dm, df = mnms, mnfrac, dnms, dnfrac
-    charged = true
-  elseif strikes > 0 then
-    -- The core's KeyLimiter::check: only a refusal that came back before
-    -- the previous refusal's Retry-After is a strike.
-    local secs = 0
-    if not ma then
-      secs = wait_secs(mwait, mcap)
+-- The state at `key` (or, when there is none yet, the previous
+-- version's at `old`): whether it was reset, then mm, mf, dm, df, the
+-- ban's end, the last Retry-After (nil for none) and the strikes' text.
+local function read(key, old)
+  local got = redis.pcall('GET', key)
+  if type(got) == 'string' then
+    local mm, mf, dm, df, bu, ra, r =
+      string.match(got, '^(%d+):(%d+):(%d+):(%d+):(%d*):(%d*):([%d,]*)$')
+    if mm then
+      return false, tonumber(mm), tonumber(mf), tonumber(dm), tonumber(df), tonumber(bu), tonumber(ra), r
     end
-    if not da then
-      secs = math.max(secs, wait_secs(dwait, dcap))
+  elseif got == false then
+    local st = redis.pcall('HMGET', old, 'mm', 'mf', 'dm', 'df', 'bu', 'ra', 'r')
+    if st.err then
+      st = {}
     end
-    local ignored = retry_at and now < retry_at
-    retry_at = now + secs * 1000
-    struck = true
-    if ignored then
-      local refusals = {}
-      for t in string.gmatch(refusals_text, '%d+') do
-        local at = tonumber(t)
-        if window <= now - at then
-          -- out of the window: forgotten
-        else
-          refusals[#refusals + 1] = t
-        end
-      end
-      if strikes <= #refusals + 1 then
-        refusals = {}
-        banned_until = now + ban
-        outcome = 2
-        started = 1
-      else
-        refusals[#refusals + 1] = int(now)
-      end
-      refusals_text = table.concat(refusals, ',')
-    end
+    return false, tonumber(st[1]) or 0, tonumber(st[2]) or 0, tonumber(st[3]) or 0,
+      tonumber(st[4]) or 0, tonumber(st[5]), tonumber(st[6]), st[7] or ''
   end
-  local n = #out
-  out[n + 1] = outcome
-  out[n + 2] = now
-  out[n + 3] = started
-  out[n + 4], out[n + 5], out[n + 6] = window_reply(outcome, ma, mr, mtms, mtfrac, mnms, mnfrac)
-  out[n + 7] = mwait
-  out[n + 8], out[n + 9], out[n + 10] = window_reply(outcome, da, dr, dtms, dtfrac, dnms, dnfrac)
-  out[n + 11] = dwait
-  if outcome == 2 then
-    out[n + 12] = banned_until
-  else
-    out[n + 12] = 0
-  end
+  return true, 0, 0, 0, 0, nil, nil, ''
 end
 
--- One write for the whole batch: the buckets if a request went ahead, the
--- strike fields if one was refused; a ban starts only on a refusal.
-if charged or struck then
-  local fields = {}
-  if charged then
-    fields = { 'mm', int(mm), 'mf', int(mf), 'dm', int(dm), 'df', int(df) }
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + idiv(tonumber(t[2]), 1000)
+else
+  now = tonumber(ARGV[1])
+end
+local states = #KEYS / 2
+if #ARGV ~= 1 + 7 * states or #KEYS % 2 ~= 0 then
+  return redis.error_reply('expected two names and 7 arguments per state')
+end
+
+local out = { now }
+for k = 1, states do
+  local key = KEYS[2 * k - 1]
+  local a = 1 + 7 * (k - 1)
+  local mcap = tonumber(ARGV[a + 1])
+  local dcap = tonumber(ARGV[a + 2])
+  local strikes = tonumber(ARGV[a + 3])
+  local window = tonumber(ARGV[a + 4])
+  local ban = tonumber(ARGV[a + 5])
+  local count = tonumber(ARGV[a + 6])
+  local ban_at_least = tonumber(ARGV[a + 7])
+  if not (mcap and dcap and strikes and window and ban and count and ban_at_least)
+    or mcap < 1 or count < 0 or count > 1000 then
+    return redis.error_reply('bad arguments for ' .. key)
   end
-  if struck then
-    fields[#fields + 1] = 'ra'
-    fields[#fields + 1] = int(retry_at)
-    fields[#fields + 1] = 'r'
-    fields[#fields + 1] = refusals_text
-    if banned_until then
-      fields[#fields + 1] = 'bu'
-      fields[#fields + 1] = int(banned_until)
+
+  -- The state, read once and written once for all its requests.
+  local reset, mm, mf, dm, df, banned_until, retry_at, refusals_text = read(key, KEYS[2 * k])
+  local charged, struck = false, false
+  local changed = reset
+  if ban_at_least > now and (not banned_until or banned_until < ban_at_least) then
+    banned_until = ban_at_least
+    changed = true
+  end
+
+  local flag = #out + 1
+  out[flag] = 0
+  if reset then
+    out[flag] = 1
+  end
+  for _ = 1, count do
+    local ma, mr, mtms, mtfrac, mnms, mnfrac, mwait = judge(mm, mf, mcap, MINUTE, now)
+    local da, dr, dtms, dtfrac, dnms, dnfrac, dwait = true, 0, 0, 0, 0, 0, 0
+    if dcap > 0 then
+      da, dr, dtms, dtfrac, dnms, dnfrac, dwait = judge(dm, df, dcap, DAY, now)
+    end
+    local outcome = 1
+    local started = 0
+    if banned_until and now < banned_until then
+      outcome = 2
+    elseif ma and da then
+      outcome = 0
+      mm, mf, dm, df = mnms, mnfrac, dnms, dnfrac
+      charged = true
+    elseif strikes > 0 then
+      -- The core's KeyLimiter::check: only a refusal that came back before
+      -- the previous refusal's Retry-After is a strike.
+      local secs = 0
+      if not ma then
+        secs = wait_secs(mwait, mcap)
+      end
+      if not da then
+        secs = math.max(secs, wait_secs(dwait, dcap))
+      end
+      local ignored = retry_at and now < retry_at
+      retry_at = now + secs * 1000
+      struck = true
+      if ignored then
+        local refusals = {}
+        for t in string.gmatch(refusals_text, '%d+') do
+          local at = tonumber(t)
+          if window <= now - at then
+            -- out of the window: forgotten
+          else
+            refusals[#refusals + 1] = t
+          end
+        end
+        if strikes <= #refusals + 1 then
+          refusals = {}
+          banned_until = now + ban
+          outcome = 2
+          started = 1
+        else
+          refusals[#refusals + 1] = int(now)
+        end
+        refusals_text = table.concat(refusals, ',')
+      end
+    end
+    local n = #out
+    out[n + 1] = outcome
+    out[n + 2] = started
+    out[n + 3], out[n + 4], out[n + 5] = window_reply(outcome, ma, mr, mtms, mtfrac, mnms, mnfrac)
+    out[n + 6] = mwait
+    out[n + 7], out[n + 8], out[n + 9] = window_reply(outcome, da, dr, dtms, dtfrac, dnms, dnfrac)
+    out[n + 10] = dwait
+    if outcome == 2 then
+      out[n + 11] = banned_until
+    else
+      out[n + 11] = 0
     end
   end
-  redis.call('HSET', key, unpack(fields))
-  -- A TTL on every write, outliving every field of the state: the
-  -- buckets full again, the ban over, the Retry-After passed, the last
-  -- strike out of its window. Past that, a missing key is exactly a
-  -- fresh limiter.
-  local keep = math.max(mm + 1, dm + 1, retry_at or 0, banned_until or 0)
-  local last = string.match(refusals_text, '(%d+)$')
-  if last then
-    keep = math.max(keep, tonumber(last) + window)
+
+  -- One write for the state: when a request went ahead, one was refused
+  -- (its strike fields), a ban was carried in, or what was there was not
+  -- a state. A TTL on every write, outliving every field: the buckets
+  -- full again, the ban over, the Retry-After passed, the last strike out
+  -- of its window. Past that, a missing state is exactly a fresh limiter.
+  if charged or struck or changed then
+    local keep = math.max(mm + 1, dm + 1, retry_at or 0, banned_until or 0)
+    local last = string.match(refusals_text, '(%d+)$')
+    if last then
+      keep = math.max(keep, tonumber(last) + window)
+    end
+    local value = int(mm) .. ':' .. int(mf) .. ':' .. int(dm) .. ':' .. int(df) .. ':'
+      .. (banned_until and int(banned_until) or '') .. ':'
+      .. (retry_at and int(retry_at) or '') .. ':' .. refusals_text
+    local set = redis.pcall('SET', key, value, 'PX', int(math.max(keep - now + 1000, 1000)))
+    if type(set) == 'table' and set.err then
+      -- Not stored (out of memory, say): these requests were not
+      -- charged, so their replica decides them alone.
+      for i = #out, flag + 1, -1 do
+        out[i] = nil
+      end
+      out[flag] = 2
+    end
   end
-  redis.call('PEXPIRE', key, int(keep - now + 1000))
 end
 
 return out

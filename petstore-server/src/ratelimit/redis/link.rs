@@ -78,16 +78,6 @@ impl Link {
         Ok(reply.get(1).cloned())
     }
 
-    /// Deletes the key `name`.
-    pub(super) async fn del(&self, name: &str) -> RedisResult<()> {
-        let mut command = ::redis::cmd("DEL");
-        command.arg(name);
-        match self {
-            Link::Single(connection) => command.query_async(&mut connection.clone()).await,
-            Link::Cluster(connection) => command.query_async(&mut connection.clone()).await,
-        }
-    }
-
     /// Runs the script `invocation` (EVALSHA, loading the script on
     /// `NOSCRIPT`) where its key lives.
     pub(super) async fn invoke(&self, invocation: &ScriptInvocation<'_>) -> RedisResult<Vec<i64>> {

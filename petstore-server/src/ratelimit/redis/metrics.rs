@@ -73,7 +73,7 @@ impl Collector for RedisCollector {
         let decisions = ConstCounter::new(stats.decisions());
         let metric = encoder.encode_descriptor(
             "redis_decisions",
-            "Requests whose rate limit Redis decided, in batches of one state's requests per call",
+            "Requests whose rate limit Redis decided (over the calls: requests per call)",
             None,
             decisions.metric_type(),
         )?;
@@ -89,7 +89,7 @@ impl Collector for RedisCollector {
         let (sum, count, buckets) = stats.latency().snapshot();
         let mut metric = encoder.encode_descriptor(
             "redis_duration_seconds",
-            "Round trip of one rate-limit script call in Redis (a batch of one state's requests), for the calls that got an answer",
+            "Round trip of one rate-limit script call in Redis (the requests queued for one shard), for the calls that got an answer",
             None,
             MetricType::Histogram,
         )?;

@@ -6,23 +6,29 @@
 //!   server never reads and then writes (two replicas doing that lose
 //!   each other's updates). redis-rs's `Script` sends EVALSHA and loads
 //!   the script on `NOSCRIPT` (a restarted or flushed Redis).
-//! - **Batches of one state:** at most one call per limiter state is in
-//!   flight from a replica; the requests of that state that arrive
-//!   meanwhile wait and go together in the next call, whose script
-//!   decides them one after the other, exactly as that many calls in the
-//!   same millisecond would (a lone request is a batch of one). Why:
-//!   Redis runs scripts on one thread, and most of a call's cost is fixed
-//!   (the call, `TIME`, reading and writing the state, the reply), so a
-//!   busy key (one client's many connections, the common case of a hot
-//!   key) costs Redis a call per round trip instead of one per request.
-//!   Different states never share a call, so a key's call touches only
-//!   its own Redis Cluster slot.
+//! - **One flusher per shard:** a replica keeps at most one call in
+//!   flight per shard (the one Redis, or one hash slot of a cluster); the
+//!   requests that arrive meanwhile, of any state, wait and go together in
+//!   the next call (at most [`MAX_CALL`]), grouped by state in the order
+//!   each state first arrived. The script decides each state's requests
+//!   one after the other at one Redis `TIME`, exactly as that many calls
+//!   in the same millisecond would (a lone request is a call of one).
+//!   Why: Redis runs scripts on one thread, and a call's fixed cost (the
+//!   call, `TIME`, the reply) is paid once per round trip instead of once
+//!   per request, for a hot key and for many keys alike. A call's states
+//!   share a slot, so a cluster never sees a cross-slot call.
+//! - **One string per state** (`GET`, then `SET ... PX`), at the state's
+//!   name with `:v2`: half the Redis work of a hash's `HMGET`, `HSET` and
+//!   `PEXPIRE`. A state with no `:v2` form yet takes over the previous
+//!   version's hash at the name without it, so a deploy neither refills a
+//!   quota nor lifts a ban (and replicas of the previous version, during
+//!   a rolling deploy, go on with their hash untouched).
 //! - **One clock:** the script reads Redis `TIME`, so every replica
 //!   computes the same `X-RateLimit-Reset` and `Retry-After`. Times are
 //!   whole milliseconds; the decision is the core's for that millisecond
 //!   (tests/ratelimit_redis_script.rs compares them over 100,000 random steps).
 //! - **Names:** `{<sha256 hex>}:m<perMinute>/d<perDay>` for a key (the
-//!   braces are a Redis Cluster hash tag: a key's entries share a slot;
+//!   braces are a Redis Cluster hash tag: a key's state has one slot;
 //!   the quota in the name makes a changed quota start fresh), and
 //!   `{anon:<IPv4 or IPv6 /64>}:m<perMinute>` for a client address. Never
 //!   the raw key. Every write sets a TTL that outlives the state.
@@ -40,12 +46,16 @@
 //!   `fault_tolerant`, Envoy's `failure_mode_deny=false`).
 //! - **Redis Cluster** (`--redis-cluster`, `link.rs`): redis-rs's cluster
 //!   client sends each call to the master of its key's slot and follows
-//!   MOVED and ASK. A call names one state, whose name's hash tag is the
-//!   key's SHA-256, so it never spans two slots.
+//!   MOVED and ASK. The replica groups calls by slot (a state's name's
+//!   hash tag is the key's SHA-256), so a call never spans two slots.
+//! - **Bans outlive an outage:** a ban Redis reports is remembered by the
+//!   key's own limiter (the fallback keeps enforcing it), and a ban the
+//!   fallback starts alone rides along in the shard's next call once
+//!   Redis answers, so every replica enforces it from then on.
 //!
 //! | file | holds |
 //! |---|---|
-//! | `mod.rs` | [`RedisLimits`]: one call in flight per state, the fallback |
+//! | `mod.rs` | [`RedisLimits`]: one call in flight per shard, the fallback |
 //! | `link.rs` | the connection: one Redis or a Redis Cluster |
 //! | `breaker.rs` | the circuit breaker of each shard |
 //! | `script.rs` | `limit.lua`, its arguments, the states' names, its reply decoded |
@@ -68,7 +78,10 @@ use prometheus_client::collector::Collector;
 use tokio::sync::oneshot;
 
 pub use metrics::{Stats, LATENCY_BOUNDS};
-pub use script::{anonymous_name, decode, decode_batch, Params, MAX_BAN_MS, MAX_BATCH, SCRIPT};
+pub use script::{
+    anonymous_name, current_name, decode_call, state_args, Params, Verdict, MAX_BAN_MS, MAX_CALL,
+    SCRIPT,
+};
 
 use super::charge::Charge;
 use crate::{log_error, log_info};
@@ -96,14 +109,27 @@ impl std::fmt::Debug for RedisLimits {
     }
 }
 
-/// A state's name and the script's arguments: requests batch together
-/// only when both are equal (a reload that changes a key's ban policy but
-/// not its quota keeps the name, not the arguments).
-type BatchKey = (Arc<str>, [u64; 5]);
-
 /// Where a waiting request's decision goes: `None` when Redis did not
 /// decide it (the request falls back to this replica's limiter).
 type Waiter = oneshot::Sender<Option<Decision>>;
+
+/// A request waiting for its shard's next call.
+struct Queued {
+    name: Arc<str>,
+    params: Params,
+    waiter: Waiter,
+}
+
+/// One state's part of a call: its requests (or none, when the part only
+/// carries a ban this replica started while Redis was away).
+struct Part {
+    name: Arc<str>,
+    params: Params,
+    waiters: Vec<Waiter>,
+    /// The end (ms since the Unix epoch) of a ban this replica started
+    /// alone, 0 for none.
+    ban_until_ms: u64,
+}
 
 #[derive(Debug)]
 struct Inner {
@@ -112,10 +138,23 @@ struct Inner {
     /// The names of states whose trouble was logged (bounded).
     troubled: Mutex<HashSet<Box<str>>>,
     stats: Arc<Stats>,
-    /// Per state with a call in flight, the requests waiting for the
-    /// next. A state is here exactly while its driver task runs. A plain
-    /// mutex: held for a push or a swap, never across an await.
-    waiting: Mutex<HashMap<BatchKey, Vec<Waiter>>>,
+    /// Per shard with a call in flight, the requests waiting for its
+    /// next call, in arrival order. A shard is here exactly while its
+    /// flusher runs. A plain mutex: held for a push or a swap, never
+    /// across an await.
+    waiting: Mutex<HashMap<Shard, Vec<Queued>>>,
+    /// Bans this replica's own limiter started while Redis was away, per
+    /// state: its parameters and the ban's end (ms). Each rides along in
+    /// its shard's next call, so that every replica enforces it once
+    /// Redis is back. Bounded by the keys file (anonymous states are
+    /// never banned).
+    local_bans: Mutex<HashMap<Arc<str>, (Params, u64)>>,
+}
+
+impl std::fmt::Debug for Queued {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queued").field("name", &self.name).finish()
+    }
 }
 
 impl RedisLimits {
@@ -143,6 +182,7 @@ impl RedisLimits {
                 troubled: Mutex::new(HashSet::new()),
                 stats: Arc::new(Stats::default()),
                 waiting: Mutex::new(HashMap::new()),
+                local_bans: Mutex::new(HashMap::new()),
             }),
             clock,
         }
@@ -214,10 +254,11 @@ impl RedisLimits {
                 )
             }
         };
-        let decided = if self.inner.breakers.is_open(self.link.shard(&name)) {
+        let shard = self.link.shard(&name);
+        let decided = if self.inner.breakers.is_open(shard) {
             None
         } else {
-            self.batched(name, params).await
+            self.batched(shard, name.clone(), params).await
         };
         match decided {
             Some(decision) => {
@@ -235,157 +276,204 @@ impl RedisLimits {
             }
             None => {
                 self.inner.stats.fallbacks.fetch_add(1, Ordering::Relaxed);
-                charge.decide_here(self.clock.now())
+                let decision = charge.decide_here(self.clock.now());
+                // A ban this replica starts alone is written to Redis by
+                // the shard's next call, so the other replicas enforce it
+                // too once Redis is back.
+                if let (true, Outcome::Banned { retry_after }) =
+                    (decision.ban_started, decision.outcome)
+                {
+                    let end = decision.at + retry_after;
+                    let ms = end.as_unix_nanos().div_ceil(1_000_000);
+                    self.inner.local_bans.lock().insert(name, (params, ms));
+                }
+                decision
             }
         }
     }
 
-    /// Joins the requests waiting for `name`'s next call, or, when no call
-    /// of that state is in flight, starts its driver with this request as
-    /// the first batch. The driver is a task of its own, so a request
+    /// Joins the requests waiting for `shard`'s next call, or, when no
+    /// call of that shard is in flight, starts its flusher with this
+    /// request first. The flusher is a task of its own, so a request
     /// dropped while it waits (its client gone) never strands the others.
-    async fn batched(&self, name: Arc<str>, params: Params) -> Option<Decision> {
-        let (tx, rx) = oneshot::channel();
-        let lead = match self
-            .inner
-            .waiting
-            .lock()
-            .entry((name.clone(), params.args()))
-        {
+    async fn batched(&self, shard: Shard, name: Arc<str>, params: Params) -> Option<Decision> {
+        let (waiter, rx) = oneshot::channel();
+        let queued = Queued {
+            name,
+            params,
+            waiter,
+        };
+        let lead = match self.inner.waiting.lock().entry(shard) {
             Entry::Occupied(mut waiting) => {
-                waiting.get_mut().push(tx);
-                None
+                waiting.get_mut().push(queued);
+                false
             }
             Entry::Vacant(slot) => {
-                slot.insert(Vec::new());
-                Some(tx)
+                slot.insert(vec![queued]);
+                true
             }
         };
-        if let Some(tx) = lead {
-            tokio::spawn(self.clone().drive(name, params, vec![tx]));
+        if lead {
+            tokio::spawn(self.clone().flush(shard));
         }
-        // The driver answers every waiter or drops it (its guard), and each
-        // of its calls is bounded by TIMEOUT: this wait is bounded too.
+        // The flusher answers every waiter or drops it (its guard), and
+        // each of its calls is bounded by TIMEOUT: this wait is bounded too.
         rx.await.ok().flatten()
     }
 
-    /// Calls Redis for `batch`, answers it, and goes on with the requests
-    /// that arrived meanwhile until none wait.
-    async fn drive(self, name: Arc<str>, params: Params, mut batch: Vec<Waiter>) {
-        let mut guard = Driving {
+    /// The flusher of `shard`: one call at a time, each taking what
+    /// waits (at most [`MAX_CALL`] requests), until nothing waits.
+    async fn flush(self, shard: Shard) {
+        let mut guard = Flushing {
             limits: &self,
-            key: Some((name, params.args())),
+            shard: Some(shard),
         };
+        let mut taken = Vec::new();
         loop {
-            let Some(key) = guard.key.as_ref() else {
-                return;
-            };
-            let shard = self.link.shard(&key.0);
-            let decided = if self.inner.breakers.may_try(shard) {
-                self.call(&key.0, shard, &params, batch.len()).await
-            } else {
-                None
-            };
-            match decided {
-                Some(decisions) => {
-                    for (waiter, decision) in batch.drain(..).zip(decisions) {
-                        // A waiter gone (its connection closed) was charged
-                        // all the same, as a request the client abandoned.
-                        let _ = waiter.send(Some(decision));
+            {
+                let mut all = self.inner.waiting.lock();
+                match all.get_mut(&shard) {
+                    Some(waiting) if waiting.len() > MAX_CALL => {
+                        taken.extend(waiting.drain(..MAX_CALL));
                     }
-                }
-                None => {
-                    for waiter in batch.drain(..) {
-                        let _ = waiter.send(None);
+                    Some(waiting) if !waiting.is_empty() => std::mem::swap(waiting, &mut taken),
+                    _ => {
+                        all.remove(&shard);
+                        guard.shard = None;
+                        return;
                     }
                 }
             }
-            let mut all = self.inner.waiting.lock();
-            let more = match all.get_mut(key) {
-                Some(waiting) if waiting.len() > MAX_BATCH => {
-                    batch.extend(waiting.drain(..MAX_BATCH));
-                    true
-                }
-                Some(waiting) if !waiting.is_empty() => {
-                    std::mem::swap(waiting, &mut batch);
-                    true
-                }
-                _ => false,
+            let mut parts = self.parts(shard, &mut taken);
+            let verdicts = if self.inner.breakers.may_try(shard) {
+                self.call(shard, &parts).await
+            } else {
+                None
             };
-            if !more {
-                all.remove(key);
-                drop(all);
-                guard.key = None;
+            let Some(verdicts) = verdicts else {
+                // Not decided: the bans carried go back for the next call.
+                let mut bans = self.inner.local_bans.lock();
+                for part in parts.iter().filter(|p| p.ban_until_ms > 0) {
+                    bans.entry(part.name.clone())
+                        .or_insert((part.params, part.ban_until_ms));
+                }
+                continue; // the waiters' channels close: they fall back
+            };
+            for (part, verdict) in parts.iter_mut().zip(verdicts) {
+                let decisions = match verdict {
+                    Verdict::Decided(decisions) => decisions,
+                    Verdict::Reset(decisions) => {
+                        self.state_trouble(
+                            &current_name(&part.name),
+                            "it held something that is not a limiter state; it was reset",
+                        );
+                        decisions
+                    }
+                    Verdict::NotStored => {
+                        self.state_trouble(&current_name(&part.name), "Redis could not store it");
+                        continue;
+                    }
+                };
+                for (waiter, decision) in part.waiters.drain(..).zip(decisions) {
+                    // A waiter gone (its connection closed) was charged
+                    // all the same, as a request the client abandoned.
+                    let _ = waiter.send(Some(decision));
+                }
             }
         }
     }
 
-    /// One script call deciding `count` requests of `name`; `None` (the
-    /// failure logged and the breaker opened) when Redis did not answer
-    /// with the script's reply within [`TIMEOUT`].
-    async fn call(
-        &self,
-        name: &str,
-        shard: Shard,
-        params: &Params,
-        count: usize,
-    ) -> Option<Vec<Decision>> {
+    /// `taken`'s requests grouped by state (and arguments: a reload that
+    /// changes a key's ban policy but not its quota keeps the name), in
+    /// the order each state first arrived, with the bans this replica
+    /// started alone in `shard` while Redis was away. Empties `taken`.
+    fn parts(&self, shard: Shard, taken: &mut Vec<Queued>) -> Vec<Part> {
+        let mut parts: Vec<Part> = Vec::new();
+        for queued in taken.drain(..) {
+            // Usually one state, or a few: a linear search beats a map.
+            match parts
+                .iter_mut()
+                .find(|p| p.name == queued.name && p.params == queued.params)
+            {
+                Some(part) => part.waiters.push(queued.waiter),
+                None => parts.push(Part {
+                    name: queued.name,
+                    params: queued.params,
+                    waiters: vec![queued.waiter],
+                    ban_until_ms: 0,
+                }),
+            }
+        }
+        let mut bans = self.inner.local_bans.lock();
+        if !bans.is_empty() {
+            bans.retain(|name, (params, until)| {
+                if self.link.shard(name) != shard {
+                    return true;
+                }
+                match parts.iter_mut().find(|p| p.name == *name) {
+                    Some(part) => part.ban_until_ms = *until,
+                    None => parts.push(Part {
+                        name: name.clone(),
+                        params: *params,
+                        waiters: Vec::new(),
+                        ban_until_ms: *until,
+                    }),
+                }
+                false
+            });
+        }
+        parts
+    }
+
+    /// One script call deciding `parts`; per part its [`Verdict`], or
+    /// `None` (the failure logged, and the breaker opened when Redis did
+    /// not answer) when Redis gave no reply of the script's within
+    /// [`TIMEOUT`].
+    async fn call(&self, shard: Shard, parts: &[Part]) -> Option<Vec<Verdict>> {
         let started = Instant::now();
         let mut invocation = self.script.prepare_invoke();
-        invocation
-            .key(name)
-            .arg("")
-            .arg(&params.args()[..])
-            .arg(count);
-        let mut reset = false;
-        let decided = loop {
-            let reply = match tokio::time::timeout(TIMEOUT, self.link.invoke(&invocation)).await {
-                Err(_) => Err(Failure::Unreachable(format!(
-                    "no answer within {} ms",
-                    TIMEOUT.as_millis()
-                ))),
-                Ok(Err(e)) => Err(Failure::of(&e)),
-                Ok(Ok(reply)) => Ok(reply),
-            };
-            match reply {
-                // Not the script's state (a key of another type written
-                // over it): reset once, as a state that expired would be.
-                Err(Failure::WrongType(_)) if !reset => {
-                    reset = true;
-                    if self.reset(name).await {
-                        continue;
-                    }
-                    break Err(Failure::State(
-                        "it holds a value of another type and could not be reset".into(),
-                    ));
-                }
-                Err(failure) => break Err(failure),
-                Ok(reply) => {
-                    break decode_batch(&reply, params, count).ok_or_else(|| {
-                        Failure::State(format!("unexpected script reply {reply:?}"))
-                    })
-                }
+        invocation.arg("");
+        for part in parts {
+            invocation
+                .key(current_name(&part.name))
+                .key(&*part.name)
+                .arg(&state_args(&part.params, part.waiters.len(), part.ban_until_ms)[..]);
+        }
+        let reply = match tokio::time::timeout(TIMEOUT, self.link.invoke(&invocation)).await {
+            Err(_) => Err(Failure::Unreachable(format!(
+                "no answer within {} ms",
+                TIMEOUT.as_millis()
+            ))),
+            Ok(Err(e)) => Err(Failure::of(&e)),
+            Ok(Ok(reply)) => {
+                decode_call(&reply, parts.iter().map(|p| (&p.params, p.waiters.len())))
+                    .ok_or_else(|| Failure::Call(format!("unexpected script reply {reply:?}")))
             }
         };
-        if reset {
-            self.state_trouble(name, "it held a value of another type; it was reset");
-        }
-        match decided {
-            Ok(decisions) => {
+        match reply {
+            Ok(verdicts) => {
                 self.inner.stats.latency.observe(started.elapsed());
+                let decided: usize = parts
+                    .iter()
+                    .zip(&verdicts)
+                    .filter(|(_, v)| !matches!(v, Verdict::NotStored))
+                    .map(|(p, _)| p.waiters.len())
+                    .sum();
                 self.inner
                     .stats
                     .decisions
-                    .fetch_add(count as u64, Ordering::Relaxed);
+                    .fetch_add(decided as u64, Ordering::Relaxed);
                 if self.inner.breakers.succeeded(shard) {
                     log_info!("Redis answers again: one rate limit across replicas");
                 }
-                Some(decisions)
+                Some(verdicts)
             }
-            // Redis answered, about this state only: its requests fall
-            // back, and the breaker stays as it is for every other state.
-            Err(Failure::State(why) | Failure::WrongType(why)) => {
-                self.state_trouble(name, &why);
+            // Redis answered, but not with the script's reply: only these
+            // requests fall back, the breaker stays as it is.
+            Err(Failure::Call(why)) => {
+                for part in parts {
+                    self.state_trouble(&current_name(&part.name), &why);
+                }
                 None
             }
             Err(Failure::Unreachable(e)) => {
@@ -398,15 +486,6 @@ impl RedisLimits {
                 None
             }
         }
-    }
-
-    /// Deletes the state `name` (same slot as the call), within the
-    /// timeout; whether it is gone.
-    async fn reset(&self, name: &str) -> bool {
-        matches!(
-            tokio::time::timeout(TIMEOUT, self.link.del(name)).await,
-            Ok(Ok(()))
-        )
     }
 
     /// Counts a problem of one state and logs it, once per state name (at
@@ -435,43 +514,37 @@ enum Failure {
     /// Redis did not answer, or not in time, or its cluster could not
     /// route the call: the shard's breaker opens.
     Unreachable(String),
-    /// Redis answered with an error about this state alone (the script
-    /// failed on it, or its reply was not the script's): only its
-    /// requests fall back.
-    State(String),
-    /// The state is a key of another type.
-    WrongType(String),
+    /// Redis answered with an error, or with a reply that is not the
+    /// script's: only this call's requests fall back.
+    Call(String),
 }
 
 impl Failure {
     fn of(e: &::redis::RedisError) -> Failure {
         use ::redis::{ErrorKind, ServerErrorKind};
-        if e.code() == Some("WRONGTYPE") {
-            return Failure::WrongType(e.to_string());
-        }
         match e.kind() {
             ErrorKind::Extension | ErrorKind::Server(ServerErrorKind::ResponseError) => {
-                Failure::State(e.to_string())
+                Failure::Call(e.to_string())
             }
             _ => Failure::Unreachable(e.to_string()),
         }
     }
 }
 
-/// A running driver's claim on its state's queue. Dropped without having
+/// A running flusher's claim on its shard's queue. Dropped without having
 /// emptied it (the task cancelled at shutdown, or a panic), it removes the
 /// queue, so the waiters' channels close (they fall back to this replica's
-/// limiter) and the next request of the state starts a new driver instead
-/// of waiting behind one that is gone.
-struct Driving<'a> {
+/// limiter) and the shard's next request starts a new flusher instead of
+/// waiting behind one that is gone.
+struct Flushing<'a> {
     limits: &'a RedisLimits,
-    key: Option<BatchKey>,
+    shard: Option<Shard>,
 }
 
-impl Drop for Driving<'_> {
+impl Drop for Flushing<'_> {
     fn drop(&mut self) {
-        if let Some(key) = self.key.take() {
-            self.limits.inner.waiting.lock().remove(&key);
+        if let Some(shard) = self.shard.take() {
+            self.limits.inner.waiting.lock().remove(&shard);
         }
     }
 }

@@ -1,6 +1,6 @@
-//! The script (`limit.lua`) and what goes in and out of it: its
-//! arguments ([`Params`]), the names of the states it keeps, and its
-//! reply as the core's [`Decision`] ([`decode`]).
+//! The script (`limit.lua`) and what goes in and out of it: each state's
+//! arguments ([`Params`], [`state_args`]), the names of the states it
+//! keeps, and its reply as the core's [`Decision`]s ([`decode_call`]).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
@@ -15,10 +15,15 @@ pub const SCRIPT: &str = include_str!("limit.lua");
 /// below 2^53. A keys file may say more; it changes nothing in practice.
 pub const MAX_BAN_MS: u64 = 1_000_000_000_000;
 
-/// The most requests one call decides. Bounds the time one script holds
-/// Redis's thread (a few microseconds per request) and the reply's size;
-/// more waiting requests go in the next call.
-pub const MAX_BATCH: usize = 64;
+/// The most requests one call decides, over all its states. Bounds the
+/// time one script holds Redis's thread (a few microseconds per request:
+/// 128 keep a call well under a millisecond, so another replica's call
+/// waits at most that long behind it) and the reply's size; more waiting
+/// requests go in the next call.
+pub const MAX_CALL: usize = 128;
+
+/// The integers of the reply per request.
+const PER_REQUEST: usize = 11;
 
 const MINUTE: Duration = Duration::from_secs(60);
 const DAY: Duration = Duration::from_secs(86_400);
@@ -94,17 +99,88 @@ pub fn anonymous_name(ip: IpAddr, per_minute: u32) -> String {
     format!("{{anon:{client}}}:m{per_minute}")
 }
 
-/// The script's reply as the core's [`Decision`]; `None` for a reply that
-/// is not the script's (12 integers, none negative).
-pub fn decode(reply: &[i64], params: &Params) -> Option<Decision> {
-    let r: [i64; 12] = reply.try_into().ok()?;
+/// The name of the state `name` in the script's form (a string): `name`
+/// with `:v2`. The script is given both, and takes over the previous
+/// version's hash at `name` when the state has no `:v2` form yet. The
+/// hash tag is the same, and so is the Redis Cluster slot.
+pub fn current_name(name: &str) -> String {
+    format!("{name}:v2")
+}
+
+/// The script's seven arguments for one state of a call: its
+/// [`Params::args`], the number of its requests in the call, and the end
+/// (ms since the Unix epoch, 0 for none) of a ban this replica started
+/// alone while Redis was away, which the state takes on if it ends later
+/// than its own.
+pub fn state_args(params: &Params, count: usize, ban_until_ms: u64) -> [u64; 7] {
+    let [m, d, strikes, window, ban] = params.args();
+    [m, d, strikes, window, ban, count as u64, ban_until_ms]
+}
+
+/// What the script said about one state of a call.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    /// Its requests' decisions, in order.
+    Decided(Vec<Decision>),
+    /// Decided as a fresh state: what was at its name was not a state
+    /// (someone wrote over it).
+    Reset(Vec<Decision>),
+    /// Redis could not store it (out of memory, say): nothing was charged,
+    /// and its requests are for the replica to decide alone.
+    NotStored,
+}
+
+/// The script's reply to a call whose states had these parameters and
+/// request counts, in order: one [`Verdict`] per state. `None` for a reply
+/// that is not the script's (its length, a negative number, an unknown
+/// outcome or flag).
+pub fn decode_call<'a>(
+    reply: &[i64],
+    states: impl IntoIterator<Item = (&'a Params, usize)>,
+) -> Option<Vec<Verdict>> {
+    let (&now, mut rest) = reply.split_first()?;
+    let now = u64::try_from(now).ok()?;
+    let mut verdicts = Vec::new();
+    for (params, count) in states {
+        let (&flag, after) = rest.split_first()?;
+        rest = after;
+        let decided = match flag {
+            0 | 1 => {
+                let len = count.checked_mul(PER_REQUEST)?;
+                if rest.len() < len {
+                    return None;
+                }
+                let (mine, after) = rest.split_at(len);
+                rest = after;
+                mine.chunks_exact(PER_REQUEST)
+                    .map(|one| decode(one, now, params))
+                    .collect::<Option<Vec<_>>>()?
+            }
+            2 => {
+                verdicts.push(Verdict::NotStored);
+                continue;
+            }
+            _ => return None,
+        };
+        verdicts.push(if flag == 0 {
+            Verdict::Decided(decided)
+        } else {
+            Verdict::Reset(decided)
+        });
+    }
+    rest.is_empty().then_some(verdicts)
+}
+
+/// One request's 11 integers as the core's [`Decision`] at `now_ms`.
+fn decode(reply: &[i64], now_ms: u64, params: &Params) -> Option<Decision> {
+    let r: [i64; PER_REQUEST] = reply.try_into().ok()?;
     if r.iter().any(|n| *n < 0) {
         return None;
     }
     let n = |i: usize| r[i] as u128;
     let ns =
         |ms: u128| Timestamp::from_unix_nanos(u64::try_from(ms * 1_000_000).unwrap_or(u64::MAX));
-    let at = ns(n(1));
+    let at = ns(u128::from(now_ms));
     // A TAT of ms + frac/cap is full again at its nanosecond, rounded up
     // (the core's `Bucket::full_at`); a wait of w/cap ms likewise.
     let full = |ms: u128, frac: u128, cap: u32| {
@@ -120,13 +196,13 @@ pub fn decode(reply: &[i64], params: &Params) -> Option<Decision> {
     let outcome = match r[0] {
         0 => Outcome::Allowed,
         1 => Outcome::Limited {
-            retry_after: wait(n(6), params.per_minute).max(match params.per_day {
-                Some(cap) => wait(n(10), cap),
+            retry_after: wait(n(5), params.per_minute).max(match params.per_day {
+                Some(cap) => wait(n(9), cap),
                 None => Duration::ZERO,
             }),
         },
         2 => Outcome::Banned {
-            retry_after: ns(n(11)).saturating_duration_since(at),
+            retry_after: ns(n(10)).saturating_duration_since(at),
         },
         _ => return None,
     };
@@ -147,22 +223,10 @@ pub fn decode(reply: &[i64], params: &Params) -> Option<Decision> {
     Some(Decision {
         outcome,
         at,
-        minute: window("minute", params.per_minute, MINUTE, 3),
-        day: params.per_day.map(|_| window("day", day_cap, DAY, 7)),
-        ban_started: r[2] == 1,
+        minute: window("minute", params.per_minute, MINUTE, 2),
+        day: params.per_day.map(|_| window("day", day_cap, DAY, 6)),
+        ban_started: r[1] == 1,
     })
-}
-
-/// A reply of the script for `count` requests, 12 integers each, as
-/// their decisions in order; `None` for a reply that is not the script's.
-pub fn decode_batch(reply: &[i64], params: &Params, count: usize) -> Option<Vec<Decision>> {
-    if reply.len() != count * 12 {
-        return None;
-    }
-    reply
-        .chunks_exact(12)
-        .map(|one| decode(one, params))
-        .collect()
 }
 
 #[cfg(test)]
@@ -189,20 +253,33 @@ mod tests {
     #[test]
     fn a_reply_that_is_not_the_scripts_is_refused() {
         let p = Params::anonymous(60);
-        assert!(decode(&[0; 11], &p).is_none());
-        assert!(decode(&[-1; 12], &p).is_none());
-        assert!(decode(&[3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], &p).is_none());
-        assert!(decode(&[0, 1, 0, 59, 1, 0, 0, 0, 0, 0, 0, 0], &p).is_some());
-        let two = [
-            [0, 1, 0, 59, 1, 0, 0, 0, 0, 0, 0, 0],
-            [0, 1, 0, 58, 2, 0, 0, 0, 0, 0, 0, 0],
-        ];
-        let batch = decode_batch(two.as_flattened(), &p, 2).unwrap();
-        assert_eq!(batch.len(), 2);
-        assert_eq!(batch[1].minute.remaining, 58);
-        // A batch's reply must hold exactly its requests.
-        assert!(decode_batch(two.as_flattened(), &p, 1).is_none());
-        assert!(decode_batch(two.as_flattened(), &p, 3).is_none());
-        assert!(decode_batch(&two.as_flattened()[..23], &p, 2).is_none());
+        let one = [0, 0, 59, 1, 0, 0, 0, 0, 0, 0, 0];
+        let two = [0, 0, 58, 2, 0, 0, 0, 0, 0, 0, 0];
+        let reply = |parts: &[&[i64]]| -> Vec<i64> {
+            let mut r = vec![1_700_000_000_000];
+            for part in parts {
+                r.extend_from_slice(part);
+            }
+            r
+        };
+        // Two states: one request each, then one state not stored.
+        let call = reply(&[&[0], &one, &[1], &two, &[2]]);
+        let verdicts = decode_call(&call, [(&p, 1), (&p, 1), (&p, 3)]).unwrap();
+        assert!(matches!(&verdicts[0], Verdict::Decided(d) if d[0].minute.remaining == 59));
+        assert!(matches!(&verdicts[1], Verdict::Reset(d) if d[0].minute.remaining == 58));
+        assert_eq!(verdicts[2], Verdict::NotStored);
+        // The reply must hold exactly the call's requests.
+        assert!(decode_call(&call, [(&p, 1), (&p, 1)]).is_none());
+        assert!(decode_call(&call, [(&p, 2), (&p, 1), (&p, 3)]).is_none());
+        assert!(decode_call(&reply(&[&[0], &one]), [(&p, 2)]).is_none());
+        assert!(decode_call(&reply(&[&[0], &one[..10]]), [(&p, 1)]).is_none());
+        // Not the script's numbers: an unknown flag or outcome, a negative.
+        assert!(decode_call(&reply(&[&[3], &one]), [(&p, 1)]).is_none());
+        let mut bad = one;
+        bad[0] = 3;
+        assert!(decode_call(&reply(&[&[0], &bad]), [(&p, 1)]).is_none());
+        bad[0] = -1;
+        assert!(decode_call(&reply(&[&[0], &bad]), [(&p, 1)]).is_none());
+        assert!(decode_call(&[], [(&p, 1)]).is_none());
     }
 }
