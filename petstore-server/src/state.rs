@@ -6,7 +6,7 @@
 //! `ratelimit/mod.rs`), `keys/`, `telemetry/` and `util/`.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -42,6 +42,10 @@ pub struct AppState {
     keys_generation: AtomicU64,
     keys_path: Option<PathBuf>,
     reloads: Rerun,
+    /// Set once a signal asked the server to stop: `/healthz` says so and
+    /// every response closes its connection, so that a load balancer
+    /// takes the instance out and reuses none of its connections.
+    draining: AtomicBool,
 }
 
 impl AppState {
@@ -77,7 +81,21 @@ impl AppState {
             keys_generation: AtomicU64::new(0),
             keys_path,
             reloads: Rerun::default(),
+            draining: AtomicBool::new(false),
         }
+    }
+
+    /// From now on, the server is stopping: see [`is_draining`](Self::is_draining).
+    pub fn drain(&self) {
+        self.draining.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a signal asked the server to stop: `/healthz` answers 503
+    /// `draining`, and every response closes its connection.
+    pub fn is_draining(&self) -> bool {
+        // Relaxed: a response that misses the flag by a moment is one
+        // more that keeps its connection, which the drain's delay covers.
+        self.draining.load(Ordering::Relaxed)
     }
 
     /// The key table in force.

@@ -618,7 +618,8 @@ fn openapi_document_declares_500_503_formats_and_bounds() {
     assert!(!description.contains("64 header fields"));
 
     // /healthz lies outside the base address: its bodies have a schema,
-    // 503 `degraded` with a reason included.
+    // 503 `degraded` with a reason, and 503 `draining` (ops_drain.rs)
+    // included.
     let health = &doc["components"]["schemas"]["Health"];
     let states: BTreeSet<&str> = health["properties"]["status"]["enum"]
         .as_array()
@@ -626,7 +627,7 @@ fn openapi_document_declares_500_503_formats_and_bounds() {
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    assert_eq!(states, BTreeSet::from(["ok", "degraded"]));
+    assert_eq!(states, BTreeSet::from(["ok", "degraded", "draining"]));
     assert_eq!(health["properties"]["reason"]["type"], "string");
     assert_eq!(health["additionalProperties"], false);
     let ok = server.get("/healthz", None);

@@ -47,6 +47,16 @@ pub struct Cli {
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub header_timeout: u64,
 
+    /// Seconds to drain on SIGTERM or SIGINT before stopping: `/healthz`
+    /// answers 503 `draining` (so a load balancer takes the instance out),
+    /// every response says `Connection: close`, new connections are still
+    /// served. Then the listener closes and the requests in flight finish.
+    /// A second signal ends the drain at once. Behind a balancer: more than
+    /// its time to notice (HAProxy: fall x inter).
+    #[arg(long, env = "PETSTORE_SHUTDOWN_DELAY", default_value_t = 0,
+          value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub shutdown_delay: u64,
+
     /// Seconds a client has to send a request's body; then 408.
     #[arg(long, env = "PETSTORE_BODY_TIMEOUT", default_value_t = 10,
           value_parser = clap::value_parser!(u64).range(1..=3600))]

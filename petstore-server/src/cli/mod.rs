@@ -17,12 +17,17 @@ mod keygen;
 mod start;
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Parser;
 
 pub use flags::{Cli, Command, JournalAction};
 
-use crate::{log_error, net};
+use crate::{log_error, log_info, net};
+
+/// The longest the runtime's own tasks and threads are waited for after
+/// the server stopped (a blocking call still running is abandoned).
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The binary: parses the arguments and runs the command they name.
 pub fn main() -> ExitCode {
@@ -65,8 +70,16 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(start::serve(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
+    let served = runtime.block_on(start::serve(cli));
+    // The runtime's own tasks and threads end here (a Redis or PostgreSQL
+    // connection, the blocking pool's threads): "stopped" is said once
+    // they have, so that it is true when a supervisor reads it.
+    runtime.shutdown_timeout(SHUTDOWN_TIMEOUT);
+    match served {
+        Ok(()) => {
+            log_info!("stopped");
+            ExitCode::SUCCESS
+        }
         Err(message) => {
             log_error!("{message}");
             ExitCode::from(2)

@@ -70,6 +70,14 @@ pub(super) async fn serve(cli: Cli) -> Result<(), String> {
                 usize::try_from(n).unwrap_or(usize::MAX)
             }),
         shutdown_grace: Duration::from_secs(10),
+        // After a drain, a second for the connections accepted just before
+        // the listener closed to send their request (within the header
+        // timeout, which would close them anyway).
+        settle: if cli.shutdown_delay > 0 {
+            Duration::from_secs(1).min(Duration::from_secs(cli.header_timeout))
+        } else {
+            Duration::ZERO
+        },
         proxy_protocol: cli.proxy_protocol,
     };
     let postgres = match &cli.postgres {
@@ -138,10 +146,31 @@ pub(super) async fn serve(cli: Cli) -> Result<(), String> {
         }
     });
     let mut terminate = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+    let delay = Duration::from_secs(cli.shutdown_delay);
+    let draining = state.clone();
+    // The first signal starts the drain (`--shutdown-delay`): `/healthz`
+    // answers 503 and every response closes its connection while new
+    // connections are still served, so that a load balancer notices and
+    // stops sending before the listener closes. Then (or at a second
+    // signal) this future ends, and `net::run` stops accepting and
+    // finishes the requests in flight, which still close their
+    // connections.
     let shutdown = async move {
         tokio::select! {
             _ = tokio::signal::ctrl_c() => log_info!("SIGINT received"),
             _ = terminate.recv() => log_info!("SIGTERM received"),
+        }
+        draining.drain();
+        if !delay.is_zero() {
+            log_info!(
+                "draining for {} s: /healthz answers 503, every response closes its connection; a second signal stops at once",
+                delay.as_secs()
+            );
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                _ = tokio::signal::ctrl_c() => log_info!("SIGINT received again: the drain ends"),
+                _ = terminate.recv() => log_info!("SIGTERM received again: the drain ends"),
+            }
         }
     };
 
@@ -158,7 +187,7 @@ pub(super) async fn serve(cli: Cli) -> Result<(), String> {
         // A blocking join (one last write) after the last request.
         writer.finish();
     }
-    log_info!("stopped");
+    // "stopped" is logged by `cli::main` once the runtime is down too.
     Ok(())
 }
 

@@ -152,7 +152,7 @@ pub fn admit(connection: &Connection, head: &Parts, body_empty: bool) -> Admissi
     let get = head.method == Method::GET || head.method == Method::HEAD;
     let response = match (&head.method, route) {
         (_, Route::Health) if get => {
-            let (status, body) = health::check(&state.store);
+            let (status, body) = health::check(&state.store, state.is_draining());
             json(status, body)
         }
         (_, Route::OpenApi) if get => json(StatusCode::OK, api.openapi().clone()),

@@ -112,8 +112,11 @@ pub(super) fn reply(
                 admitted,
                 BodyRead::Complete(Bytes::new()),
             ) {
-                Finished::Answered(response, served) => {
+                Finished::Answered(mut response, served) => {
                     drop(head);
+                    if connection.state.is_draining() {
+                        close(&mut response);
+                    }
                     record(connection, method, &response, &served, started);
                     return Reply::Now(ready(Ok(response)));
                 }
@@ -131,7 +134,7 @@ pub(super) fn reply(
     Reply::Later(Box::pin(async move {
         let (mut response, served, read_to_the_end) =
             drive(&connection, head, body, body_empty, step, body_timeout).await;
-        if !read_to_the_end {
+        if !read_to_the_end || connection.state.is_draining() {
             close(&mut response);
         }
         record(&connection, method, &response, &served, started);
@@ -187,7 +190,7 @@ fn answered_unread(
     body_empty: bool,
     started: Instant,
 ) -> HttpResponse {
-    if !body_empty {
+    if !body_empty || connection.state.is_draining() {
         close(&mut response);
     }
     record(connection, method, &response, served, started);
@@ -199,7 +202,11 @@ fn answered_unread(
 /// too slow): what is left of the body on the connection cannot be told
 /// from a next request, so hyper closes the connection after the
 /// response; this says so to the client (RFC 9112 section 9.6) instead of
-/// closing without a word.
+/// closing without a word. And for every response while the server
+/// drains before stopping: hyper closes the connection after it, and a
+/// client or load balancer knows not to send another request on it (one
+/// sent on a connection the server is about to close may be lost, and a
+/// POST's outcome with it).
 fn close(response: &mut HttpResponse) {
     response
         .headers_mut()

@@ -96,6 +96,14 @@ pub struct ConnLimits {
     pub max_connections_per_address: usize,
     /// How long shutdown waits for requests in flight.
     pub shutdown_grace: Duration,
+    /// After a drain (`--shutdown-delay`), how long the connections still
+    /// open are served as usual once the listener is closed, before the
+    /// idle ones are closed: a connection accepted a moment before the
+    /// listener closed has its first request read and answered instead
+    /// of being closed as idle (its client would see no answer at all).
+    /// Every response of a drain closes its connection anyway, so this
+    /// ends early when none is left. Zero without a drain.
+    pub settle: Duration,
     /// Every connection starts with a PROXY protocol header whose source
     /// address is the client's (`proxy_protocol.rs`); one without is
     /// closed.
@@ -111,6 +119,7 @@ impl Default for ConnLimits {
             max_connections: 1024,
             max_connections_per_address: PerAddress::default_cap(1024),
             shutdown_grace: Duration::from_secs(10),
+            settle: Duration::ZERO,
             proxy_protocol: false,
         }
     }
@@ -269,6 +278,14 @@ pub async fn serve<C, H, F>(
     }
 
     drop(listener);
+    if !limits.settle.is_zero() {
+        let settled = async {
+            while graceful.count() > 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        let _ = tokio::time::timeout(limits.settle, settled).await;
+    }
     log_info!(
         "shutting down: waiting for {} open connection(s)",
         graceful.count()
