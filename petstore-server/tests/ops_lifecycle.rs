@@ -92,6 +92,34 @@ fn without_keys_it_prints_a_working_dev_key_and_a_curl_line() {
     assert_eq!(server.get("/v1/pets", Some("not-the-dev-key")).status, 401);
 }
 
+/// The dev key a durable server printed, read from its output.
+fn printed_dev_key(server: &Server) -> String {
+    let line = server.wait_for_stdout_line(Duration::from_secs(10), |l| l.starts_with("dev key: "));
+    line.strip_prefix("dev key: ").unwrap().trim().to_owned()
+}
+
+#[test]
+fn the_dev_key_is_kept_in_the_data_directory_across_restarts() {
+    use std::os::unix::fs::PermissionsExt;
+    let data = common::unique_temp_dir().join("data");
+    let mut first = ServerBuilder::default().no_keys().data(&data).start();
+    let key = printed_dev_key(&first);
+    first.signal("TERM");
+    assert_eq!(first.wait_exit(Duration::from_secs(15)).code(), Some(0));
+    // Mode 0600, and the same key printed again, and it works.
+    let file = data.join("dev.key");
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{}", file.display());
+    let second = ServerBuilder::default().no_keys().data(&data).start();
+    assert_eq!(printed_dev_key(&second), key, "a new key after a restart");
+    assert_eq!(second.get("/v1/pets", Some(&key)).status, 200);
+    // In memory, a new key each time: there is no data directory.
+    let a = ServerBuilder::default().no_keys().start();
+    let b = ServerBuilder::default().no_keys().start();
+    assert_ne!(printed_dev_key(&a), printed_dev_key(&b));
+    assert_ne!(printed_dev_key(&a), key);
+}
+
 #[test]
 fn environment_variables_configure_it_and_flags_win() {
     let server = ServerBuilder::default().via_env().start();

@@ -36,8 +36,13 @@ pub(super) async fn serve(cli: Cli) -> Result<(), String> {
             keys
         }
         None => {
-            let key =
-                keygen::new_key().map_err(|e| format!("cannot make a development key: {e}"))?;
+            // Kept in the data directory of a durable server, so that a
+            // restart prints the same key; a new one each time otherwise.
+            let key = if cli.in_memory || cli.postgres.is_some() {
+                keygen::new_key().map_err(|e| format!("cannot make a development key: {e}"))?
+            } else {
+                crate::keys::dev_key(&cli.data, keygen::new_key)?
+            };
             let quota = Plans::default()
                 .quota(Plan::Pro, None)
                 .map_err(|e| e.to_string())?;

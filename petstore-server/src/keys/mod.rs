@@ -13,16 +13,19 @@
 //! | `file.rs` | reading and checking the keys file; [`MAX_QUOTA`] |
 //! | `state_id.rs` | [`StateId`]: a key's limiter state as named outside the process |
 //! | `reload.rs` | [`Rerun`]: one reload at a time, run again once if asked meanwhile |
+//! | `dev_key.rs` | the development key kept in the data directory |
 //!
 //! Rule: `keys/` may use `util/`, `telemetry/`, and `http/headers.rs`
 //! (each entry keeps its 2xx header templates, built once per reload
 //! rather than per request).
 
+mod dev_key;
 mod file;
 mod reload;
 mod state_id;
 mod table;
 
+pub use dev_key::{load_or_create as dev_key, DEV_KEY_FILE};
 pub use file::{KeysError, KEYS_FILE_CAP, MAX_QUOTA};
 pub use reload::Rerun;
 pub use state_id::StateId;
