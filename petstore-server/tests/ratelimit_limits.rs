@@ -204,6 +204,13 @@ fn repeated_refusals_ban_the_key() {
     let field = parse_ratelimit(banned.single("ratelimit"));
     assert_eq!(field.remaining, 0, "{field:?}");
     assert!((595..=600).contains(&field.reset), "{field:?}");
+    // `t` is when the window is full again, Retry-After when a request
+    // would be allowed: never the smaller (docs/contract.md).
+    assert!(
+        field.reset >= retry,
+        "t={} < Retry-After {retry}",
+        field.reset
+    );
     // Every kind of request is refused while banned.
     let resp = server.post("/v1/pets", Some("f1"), Some("application/json"), PET);
     assert_error(&resp, 429, "key_banned");
