@@ -21,6 +21,8 @@
 //! | `petstore_postgres_batch_size` | histogram (creates per transaction) | |
 //! | `petstore_postgres_copy_behind` | gauge: committed pets the read copy does not hold yet, as far as known | |
 //! | `petstore_postgres_errors` | counter | `op` (`commit`, `tail`, `queue_full`) |
+//! | `petstore_build_info` | info: 1 | `version` |
+//! | `process_resident_memory_bytes`, `process_cpu_seconds_total`, `process_open_fds`, `process_start_time_seconds` | the usual process figures, unprefixed (`process.rs`) | |
 //!
 //! The metrics are registered by their owners: the requests, refusals
 //! and anonymous clients here; the store's (pets, journal, PostgreSQL)
@@ -35,11 +37,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus_client::collector::Collector;
+use prometheus_client::encoding::text;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::info::Info;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
+use super::process::ProcessCollector;
 use super::recorder::Recorder;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -62,7 +67,10 @@ struct ReasonLabel {
 /// The server's metrics.
 #[derive(Debug)]
 pub struct Metrics {
+    /// Every `petstore_` metric.
     registry: Registry,
+    /// The process figures, under their usual unprefixed names.
+    process: Registry,
     recorder: Arc<Recorder>,
     anonymous_clients: Gauge,
 }
@@ -82,8 +90,16 @@ impl Metrics {
             "Client addresses the limiter of requests without a valid key remembers (bounded)",
             anonymous_clients.clone(),
         );
+        registry.register(
+            "build",
+            "The server's version",
+            Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
+        );
+        let mut process = Registry::default();
+        process.register_collector(Box::new(ProcessCollector));
         Metrics {
             registry,
+            process,
             recorder,
             anonymous_clients,
         }
@@ -115,7 +131,10 @@ impl Metrics {
         self.anonymous_clients
             .set(i64::try_from(anonymous_clients).unwrap_or(i64::MAX));
         let mut text = String::new();
-        if prometheus_client::encoding::text::encode(&mut text, &self.registry).is_err() {
+        let encoded = text::encode_registry(&mut text, &self.registry)
+            .and_then(|()| text::encode_registry(&mut text, &self.process))
+            .and_then(|()| text::encode_eof(&mut text));
+        if encoded.is_err() {
             // Writing into a String cannot fail; keep the scrape readable.
             text.clear();
             let _ = writeln!(text, "# EOF");
@@ -251,6 +270,37 @@ mod tests {
                 "missing {want:?} in\n{text}"
             );
         }
+        // The version, and the process figures under their usual names,
+        // read from /proc (this test runs on Linux): each once, with a
+        // plausible value; one end of file, at the end.
+        let version = format!(
+            r#"petstore_build_info{{version="{}"}} 1"#,
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(text.lines().any(|l| l == version), "{text}");
+        let value = |name: &str| -> f64 {
+            let lines: Vec<&str> = text
+                .lines()
+                .filter(|l| l.starts_with(&format!("{name} ")))
+                .collect();
+            assert_eq!(lines.len(), 1, "{name} in\n{text}");
+            lines[0][name.len() + 1..].parse().unwrap()
+        };
+        assert!(value("process_resident_memory_bytes") > 1_000_000.0);
+        // A test process may not have used one tick (10 ms) yet.
+        assert!(value("process_cpu_seconds_total") >= 0.0);
+        assert!(value("process_open_fds") >= 3.0);
+        let started = value("process_start_time_seconds");
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        assert!(
+            started <= now + 1.0 && started > now - 86_400.0,
+            "{started}"
+        );
+        assert_eq!(text.matches("# EOF").count(), 1, "{text}");
+        assert!(text.ends_with("# EOF\n"), "{text}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

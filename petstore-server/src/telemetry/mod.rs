@@ -8,6 +8,7 @@
 //! | `metrics.rs` | [`Metrics`]: the registry each owner registers its collector with |
 //! | `recorder.rs` | per-thread request counters (the hot-path half of the metrics) |
 //! | `histogram.rs` | an atomic histogram for the backends' latencies |
+//! | `process.rs` | the process figures (memory, CPU, open files, start) from `/proc/self` |
 //!
 //! Rule: `telemetry/` may use `util/`, and the route table
 //! (`http/route.rs`) to size the recorder's arrays.
@@ -16,6 +17,7 @@ pub mod access_log;
 pub mod histogram;
 pub mod log;
 pub mod metrics;
+pub mod process;
 pub mod recorder;
 
 pub use metrics::Metrics;
