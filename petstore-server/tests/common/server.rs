@@ -14,6 +14,7 @@ pub struct ServerBuilder {
     via_env: bool,
     data: Option<PathBuf>,
     postgres: Option<String>,
+    addr: Option<String>,
 }
 
 impl Default for ServerBuilder {
@@ -25,11 +26,19 @@ impl Default for ServerBuilder {
             via_env: false,
             data: None,
             postgres: None,
+            addr: None,
         }
     }
 }
 
 impl ServerBuilder {
+    /// Listens on `addr` (a replica restarted behind a load balancer
+    /// comes back on its own port) instead of a port of the system's choice.
+    pub fn addr(mut self, addr: &str) -> Self {
+        self.addr = Some(addr.to_owned());
+        self
+    }
+
     /// Writes this JSON as the keys file.
     pub fn keys(mut self, keys: Value) -> Self {
         self.keys = KeysSpec::Json(keys);
@@ -108,13 +117,14 @@ impl ServerBuilder {
                 cmd.env_remove(name);
             }
         }
+        let addr = self.addr.as_deref().unwrap_or("127.0.0.1:0");
         if self.via_env {
-            cmd.env("PETSTORE_ADDR", "127.0.0.1:0");
+            cmd.env("PETSTORE_ADDR", addr);
             if let Some(p) = &keys_path {
                 cmd.env("PETSTORE_KEYS", p);
             }
         } else {
-            cmd.args(["--addr", "127.0.0.1:0"]);
+            cmd.args(["--addr", addr]);
             if let Some(p) = &keys_path {
                 cmd.arg("--keys").arg(p);
             }
