@@ -47,6 +47,12 @@ pub struct Cli {
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub header_timeout: u64,
 
+    /// Serve `/metrics` and `/healthz` on this second address (HOST:PORT)
+    /// instead of the public one, which then answers them 404: a public
+    /// front end cannot expose them. Never expects a PROXY header.
+    #[arg(long, env = "PETSTORE_ADMIN_ADDR", value_name = "HOST:PORT")]
+    pub admin_addr: Option<String>,
+
     /// Seconds to drain on SIGTERM or SIGINT before stopping: `/healthz`
     /// answers 503 `draining` (so a load balancer takes the instance out),
     /// every response says `Connection: close`, new connections are still

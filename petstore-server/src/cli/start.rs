@@ -16,7 +16,7 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use super::flags::Cli;
 use super::keygen;
-use crate::http::{Api, Options};
+use crate::http::{Api, Options, Role};
 use crate::keys::Keys;
 use crate::net::{self, ConnLimits, PerAddress, RefusedConnections};
 use crate::ratelimit::redis::RedisLimits;
@@ -58,11 +58,36 @@ pub(super) async fn serve(cli: Cli) -> Result<(), String> {
         .map_err(|e| format!("cannot listen on {}: {e}", cli.addr))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
 
-    let api = Arc::new(Api::new(Options {
+    let admin_listener = match &cli.admin_addr {
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .await
+                .map_err(|e| format!("cannot listen on --admin-addr {addr}: {e}"))?,
+        ),
+        None => None,
+    };
+    let options = Options {
         base_url: cli.base_url.clone().unwrap_or_else(|| "/v1".into()),
         cors_origins: cli.cors_origins.clone(),
         access_log: cli.access_log,
-    }));
+        role: if admin_listener.is_some() {
+            Role::Public
+        } else {
+            Role::All
+        },
+    };
+    let admin = match admin_listener {
+        Some(listener) => {
+            let at = listener.local_addr().map_err(|e| e.to_string())?;
+            let api = Arc::new(Api::new(Options {
+                role: Role::Admin,
+                ..options.clone()
+            }));
+            Some((listener, api, at))
+        }
+        None => None,
+    };
+    let api = Arc::new(Api::new(options));
     let max_connections = usize::try_from(cli.max_connections).unwrap_or(usize::MAX);
     let conn_limits = ConnLimits {
         header_timeout: Duration::from_secs(cli.header_timeout),
@@ -186,8 +211,12 @@ pub(super) async fn serve(cli: Cli) -> Result<(), String> {
     if let Some(path) = state.inventory.journal_path() {
         println!("journal: {}", path.display());
     }
+    if let Some((_, _, at)) = &admin {
+        println!("admin (/healthz, /metrics) on http://{at}");
+    }
     println!("listening on http://{local}");
-    net::run(listener, state, api, conn_limits, shutdown).await;
+    let admin = admin.map(|(listener, api, _)| (listener, api));
+    net::run(listener, state, api, conn_limits, shutdown, admin).await;
     if let Some(writer) = limits_writer {
         // A blocking join (one last write) after the last request.
         writer.finish();

@@ -131,8 +131,8 @@ pub(super) enum Checked {
 /// from its framing).
 pub fn admit(connection: &Connection, head: &Parts, body_empty: bool) -> Admission {
     let (state, api) = (&*connection.state, &*connection.api);
-    let route =
-        Route::find(head.uri.path()).filter(|r| *r != Route::Metrics || state.metrics.is_some());
+    let route = Route::find(head.uri.path())
+        .filter(|r| (*r != Route::Metrics || state.metrics.is_some()) && api.serves(*r));
     let mut served = Served {
         route: route.map_or(UNKNOWN, Route::template),
         ..Served::default()

@@ -8,6 +8,7 @@ use hyper::header::HeaderValue;
 
 use super::headers::successor_link;
 use super::openapi::openapi_document;
+use super::route::Route;
 
 /// Options of the HTTP contract.
 #[derive(Clone, Debug)]
@@ -19,6 +20,21 @@ pub struct Options {
     pub cors_origins: Vec<String>,
     /// Write one access-log line per request on stderr.
     pub access_log: bool,
+    /// Which routes this listener serves.
+    pub role: Role,
+}
+
+/// Which routes a listener serves (`--admin-addr`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Every route: one listener for everything (the default).
+    All,
+    /// Every route but `/healthz` and `/metrics`, which are on the admin
+    /// listener: the public port answers them 404, so that they cannot
+    /// be read through a public front end.
+    Public,
+    /// Only `/healthz` and `/metrics` (404 for the rest).
+    Admin,
 }
 
 impl Default for Options {
@@ -27,6 +43,7 @@ impl Default for Options {
             base_url: "/v1".into(),
             cors_origins: Vec::new(),
             access_log: false,
+            role: Role::All,
         }
     }
 }
@@ -64,6 +81,16 @@ impl Api {
     /// Whether CORS is on.
     pub fn cors_on(&self) -> bool {
         !self.options.cors_origins.is_empty()
+    }
+
+    /// Whether this listener serves `route` (else it is 404, as no route).
+    pub(super) fn serves(&self, route: Route) -> bool {
+        let admin = matches!(route, Route::Health | Route::Metrics);
+        match self.options.role {
+            Role::All => true,
+            Role::Public => !admin,
+            Role::Admin => admin,
+        }
     }
 }
 

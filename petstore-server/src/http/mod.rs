@@ -52,7 +52,7 @@ mod tests;
 pub use admit::{
     admit, admit_decided, declared_length, Admission, Admitted, Decided, Pending, Served,
 };
-pub use api::{Api, Options};
+pub use api::{Api, Options, Role};
 pub use body::{BodyRead, MAX_BODY};
 pub use connection::Connection;
 pub use error::{ApiError, HttpResponse};

@@ -125,9 +125,56 @@ impl Default for ConnLimits {
     }
 }
 
-/// Serves `listener` until `shutdown` completes, then stops accepting and
+/// Serves `listener` (and `admin`'s listener with its API, for
+/// `--admin-addr`) until `shutdown` completes, then stops accepting and
 /// waits (at most `limits.shutdown_grace`) for the requests in flight.
 pub async fn run(
+    listener: TcpListener,
+    state: Arc<AppState>,
+    api: Arc<Api>,
+    limits: ConnLimits,
+    shutdown: impl Future<Output = ()>,
+    admin: Option<(TcpListener, Arc<Api>)>,
+) {
+    let Some((admin_listener, admin_api)) = admin else {
+        return serve_api(listener, state, api, limits, shutdown).await;
+    };
+    // Both listeners stop at the same signal, after the same drain: the
+    // admin one keeps answering `/healthz` (503 `draining`) meanwhile.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+    // The admin listener is for monitors (Prometheus, a balancer's health
+    // check on its own port): never behind a PROXY header.
+    let admin_limits = ConnLimits {
+        proxy_protocol: false,
+        ..limits
+    };
+    tokio::join!(
+        async move {
+            shutdown.await;
+            let _ = stop_tx.send(true);
+        },
+        serve_api(
+            listener,
+            state.clone(),
+            api,
+            limits,
+            stopped(stop_rx.clone())
+        ),
+        serve_api(
+            admin_listener,
+            state,
+            admin_api,
+            admin_limits,
+            stopped(stop_rx)
+        ),
+    );
+}
+
+/// [`serve`] with the API's request driver.
+async fn serve_api(
     listener: TcpListener,
     state: Arc<AppState>,
     api: Arc<Api>,
