@@ -121,6 +121,50 @@ fn the_dev_key_is_kept_in_the_data_directory_across_restarts() {
 }
 
 #[test]
+fn with_log_format_json_every_line_is_one_json_object() {
+    let mut server = ServerBuilder::default()
+        .arg("--log-format")
+        .arg("json")
+        .arg("--access-log")
+        .start();
+    assert_eq!(server.get("/v1/pets", Some(KEY)).status, 200);
+    assert_eq!(server.get("/v1/pets", Some("no-such-key")).status, 401);
+    server.signal("TERM");
+    assert_eq!(server.wait_exit(Duration::from_secs(15)).code(), Some(0));
+    let stderr = server.stderr_text();
+    let lines: Vec<serde_json::Value> = stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    // Start-up, the two requests, shutdown: every line has the three
+    // fields, as strings.
+    assert!(lines.len() >= 5, "{stderr}");
+    for line in &lines {
+        for field in ["ts", "level", "msg"] {
+            assert!(line[field].is_string(), "{field} in {line}");
+        }
+    }
+    let requests: Vec<_> = lines.iter().filter(|l| l["msg"] == "request").collect();
+    assert_eq!(requests.len(), 2, "{stderr}");
+    assert_eq!(requests[0]["route"], "/v1/pets");
+    assert_eq!(requests[0]["status"], 200);
+    assert_eq!(requests[1]["status"], 401);
+    assert!(lines.iter().any(|l| l["msg"] == "stopped"), "{stderr}");
+    assert!(!stderr.contains(KEY), "a key in the log");
+
+    let refused = ServerBuilder::default()
+        .arg("--log-format")
+        .arg("xml")
+        .expect_startup_failure();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        refused.stderr.contains("must be text or json"),
+        "{}",
+        refused.stderr
+    );
+}
+
+#[test]
 fn environment_variables_configure_it_and_flags_win() {
     let server = ServerBuilder::default().via_env().start();
     assert_eq!(

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use petstore_core::{FsyncPolicy, Plan};
 
+use crate::telemetry::log::Format as LogFormat;
+
 /// The petstore HTTP/JSON server.
 #[derive(Debug, Parser)]
 #[command(name = "petstore-server", version, about, long_about = None)]
@@ -52,6 +54,12 @@ pub struct Cli {
     /// front end cannot expose them. Never expects a PROXY header.
     #[arg(long, env = "PETSTORE_ADMIN_ADDR", value_name = "HOST:PORT")]
     pub admin_addr: Option<String>,
+
+    /// Log lines as `text` (`TIME LEVEL message`) or `json` (one object per
+    /// line with `ts`, `level`, `msg`; access-log lines too, with their
+    /// fields).
+    #[arg(long, env = "PETSTORE_LOG_FORMAT", default_value = "text", value_parser = parse_log_format)]
+    pub log_format: LogFormat,
 
     /// Seconds to drain on SIGTERM or SIGINT before stopping: `/healthz`
     /// answers 503 `draining` (so a load balancer takes the instance out),
@@ -216,6 +224,14 @@ pub enum JournalAction {
 fn parse_plan(s: &str) -> Result<Plan, String> {
     s.parse()
         .map_err(|e: petstore_core::UnknownPlan| e.to_string())
+}
+
+fn parse_log_format(s: &str) -> Result<LogFormat, String> {
+    match s {
+        "text" => Ok(LogFormat::Text),
+        "json" => Ok(LogFormat::Json),
+        _ => Err("must be text or json".into()),
+    }
 }
 
 fn parse_fsync(s: &str) -> Result<FsyncPolicy, String> {

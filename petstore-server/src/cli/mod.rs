@@ -32,6 +32,7 @@ const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 /// The binary: parses the arguments and runs the command they name.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    crate::telemetry::log::set_format(cli.log_format);
     if let Some(Command::Keygen {
         plan,
         name,

@@ -34,11 +34,40 @@ pub struct Line<'a> {
     pub client: IpAddr,
 }
 
+/// An access-log line with `--log-format json`: the fields every log line
+/// has (`ts`, `level`, `msg`), then the request's.
+#[derive(Serialize)]
+struct Structured<'a> {
+    ts: &'a str,
+    level: &'static str,
+    msg: &'static str,
+    method: &'a str,
+    route: &'a str,
+    status: u16,
+    micros: u64,
+    key: Option<&'a str>,
+    client: IpAddr,
+}
+
 impl Line<'_> {
     /// Writes the line to stderr in one `write` (lines from concurrent
     /// requests never interleave).
     pub fn write(&self) {
-        let mut bytes = serde_json::to_vec(self).unwrap_or_default();
+        let bytes = match super::log::format() {
+            super::log::Format::Text => serde_json::to_vec(self),
+            super::log::Format::Json => serde_json::to_vec(&Structured {
+                ts: &self.time,
+                level: "INFO",
+                msg: "request",
+                method: self.method,
+                route: self.route,
+                status: self.status,
+                micros: self.micros,
+                key: self.key,
+                client: self.client,
+            }),
+        };
+        let mut bytes = bytes.unwrap_or_default();
         bytes.push(b'\n');
         let _ = std::io::stderr().lock().write_all(&bytes);
     }

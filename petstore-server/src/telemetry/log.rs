@@ -1,12 +1,68 @@
-//! Plain log lines on stderr: `2026-11-22T11:52:00.123Z LEVEL message`.
-//! A key is never logged, only its entry's name.
+//! Log lines on stderr, in one of two formats ([`Format`], `--log-format`):
+//! plain text, `2026-11-22T11:52:00.123Z LEVEL message`, or one JSON
+//! object per line, `{"ts":"...","level":"INFO","msg":"..."}`, which log
+//! collectors parse without a pattern (the access log's lines then carry
+//! the same three fields). A key is never logged, only its entry's name.
 
 use std::fmt;
+use std::io::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Writes one log line.
+use serde::Serialize;
+
+/// The format of every log line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// `TIME LEVEL message` (the default).
+    Text,
+    /// One JSON object per line with `ts`, `level` and `msg`.
+    Json,
+}
+
+/// Whether lines are JSON: set once at start, read by every line.
+static JSON: AtomicBool = AtomicBool::new(false);
+
+/// Sets the format of every line from now on (once, at start).
+pub fn set_format(format: Format) {
+    JSON.store(format == Format::Json, Ordering::Relaxed);
+}
+
+/// The format in force.
+pub fn format() -> Format {
+    if JSON.load(Ordering::Relaxed) {
+        Format::Json
+    } else {
+        Format::Text
+    }
+}
+
+#[derive(Serialize)]
+struct JsonLine<'a> {
+    ts: &'a str,
+    level: &'a str,
+    msg: &'a str,
+}
+
+/// Writes one log line, in one `write` (lines of concurrent tasks never
+/// interleave).
 pub fn write(level: &str, message: fmt::Arguments<'_>) {
-    eprintln!("{} {level} {message}", rfc3339_now());
+    let ts = rfc3339_now();
+    let mut line = match format() {
+        Format::Text => format!("{ts} {level} {message}").into_bytes(),
+        Format::Json => {
+            let msg = message.to_string();
+            // Three strings into a Vec cannot fail.
+            serde_json::to_vec(&JsonLine {
+                ts: &ts,
+                level,
+                msg: &msg,
+            })
+            .unwrap_or_default()
+        }
+    };
+    line.push(b'\n');
+    let _ = std::io::stderr().lock().write_all(&line);
 }
 
 /// Logs at INFO.

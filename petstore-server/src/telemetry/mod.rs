@@ -3,7 +3,7 @@
 //!
 //! | file | holds |
 //! |---|---|
-//! | `log.rs` | `log_info!`, `log_error!`: plain lines on stderr |
+//! | `log.rs` | `log_info!`, `log_error!`: lines on stderr, as text or JSON (`--log-format`) |
 //! | `access_log.rs` | `--access-log`: one JSON line per request |
 //! | `metrics.rs` | [`Metrics`]: the registry each owner registers its collector with |
 //! | `recorder.rs` | per-thread request counters (the hot-path half of the metrics) |
