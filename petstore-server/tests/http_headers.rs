@@ -445,18 +445,9 @@ fn openapi_document_says_what_the_decisions_say() {
         "global security uses {bearer}"
     );
 
-    // The closed set of error codes, on the Error schema of every error
-    // response (possibly narrowed with allOf).
-    let error_schema = resolve(
-        &doc,
-        &resolve(&doc, &get.op["responses"]["404"])["content"]["application/json"]["schema"],
-    );
-    let parts = flatten(&doc, error_schema);
-    let base = parts
-        .iter()
-        .find(|p| p["required"].is_array())
-        .unwrap_or_else(|| panic!("no Error schema with `required` in {error_schema}"));
-    let codes: BTreeSet<&str> = resolve(&doc, &base["properties"]["code"])["enum"]
+    // The closed set of error codes, on the Error schema.
+    let error = resolve(&doc, &doc["components"]["schemas"]["Error"]);
+    let codes: BTreeSet<&str> = resolve(&doc, &error["properties"]["code"])["enum"]
         .as_array()
         .expect("Error.code enum")
         .iter()
@@ -468,6 +459,7 @@ fn openapi_document_says_what_the_decisions_say() {
             "invalid_body",
             "invalid_query",
             "invalid_path",
+            "invalid_header",
             "unauthorized",
             "not_found",
             "method_not_allowed",
@@ -481,17 +473,50 @@ fn openapi_document_says_what_the_decisions_say() {
             "unavailable",
         ])
     );
-    let error_required: BTreeSet<&str> = base["required"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    assert_eq!(
-        error_required,
-        BTreeSet::from(["code", "message", "status"])
-    );
-    assert_eq!(base["additionalProperties"], false, "{base}");
+    // Every error response names a component of its own set of codes (so
+    // that client generators build one model per set, instead of refusing
+    // an enum redefined inline): the Error's fields, `required` and closed,
+    // codes from the closed set, and `status` that response's.
+    let mut error_responses = 0;
+    for op in operations(&doc).values() {
+        for (status, response) in op.op["responses"].as_object().unwrap() {
+            let Ok(n) = status.parse::<u16>() else {
+                continue;
+            };
+            if n < 400 {
+                continue;
+            }
+            let schema_ref = &resolve(&doc, response)["content"]["application/json"]["schema"];
+            assert!(
+                schema_ref["$ref"].is_string(),
+                "{} {status}: not a named schema",
+                op.path
+            );
+            let schema = resolve(&doc, schema_ref);
+            let required: BTreeSet<&str> = schema["required"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{} {status}: no required", op.path))
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            assert_eq!(required, BTreeSet::from(["code", "message", "status"]));
+            assert_eq!(schema["additionalProperties"], false, "{schema}");
+            let code = resolve(&doc, &schema["properties"]["code"]);
+            for c in code["enum"].as_array().expect("a code enum") {
+                assert!(
+                    codes.contains(c.as_str().unwrap()),
+                    "{c} not in the closed set"
+                );
+            }
+            assert_eq!(
+                schema["properties"]["status"]["enum"],
+                json!([n]),
+                "{schema}"
+            );
+            error_responses += 1;
+        }
+    }
+    assert!(error_responses > 20, "{error_responses}");
 
     // The served document is the one in the repository.
     let in_repo = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.json"))
@@ -525,7 +550,7 @@ fn openapi_document_declares_500_503_formats_and_bounds() {
         );
         let codes: Vec<&Value> = flatten(&doc, schema)
             .iter()
-            .filter_map(|p| p["properties"]["code"]["enum"].as_array())
+            .filter_map(|p| resolve(&doc, &p["properties"]["code"])["enum"].as_array())
             .flatten()
             .collect();
         assert!(
