@@ -49,3 +49,35 @@ fn with_the_proxy_protocol_one_address_cannot_hold_every_slot_before_its_header(
     assert_eq!(response.status, 200);
     drop(silent);
 }
+
+#[test]
+fn one_header_timeout_covers_the_proxy_header_and_the_http_head() {
+    // Attack run F4, the other half: the PROXY header and the HTTP head
+    // each had their own timeout, so a client sending the first late and
+    // the second never held its connection for both (3.7 s at a timeout
+    // of 2). One timeout now covers both: the head gets what the PROXY
+    // header left. Timeout 3 s, the header after 2.5 s, then a head that
+    // never ends: closed at about 3 s; the old code waited about 5.5 s.
+    // The bound between them leaves 1.5 s either way.
+    let server = Server::start(&["--proxy-protocol", "--header-timeout", "3"]);
+    let connected = std::time::Instant::now();
+    let mut conn = server.connect();
+    std::thread::sleep(Duration::from_millis(2_500));
+    // A busy machine may send these after the server closed: that is a
+    // close within the bound too, so a failed send is no failure.
+    let _ = conn.send(proxy_v1("192.0.2.10").as_bytes());
+    let _ = conn.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n");
+    assert!(
+        conn.closed_within(Duration::from_secs(30)),
+        "the connection was never closed"
+    );
+    let held = connected.elapsed();
+    assert!(
+        held < Duration::from_millis(4_500),
+        "held {held:?}: the head got a header timeout of its own after the PROXY header's"
+    );
+    assert!(
+        held >= Duration::from_millis(2_500),
+        "closed after {held:?}"
+    );
+}

@@ -194,8 +194,8 @@ async fn serve_api(
 }
 
 /// A connection whose PROXY header has been read: its stream, the
-/// client's address, its slot.
-type Proxied = (TcpStream, IpAddr, OwnedSemaphorePermit);
+/// client's address, its slot, and what is left of its header timeout.
+type Proxied = (TcpStream, IpAddr, OwnedSemaphorePermit, Duration);
 
 /// The accept loop with all the limits, around any handler:
 /// `connect(peer)` makes the handler of one connection's requests. [`run`]
@@ -236,29 +236,43 @@ pub async fn serve<C, H, F>(
     // the header timeout, holding its slot), which hands the connection
     // back here to be counted per address and served.
     let (ready_tx, mut ready_rx) = mpsc::unbounded_channel::<Proxied>();
-    let mut start = |stream: TcpStream, ip: IpAddr, slot: OwnedSemaphorePermit| {
-        let Some(address_slot) = per_address.take(ip) else {
-            // Over the address's cap: closed now (the drop); the slot
-            // goes back to the caller.
-            drop(stream);
-            return Some(slot);
+    // `header_left`: the header timeout not yet spent. One timeout covers
+    // the PROXY header and the HTTP head together (a client sending each
+    // slowly could otherwise hold a connection for twice the timeout), so
+    // a proxied connection's head gets only what its PROXY header left.
+    // hyper applies the builder's timeout to each head of the connection,
+    // so its later keep-alive waits are shorter by that too: by the
+    // microseconds a balancer takes to send its header.
+    let mut start =
+        |stream: TcpStream, ip: IpAddr, slot: OwnedSemaphorePermit, header_left: Duration| {
+            let Some(address_slot) = per_address.take(ip) else {
+                // Over the address's cap: closed now (the drop); the slot
+                // goes back to the caller.
+                drop(stream);
+                return Some(slot);
+            };
+            let _ = stream.set_nodelay(true);
+            let service = service_fn(connect(ip));
+            let io = TokioIo::new(WriteTimeout::new(stream, limits.write_timeout));
+            let connection = if header_left < limits.header_timeout {
+                let mut shorter = http.clone();
+                shorter.header_read_timeout(header_left);
+                graceful.watch(shorter.serve_connection(io, service))
+            } else {
+                graceful.watch(http.serve_connection(io, service))
+            };
+            tokio::spawn(async move {
+                // The address's place is given back before the slot (a
+                // tuple drops in order): the accept that the freed slot lets
+                // through must find the count already lowered, or it would
+                // refuse a connection that is within the cap.
+                let _slots = (address_slot, slot);
+                // Errors here are the client's (reset, timeout, bad framing);
+                // hyper has already answered what could be answered.
+                let _ = connection.await;
+            });
+            None
         };
-        let _ = stream.set_nodelay(true);
-        let service = service_fn(connect(ip));
-        let io = TokioIo::new(WriteTimeout::new(stream, limits.write_timeout));
-        let connection = graceful.watch(http.serve_connection(io, service));
-        tokio::spawn(async move {
-            // The address's place is given back before the slot (a
-            // tuple drops in order): the accept that the freed slot lets
-            // through must find the count already lowered, or it would
-            // refuse a connection that is within the cap.
-            let _slots = (address_slot, slot);
-            // Errors here are the client's (reset, timeout, bad framing);
-            // hyper has already answered what could be answered.
-            let _ = connection.await;
-        });
-        None
-    };
     let mut permit = None;
     loop {
         let slot = match permit.take() {
@@ -268,8 +282,8 @@ pub async fn serve<C, H, F>(
                     Ok(slot) => slot,
                     Err(_) => break, // the semaphore is never closed
                 },
-                Some((stream, ip, slot)) = ready_rx.recv() => {
-                    drop(start(stream, ip, slot));
+                Some((stream, ip, slot, left)) = ready_rx.recv() => {
+                    drop(start(stream, ip, slot, left));
                     continue;
                 }
                 () = &mut shutdown => break,
@@ -286,8 +300,8 @@ pub async fn serve<C, H, F>(
                     continue;
                 }
             },
-            Some((stream, ip, ready_slot)) = ready_rx.recv() => {
-                drop(start(stream, ip, ready_slot));
+            Some((stream, ip, ready_slot, left)) = ready_rx.recv() => {
+                drop(start(stream, ip, ready_slot, left));
                 permit = Some(slot);
                 continue;
             }
@@ -308,20 +322,25 @@ pub async fn serve<C, H, F>(
             let ready = ready_tx.clone();
             let timeout = limits.header_timeout;
             tokio::spawn(async move {
+                let accepted = tokio::time::Instant::now();
                 let mut stream = stream;
                 let read = proxy_protocol::read_header(&mut stream, peer.ip());
                 // Otherwise closed (the drop): no header, a bad one, or
                 // none in time. Not logged: anyone can connect.
                 if let Ok(Ok(ip)) = tokio::time::timeout(timeout, read).await {
+                    let left = timeout.saturating_sub(accepted.elapsed());
+                    if left.is_zero() {
+                        return; // the whole timeout spent on the header
+                    }
                     // Handed over to be counted under the client's address.
                     drop(header_slot);
-                    let _ = ready.send((stream, ip, slot));
+                    let _ = ready.send((stream, ip, slot, left));
                 }
             });
             continue;
         }
         // Over the address's cap: the slot is kept for the next client.
-        permit = start(stream, peer.ip(), slot);
+        permit = start(stream, peer.ip(), slot, limits.header_timeout);
     }
 
     drop(listener);
