@@ -12,7 +12,7 @@
 
 mod common;
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use common::postgres::Postgres;
 use common::redis::RedisServer;
-use common::{proxy_v1, unique_temp_dir, wait_until, Conn, Server};
+use common::{free_port, proxy_v1, unique_temp_dir, wait_until, Conn, Server};
 use serde_json::json;
 
 const KEY: &str = "rolling-restart-key";
@@ -53,14 +53,6 @@ backend replicas
     server r1 127.0.0.1:@R1@
     server r2 127.0.0.1:@R2@
 ";
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 struct Haproxy(Child);
 

@@ -66,48 +66,54 @@ fn open_fds() -> Option<u64> {
     Some(entries.saturating_sub(1))
 }
 
+/// Encodes one figure under `name`.
+fn figure(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    metric: &impl EncodeMetric,
+) -> Result<(), std::fmt::Error> {
+    let descriptor = encoder.encode_descriptor(name, help, None, metric.metric_type())?;
+    metric.encode(descriptor)
+}
+
 impl Collector for ProcessCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         if let Some(bytes) = resident_bytes() {
-            let gauge = ConstGauge::new(bytes as i64);
-            let metric = encoder.encode_descriptor(
+            let memory = ConstGauge::new(bytes as i64);
+            figure(
+                &mut encoder,
                 "process_resident_memory_bytes",
                 "Resident memory size in bytes",
-                None,
-                gauge.metric_type(),
+                &memory,
             )?;
-            gauge.encode(metric)?;
         }
         if let Some((cpu, start_ticks)) = stat() {
-            let counter = ConstCounter::new(cpu);
-            let metric = encoder.encode_descriptor(
+            let cpu = ConstCounter::new(cpu);
+            figure(
+                &mut encoder,
                 "process_cpu_seconds",
                 "Total user and system CPU time spent in seconds",
-                None,
-                counter.metric_type(),
+                &cpu,
             )?;
-            counter.encode(metric)?;
             if let Some(boot) = boot_time() {
-                let start = boot as f64 + start_ticks as f64 / USER_HZ;
-                let gauge = ConstGauge::new(start);
-                let metric = encoder.encode_descriptor(
+                let start = ConstGauge::new(boot as f64 + start_ticks as f64 / USER_HZ);
+                figure(
+                    &mut encoder,
                     "process_start_time_seconds",
                     "Start time of the process since the Unix epoch in seconds",
-                    None,
-                    gauge.metric_type(),
+                    &start,
                 )?;
-                gauge.encode(metric)?;
             }
         }
         if let Some(fds) = open_fds() {
-            let gauge = ConstGauge::new(fds as i64);
-            let metric = encoder.encode_descriptor(
+            let fds = ConstGauge::new(fds as i64);
+            figure(
+                &mut encoder,
                 "process_open_fds",
                 "Number of open file descriptors",
-                None,
-                gauge.metric_type(),
+                &fds,
             )?;
-            gauge.encode(metric)?;
         }
         Ok(())
     }

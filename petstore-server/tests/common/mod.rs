@@ -96,6 +96,16 @@ pub fn now_unix() -> u64 {
         .as_secs()
 }
 
+/// A loopback port that was free a moment ago (a private PostgreSQL, a
+/// replica that must come back on its own port).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// A fresh, empty directory under the system temp dir.
 pub fn unique_temp_dir() -> PathBuf {
     static COUNTER: AtomicU64 = AtomicU64::new(0);

@@ -7,7 +7,6 @@
 //! `postgres` user (`runuser`), which owns the directory. Without the
 //! server binaries the test fails, naming what to install; it never skips.
 
-use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -59,14 +58,6 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 impl Postgres {
     /// initdb and start; waits until it accepts connections.
     pub fn start() -> Postgres {
@@ -87,7 +78,7 @@ impl Postgres {
         let pg = Postgres {
             bin,
             dir,
-            port: free_port(),
+            port: super::free_port(),
             as_postgres_user,
         };
         let out = pg.run(
