@@ -550,3 +550,51 @@ fn creates_refused_while_the_counter_is_locked_are_never_stored_afterwards() {
     );
     assert_eq!(pet_rows(&pg), 2);
 }
+
+#[test]
+fn a_counter_behind_the_table_is_named_once_and_ends_when_fixed() {
+    // Attack run F3c: a row inserted by hand 3 ids ahead of the counter.
+    // Creates went 201, 201, then 503 for good with no cause named: each
+    // failed transaction rolls the counter back, so every create meets
+    // the same row. The cause is now logged once and in /healthz, and
+    // fixing the counter ends it.
+    let pg = Postgres::start();
+    let server = replica(&pg);
+    assert_eq!(create(&server, "first").0, 201);
+    pg.psql(
+        r#"INSERT INTO petstore_pets (id, name, category_id, status, json)
+           VALUES (4, 'Rogue', 1, 'available',
+                   '{"id":4,"name":"Rogue","categoryId":1,"status":"available"}')"#,
+    );
+    assert_eq!(create(&server, "second").0, 201);
+    assert_eq!(create(&server, "third").0, 201);
+    for _ in 0..3 {
+        assert_eq!(create(&server, "refused").0, 503);
+    }
+    let health = server.get("/healthz", None);
+    assert_eq!(health.status, 503);
+    let reason = health.json()["reason"].as_str().unwrap().to_owned();
+    assert!(
+        reason.contains("counter and the table disagree"),
+        "{reason}"
+    );
+    let log = server.stderr_text();
+    assert_eq!(
+        log.matches("the counter and the table disagree").count(),
+        1,
+        "{log}"
+    );
+    // A read that succeeds changes nothing: creates still cannot succeed.
+    assert_eq!(server.get("/v1/pets", Some(KEY)).status, 200);
+    assert_eq!(server.get("/healthz", None).status, 503);
+    // The operator's fix, as the message says.
+    pg.psql("UPDATE petstore_counter SET last_id = (SELECT max(id) FROM petstore_pets)");
+    let (status, body) = create(&server, "after the fix");
+    assert_eq!(status, 201);
+    let pet: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(pet["id"], 5);
+    assert_eq!(server.get("/healthz", None).status, 200);
+    assert!(server
+        .stderr_text()
+        .contains("PostgreSQL stores creates again"));
+}

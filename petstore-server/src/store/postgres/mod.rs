@@ -249,6 +249,9 @@ impl Postgres {
     /// What `/healthz` says while PostgreSQL is down; the cause itself is
     /// in the log.
     pub fn failure(&self) -> Option<String> {
+        if let Some(stuck) = self.health.stuck.lock().as_ref() {
+            return Some(stuck.clone());
+        }
         self.health
             .is_down()
             .then(|| "PostgreSQL cannot be reached".to_owned())
@@ -359,11 +362,11 @@ impl Postgres {
 
     /// Writes `batch` in one transaction; returns the id before the
     /// batch's first. `Err` when not committed, or not known to be.
-    async fn write(&self, batch: &[NewPet]) -> Result<u64, String> {
+    async fn write(&self, batch: &[NewPet]) -> Result<u64, WriteFailed> {
         let client = self.pool.get().await.map_err(|e| pool_error(&e))?;
         let statement = match timeout(QUERY_TIMEOUT, client.prepare_cached(INSERT)).await {
             Ok(Ok(statement)) => statement,
-            Ok(Err(e)) => return Err(discard(client, &e)),
+            Ok(Err(e)) => return Err(discard(client, &e).into()),
             Err(_) => {
                 drop(Object::take(client));
                 return Err("preparing the insert timed out".into());
@@ -395,13 +398,20 @@ impl Postgres {
             },
             // PostgreSQL refused the insert: it turned the COMMIT into a
             // rollback, nothing was stored.
-            Ok((Ok(()), Err(e), _)) if e.as_db_error().is_some() => Err(discard(client, &e)),
+            Ok((Ok(()), Err(e), _)) if e.as_db_error().is_some() => {
+                if counter_behind(&e) {
+                    let _ = discard(client, &e);
+                    return Err(WriteFailed::Stuck(COUNTER_BEHIND.into()));
+                }
+                Err(discard(client, &e).into())
+            }
             // The connection broke, or BEGIN or COMMIT failed: the
             // outcome is unknown.
             Ok((Err(e), _, _)) | Ok((_, Err(e), _)) | Ok((_, _, Err(e))) => Err(format!(
                 "a commit's outcome is unknown (answered 503, not retried): {}",
                 discard(client, &e)
-            )),
+            )
+            .into()),
             Err(_) => {
                 drop(Object::take(client));
                 Err("a commit timed out; its outcome is unknown (answered 503, not retried)".into())
@@ -572,6 +582,7 @@ impl Commit for Postgres {
         match committed {
             Ok(base) => {
                 self.health.up(started);
+                self.health.unstuck();
                 let pets: Vec<Pet> = batch
                     .into_iter()
                     .enumerate()
@@ -592,13 +603,57 @@ impl Commit for Postgres {
                 }
                 Ok(pets)
             }
-            Err(cause) => {
+            Err(WriteFailed::Unreachable(cause)) => {
                 self.stats.count_error(Op::Commit);
                 self.health.down(&cause);
                 Err(CreateFailed)
             }
+            Err(WriteFailed::Stuck(cause)) => {
+                self.stats.count_error(Op::Commit);
+                self.health.stuck(&cause);
+                Err(CreateFailed)
+            }
         }
     }
+}
+
+/// Why a batch was not stored.
+#[derive(Debug)]
+enum WriteFailed {
+    /// PostgreSQL failed, could not be reached, or the outcome is unknown:
+    /// it may answer again by itself.
+    Unreachable(String),
+    /// PostgreSQL answers, but no create can succeed until an operator
+    /// acts (the counter behind the table's ids).
+    Stuck(String),
+}
+
+impl From<String> for WriteFailed {
+    fn from(cause: String) -> WriteFailed {
+        WriteFailed::Unreachable(cause)
+    }
+}
+
+impl From<&str> for WriteFailed {
+    fn from(cause: &str) -> WriteFailed {
+        WriteFailed::Unreachable(cause.to_owned())
+    }
+}
+
+/// The cause of a create refused because the next id is taken, as logged
+/// and as `/healthz` says it (attack run F3c).
+const COUNTER_BEHIND: &str = "the counter and the table disagree: petstore_counter.last_id \
+     is behind the ids in petstore_pets (a row written by hand?), so every create takes an id \
+     that exists; set last_id to SELECT max(id) FROM petstore_pets";
+
+/// Whether `e` is the insert's primary key taken: the counter is behind
+/// the table, and every create would meet the same row again (a failed
+/// transaction rolls the counter's update back too).
+fn counter_behind(e: &tokio_postgres::Error) -> bool {
+    e.as_db_error().is_some_and(|db| {
+        *db.code() == tokio_postgres::error::SqlState::UNIQUE_VIOLATION
+            && db.table() == Some("petstore_pets")
+    })
 }
 
 /// What the core encodes after `{"id":N` for this pet: the JSON the
@@ -646,6 +701,9 @@ struct Health {
     down: AtomicBool,
     /// Why and since when it is down.
     cause: Mutex<Option<(String, Instant)>>,
+    /// Why creates cannot succeed although PostgreSQL answers; cleared
+    /// only by a create that commits (a successful read shows nothing).
+    stuck: Mutex<Option<String>>,
 }
 
 impl Health {
@@ -662,6 +720,26 @@ impl Health {
             );
             *current = Some((cause.to_owned(), Instant::now()));
             self.down.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Creates cannot succeed for `cause` (logged once, until a commit
+    /// succeeds again).
+    fn stuck(&self, cause: &str) {
+        let mut stuck = self.stuck.lock();
+        if stuck.as_deref() != Some(cause) {
+            log_error!(
+                "PostgreSQL refuses every create: {cause}. Creates answer 503, reads go on, \
+                 /healthz answers 503, until a create commits again"
+            );
+            *stuck = Some(cause.to_owned());
+        }
+    }
+
+    /// A create committed: whatever made creates fail is over.
+    fn unstuck(&self) {
+        if let Some(cause) = self.stuck.lock().take() {
+            log_info!("PostgreSQL stores creates again (they had failed: {cause})");
         }
     }
 
