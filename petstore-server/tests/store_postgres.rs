@@ -598,3 +598,67 @@ fn a_counter_behind_the_table_is_named_once_and_ends_when_fixed() {
         .stderr_text()
         .contains("PostgreSQL stores creates again"));
 }
+
+#[test]
+fn a_committed_row_the_copy_cannot_apply_is_one_persistent_degraded_state() {
+    // Attack run F3b: a row written by hand with a name the contract
+    // refuses (a control character; the table's CHECKs let it through).
+    // Creates kept answering 201 for pets the replica then denied with
+    // 404, and /healthz flapped with the log, every poll. Now: one
+    // degraded state, logged once, creates 503, reads go on, until the
+    // row is fixed.
+    let pg = Postgres::start();
+    let server = replica(&pg);
+    assert_eq!(create(&server, "before").0, 201);
+    pg.psql(
+        r#"INSERT INTO petstore_pets (id, name, category_id, status, json)
+           VALUES (2, E'bad\x01', 1, 'available',
+                   '{"id":2,"name":"bad\u0001","categoryId":1,"status":"available"}');
+           UPDATE petstore_counter SET last_id = 2"#,
+    );
+    // The tail notices (notification or its 40 ms poll).
+    assert!(
+        wait_until(Duration::from_secs(30), || server
+            .get("/healthz", None)
+            .status
+            == 503),
+        "{}",
+        server.stderr_text()
+    );
+    let reason = server.get("/healthz", None).json()["reason"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        reason.contains("id 2") && reason.contains("invalid name"),
+        "{reason}"
+    );
+    for _ in 0..3 {
+        assert_eq!(create(&server, "refused").0, 503);
+        // Persistent: the polls in between change nothing.
+        assert_eq!(server.get("/healthz", None).status, 503);
+    }
+    assert_eq!(pet_rows(&pg), 2, "a refused create was stored");
+    assert_eq!(server.get("/v1/pets/1", Some(KEY)).status, 200);
+    let log = server.stderr_text();
+    assert_eq!(
+        log.matches("cannot apply a committed row").count(),
+        1,
+        "{log}"
+    );
+    assert!(!log.contains("answers again"), "{log}");
+    // Fixed in PostgreSQL: back to normal.
+    pg.psql(
+        r#"UPDATE petstore_pets SET name = 'fixed',
+           json = '{"id":2,"name":"fixed","categoryId":1,"status":"available"}' WHERE id = 2"#,
+    );
+    assert!(wait_until(Duration::from_secs(30), || server
+        .get("/healthz", None)
+        .status
+        == 200));
+    let (status, body) = create(&server, "after the fix");
+    assert_eq!(status, 201);
+    let pet: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(pet["id"], 3);
+    assert_eq!(server.get("/v1/pets/2", Some(KEY)).json()["name"], "fixed");
+}

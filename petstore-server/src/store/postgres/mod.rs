@@ -249,6 +249,9 @@ impl Postgres {
     /// What `/healthz` says while PostgreSQL is down; the cause itself is
     /// in the log.
     pub fn failure(&self) -> Option<String> {
+        if let Some(row) = self.health.bad_row.lock().as_ref() {
+            return Some(row.clone());
+        }
         if let Some(stuck) = self.health.stuck.lock().as_ref() {
             return Some(stuck.clone());
         }
@@ -278,6 +281,11 @@ impl Postgres {
     /// Queues `new` for the committer and waits for its answer: the pet,
     /// committed and in the copy, or `Err` (not stored, or not known to be).
     pub async fn create(&self, new: NewPet) -> Result<Pet, CreateFailed> {
+        // A committed row the copy cannot apply: a pet created now would
+        // be stored but never readable here. 503 until the row is fixed.
+        if self.health.bad_row.lock().is_some() {
+            return Err(CreateFailed);
+        }
         let Ok(answer) = self.queue.submit(new) else {
             // Full: PostgreSQL is slower than the creates coming in.
             self.stats.count_error(Op::Queue);
@@ -314,11 +322,20 @@ impl Postgres {
         match pulled {
             Ok(Ok(())) => {
                 self.health.up(started);
+                self.health.rows_apply();
                 true
             }
-            Ok(Err(cause)) => {
+            Ok(Err(PullFailed::Unreachable(cause))) => {
                 self.stats.count_error(Op::Tail);
                 self.health.down(&cause);
+                false
+            }
+            Ok(Err(PullFailed::BadRow(cause))) => {
+                self.stats.count_error(Op::Tail);
+                // PostgreSQL answered: what fails is the row, and it
+                // fails the same way on every poll until it is fixed.
+                self.health.up(started);
+                self.health.bad_row(&cause);
                 false
             }
             Err(_) => {
@@ -330,30 +347,34 @@ impl Postgres {
     }
 
     /// Applies every pet above the copy's maximum, a page at a time.
-    async fn pull(&self) -> Result<(), String> {
-        let client = self.pool.get().await.map_err(|e| pool_error(&e))?;
+    async fn pull(&self) -> Result<(), PullFailed> {
+        let client = self
+            .pool
+            .get()
+            .await
+            .map_err(|e| PullFailed::Unreachable(pool_error(&e)))?;
         let statement = client.prepare_cached(TAIL).await.map_err(|e| describe(&e));
         let statement = match statement {
             Ok(statement) => statement,
             Err(cause) => {
                 drop(Object::take(client));
-                return Err(cause);
+                return Err(PullFailed::Unreachable(cause));
             }
         };
         loop {
             let from = self.copy.len() as i64;
             let rows = match client.query(&statement, &[&from, &PAGE]).await {
                 Ok(rows) => rows,
-                Err(e) => return Err(discard(client, &e)),
+                Err(e) => return Err(PullFailed::Unreachable(discard(client, &e))),
             };
             let full = rows.len() as i64 == PAGE;
-            let pets = pets_of(&rows)?;
+            let pets = pets_of(&rows).map_err(PullFailed::BadRow)?;
             if let Some(last) = pets.last() {
                 self.latest.fetch_max(last.id().get(), Ordering::Relaxed);
             }
-            self.copy
-                .apply(&pets)
-                .map_err(|e| format!("the table does not follow on from the copy: {e}"))?;
+            self.copy.apply(&pets).map_err(|e| {
+                PullFailed::BadRow(format!("the table does not follow on from the copy: {e}"))
+            })?;
             if !full {
                 return Ok(());
             }
@@ -555,6 +576,7 @@ fn pet_of(row: &Row) -> Result<Pet, String> {
         .ok()
         .and_then(PetId::new)
         .ok_or_else(|| bad("an invalid id"))?;
+    let bad = |what: &str| format!("the row of petstore_pets with id {id} has {what}");
     let name = row.try_get::<_, &str>(1).map_err(|_| bad("no name"))?;
     let category = row
         .try_get::<_, i64>(2)
@@ -615,6 +637,16 @@ impl Commit for Postgres {
             }
         }
     }
+}
+
+/// Why the copy could not catch up.
+#[derive(Debug)]
+enum PullFailed {
+    /// PostgreSQL failed or could not be reached.
+    Unreachable(String),
+    /// A committed row the copy cannot apply (it breaks the contract's
+    /// rules, or leaves a gap): the same on every try, until fixed.
+    BadRow(String),
 }
 
 /// Why a batch was not stored.
@@ -704,6 +736,9 @@ struct Health {
     /// Why creates cannot succeed although PostgreSQL answers; cleared
     /// only by a create that commits (a successful read shows nothing).
     stuck: Mutex<Option<String>>,
+    /// A committed row the copy cannot apply; cleared by a catch-up that
+    /// applies every row. Meanwhile creates are refused (503).
+    bad_row: Mutex<Option<String>>,
 }
 
 impl Health {
@@ -733,6 +768,29 @@ impl Health {
                  /healthz answers 503, until a create commits again"
             );
             *stuck = Some(cause.to_owned());
+        }
+    }
+
+    /// The copy cannot apply a committed row, for `cause` (logged once,
+    /// until every row applies again).
+    fn bad_row(&self, cause: &str) {
+        let mut bad = self.bad_row.lock();
+        if bad.as_deref() != Some(cause) {
+            log_error!(
+                "the read copy cannot apply a committed row: {cause}. Creates answer 503 \
+                 (a pet stored now could not be read here), reads of what the copy holds go on, \
+                 /healthz answers 503, until the row is fixed in PostgreSQL"
+            );
+            *bad = Some(cause.to_owned());
+        }
+    }
+
+    /// Every committed row applies again.
+    fn rows_apply(&self) {
+        if let Some(cause) = self.bad_row.lock().take() {
+            log_info!(
+                "the read copy applies every row again (it could not: {cause}); creates work again"
+            );
         }
     }
 
