@@ -77,7 +77,8 @@ pub use journal::{
 };
 pub use limiter::{KeyLimiter, KeyLimiterState, RateLimiter};
 pub use pet::{
-    validate_name, CategoryId, NewPet, Pet, PetId, PetStatus, UnknownStatus, MAX_NAME_CHARS,
+    name_rules, validate_name, CategoryId, NameRules, NewPet, Pet, PetId, PetStatus, UnknownStatus,
+    MAX_NAME_CHARS,
 };
 pub use query::{JsonPage, Limit, ListQuery, Page};
 pub use quota::{BanPolicy, Plan, Plans, Quota, UnknownPlan};

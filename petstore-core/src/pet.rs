@@ -235,6 +235,54 @@ pub fn validate_name(name: &str) -> Result<(), NameError> {
     Ok(())
 }
 
+/// [`validate_name`]'s character rules as ranges of code points, for a
+/// store outside the process that must refuse what the core refuses (the
+/// server's PostgreSQL CHECK is built from these, so the two cannot
+/// drift). A name is valid when it has 1 to [`MAX_NAME_CHARS`]
+/// characters, none in `refused`, and at least one not in `blank`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NameRules {
+    /// Code points refused anywhere in a name: control characters,
+    /// bidirectional controls, noncharacters. Sorted inclusive ranges.
+    pub refused: Vec<(u32, u32)>,
+    /// Code points that do not make a name visible (White_Space and
+    /// Default_Ignorable_Code_Point). Sorted inclusive ranges.
+    pub blank: Vec<(u32, u32)>,
+}
+
+/// The rules [`validate_name`] applies, as ranges.
+///
+/// # Examples
+///
+/// ```
+/// use petstore_core::{name_rules, validate_name};
+/// let rules = name_rules();
+/// let inside = |ranges: &[(u32, u32)], c: char| {
+///     ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(&u32::from(c)))
+/// };
+/// assert!(inside(&rules.refused, '\u{7}') && validate_name("a\u{7}").is_err());
+/// assert!(inside(&rules.blank, '\u{200b}') && validate_name("\u{200b}").is_err());
+/// assert!(!inside(&rules.refused, 'é') && !inside(&rules.blank, 'é'));
+/// ```
+pub fn name_rules() -> NameRules {
+    let mut refused = vec![
+        (0x00, 0x1F),
+        (0x7F, 0x9F),
+        (0x202A, 0x202E),
+        (0x2066, 0x2069),
+        (0xFDD0, 0xFDEF),
+    ];
+    refused.extend((0..=0x10u32).map(|plane| (plane << 16 | 0xFFFE, plane << 16 | 0xFFFF)));
+    refused.sort_unstable();
+    let mut blank: Vec<(u32, u32)> = WHITE_SPACE
+        .iter()
+        .chain(DEFAULT_IGNORABLE_CODE_POINT)
+        .copied()
+        .collect();
+    blank.sort_unstable();
+    NameRules { refused, blank }
+}
+
 /// Control characters, bidirectional controls and noncharacters: refused
 /// anywhere in a name.
 fn refused(c: char) -> bool {
@@ -458,6 +506,25 @@ impl Pet {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn name_rules_are_exactly_what_validate_name_applies() {
+        // Every code point: alone, a name is valid iff it is neither
+        // refused nor blank; after a visible letter, iff it is not refused.
+        let rules = name_rules();
+        let inside =
+            |ranges: &[(u32, u32)], u: u32| ranges.iter().any(|&(lo, hi)| lo <= u && u <= hi);
+        for c in (0..=0x10FFFFu32).filter_map(char::from_u32) {
+            let u = u32::from(c);
+            let (refused, blank) = (inside(&rules.refused, u), inside(&rules.blank, u));
+            assert_eq!(
+                validate_name(&c.to_string()).is_ok(),
+                !refused && !blank,
+                "{u:#x}"
+            );
+            assert_eq!(validate_name(&format!("a{c}")).is_ok(), !refused, "{u:#x}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -151,10 +151,17 @@ impl Conn {
         }
     }
 
-    /// Reads more bytes into the buffer; `Ok(0)` at end of stream.
+    /// Reads more bytes into the buffer; `Ok(0)` at end of stream. A read
+    /// interrupted by a signal (EINTR: the test process has children) is
+    /// tried again, as `read_exact` would.
     fn fill(&mut self) -> io::Result<usize> {
         let mut chunk = [0u8; 16384];
-        let n = self.stream.read(&mut chunk)?;
+        let n = loop {
+            match self.stream.read(&mut chunk) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                other => break other?,
+            }
+        };
         self.buf.extend_from_slice(&chunk[..n]);
         Ok(n)
     }

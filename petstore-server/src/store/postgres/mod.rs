@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use parking_lot::Mutex;
-use petstore_core::{CategoryId, Inventory, NewPet, Pet, PetId, PetStatus};
+use petstore_core::{ApplyError, CategoryId, Inventory, NewPet, Pet, PetId, PetStatus};
 use tokio::sync::Notify;
 use tokio::time::timeout;
 use tokio_postgres::{AsyncMessage, Config, NoTls, Row};
@@ -373,7 +373,14 @@ impl Postgres {
                 self.latest.fetch_max(last.id().get(), Ordering::Relaxed);
             }
             self.copy.apply(&pets).map_err(|e| {
-                PullFailed::BadRow(format!("the table does not follow on from the copy: {e}"))
+                PullFailed::BadRow(match e {
+                    ApplyError::Gap { expected, found } => format!(
+                        "the ids in petstore_pets skip from {} to {found} (a row written above \
+                         the counter?); ids have no gap, so no replica can apply it: delete that row",
+                        expected.saturating_sub(1)
+                    ),
+                    other => format!("the table does not follow on from the copy: {other}"),
+                })
             })?;
             if !full {
                 return Ok(());

@@ -22,16 +22,31 @@
 //!   `(status, id)` index lets the planner walk the primary key and filter
 //!   instead. The server itself never asks PostgreSQL for a list (lists
 //!   come from its read copy).
+//!
+//! Version 2: the name's characters as the contract has them (a CHECK
+//! built from the core's own tables, [`petstore_core::name_rules`]): no
+//! control character, bidirectional control or noncharacter, and at least
+//! one character that is neither White_Space nor default-ignorable. So
+//! the read copy can apply every row PostgreSQL holds (attack run F3b: a
+//! row written by hand with a control character passed version 1's
+//! CHECKs, and no replica could apply it). A database holding such a row
+//! refuses the migration, and the server its start, naming the
+//! constraint: fix or delete the row, then start again.
 
+use petstore_core::name_rules;
 use tokio_postgres::Client;
 
 use super::describe::describe;
 
 /// The schema version this binary writes and reads.
-pub const VERSION: i32 = 1;
+pub const VERSION: i32 = 2;
 
 /// Migration `i` takes the database from version `i` to `i + 1`.
-const MIGRATIONS: [&str; VERSION as usize] = [r#"
+fn migrations() -> [String; VERSION as usize] {
+    [VERSION_1.to_owned(), version_2()]
+}
+
+const VERSION_1: &str = r#"
 CREATE TABLE petstore_counter (
     only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
     last_id bigint NOT NULL CHECK (last_id >= 0)
@@ -47,7 +62,44 @@ CREATE TABLE petstore_pets (
 CREATE INDEX petstore_pets_available ON petstore_pets (id) WHERE status = 'available';
 CREATE INDEX petstore_pets_pending ON petstore_pets (id) WHERE status = 'pending';
 CREATE INDEX petstore_pets_sold ON petstore_pets (id) WHERE status = 'sold';
-"#];
+"#;
+
+/// The name's characters as the core checks them.
+fn version_2() -> String {
+    let rules = name_rules();
+    format!(
+        "SET LOCAL standard_conforming_strings = on;
+         ALTER TABLE petstore_pets ADD CONSTRAINT petstore_pets_name_contract
+             CHECK (name !~ '[{}]' AND name ~ '[^{}]');",
+        regex_class(&rules.refused),
+        regex_class(&rules.blank)
+    )
+}
+
+/// A PostgreSQL regular expression's bracket contents for `ranges` of
+/// code points, every character written as an escape (none of them is
+/// then special). U+0000 cannot be in `text`, so ranges start at U+0001.
+fn regex_class(ranges: &[(u32, u32)]) -> String {
+    let escape = |u: u32| {
+        if u <= 0xFFFF {
+            format!("\\u{u:04x}")
+        } else {
+            format!("\\U{u:08x}")
+        }
+    };
+    ranges
+        .iter()
+        .filter(|&&(_, hi)| hi >= 1)
+        .map(|&(lo, hi)| {
+            let lo = lo.max(1);
+            if lo == hi {
+                escape(lo)
+            } else {
+                format!("{}-{}", escape(lo), escape(hi))
+            }
+        })
+        .collect()
+}
 
 /// Any value, the same in every replica: the key of the advisory lock
 /// that serialises migrations.
@@ -99,7 +151,10 @@ pub async fn migrate(client: &mut Client) -> Result<i32, SchemaError> {
             known: VERSION,
         });
     }
-    for migration in MIGRATIONS.iter().skip(usize::try_from(found).unwrap_or(0)) {
+    for migration in migrations()
+        .iter()
+        .skip(usize::try_from(found).unwrap_or(0))
+    {
         tx.batch_execute(migration).await.map_err(db)?;
     }
     tx.execute(
