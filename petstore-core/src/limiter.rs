@@ -1,7 +1,7 @@
 //! Rate limiting per API key: [`KeyLimiter`] (one key's minute and day
 //! buckets and its ban) and [`RateLimiter`] (a table of them with a clock).
 //!
-//! Rules (decisions.md): a request is allowed when both buckets hold a
+//! Rules (docs/contract.md, "Rate limits"): a request is allowed when both buckets hold a
 //! token and takes one from each; a refused request takes none; a key
 //! refused `strikes` times within the ban window is banned for the ban
 //! duration, and while banned every request is refused.

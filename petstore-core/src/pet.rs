@@ -1,5 +1,5 @@
 //! The pet records of the contract: [`Pet`], [`NewPet`], [`PetStatus`] and
-//! the id newtypes, with the validation rules of `decisions.md`.
+//! the id newtypes, with the validation rules of `docs/contract.md`.
 
 use std::fmt;
 use std::num::NonZeroU64;
@@ -70,7 +70,7 @@ macro_rules! positive_int64 {
             }
         }
 
-        /// Parses the one spelling decisions.md allows in a URL: decimal
+        /// Parses the one spelling docs/contract.md allows in a URL: decimal
         /// digits without a sign, spaces or leading zeros (`01` is
         /// refused, so one id has one URL and one cache entry).
         impl FromStr for $name {
@@ -184,7 +184,7 @@ impl FromStr for PetStatus {
     }
 }
 
-/// Checks a pet name against `decisions.md`: 1 to 100 characters; at least
+/// Checks a pet name against `docs/contract.md`: 1 to 100 characters; at least
 /// one of them neither White_Space nor Default_Ignorable_Code_Point (a name
 /// of only U+200B is blank: it shows as nothing); none a control character
 /// (category Cc), a bidirectional control (U+202A..U+202E,
@@ -606,7 +606,7 @@ mod tests {
             );
         }
         // The neighbours of each refused range are allowed (the isolates'
-        // and embeddings' ranges end exactly where decisions.md says).
+        // and embeddings' ranges end exactly where docs/contract.md says).
         for u in [
             0x2029, 0x202F, 0x2065, 0x206A, 0xFDCF, 0xFDF0, 0xFFFD, 0x1FFFD, 0x20000,
         ] {

@@ -1,6 +1,6 @@
 //! [`quote`]: how an error message quotes what a client sent.
 //!
-//! decisions.md: a message quotes client input at most
+//! docs/contract.md: a message quotes client input at most
 //! [`MAX_QUOTED_CHARS`] characters long, then `…`. A client can send a
 //! 60 KB field name or a 5,000-digit path; echoing it whole makes every
 //! error as large as the attack and floods logs and dashboards that show

@@ -1,4 +1,4 @@
-//! Property tests of the rate limiter against the rules of decisions.md,
+//! Property tests of the rate limiter against the rules of docs/contract.md,
 //! on an injected clock (`FakeClock`, `Timestamp`), so every check is exact
 //! to the nanosecond and uses integer arithmetic only.
 //!
