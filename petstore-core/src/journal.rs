@@ -63,10 +63,18 @@
 //! the file and line, and nothing is dropped silently. The `repair`
 //! module gives the operator the way out.
 //!
+//! The journal is read as a stream, a buffer at a time, never whole: the
+//! memory replay needs is the read buffer plus one record, whatever the
+//! file's size. A line longer than any record can be ([`MAX_RECORD_LEN`])
+//! is corruption too, terminated or not: no write of a record leaves it,
+//! so it is not a torn write, and a start neither reads it whole nor
+//! copies it aside (a multi-gigabyte file of garbage, or a sparse one,
+//! would otherwise cost that much memory and that much disk at a start).
+//!
 //! [`Inventory`]: crate::Inventory
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -89,6 +97,53 @@ const CRC_PREFIX: &[u8] = br#","crc32":""#;
 const LINE_SUFFIX: &[u8] = b"\"}";
 /// `,"crc32":"` + 8 hex digits + `"}`.
 const TRAILER_LEN: usize = 10 + 8 + 2;
+
+/// The longest a record can be without whitespace, newline excluded:
+/// [`LINE_PREFIX`] and the trailer around the longest pet JSON that
+/// replay accepts. Replay takes any layout serde_json reads (a record
+/// need not be what `encode` writes, only check out), so every string
+/// may be written with escapes, each character at its longest:
+///
+/// - the keys `"id"`, `"name"`, `"categoryId"`, `"status"`: 2 + 4 + 10 + 6
+///   characters, each `\uXXXX` (6 bytes), plus 2 quotes each:
+///   14 + 26 + 62 + 38 = 140;
+/// - the name: [`MAX_NAME_CHARS`](crate::pet::MAX_NAME_CHARS) characters,
+///   each at most a surrogate pair `\uXXXX\uXXXX` (12 bytes; raw UTF-8 is
+///   at most 4), plus 2 quotes: 100 * 12 + 2 = 1,202;
+/// - the status: `available`, the longest, 9 * 6 + 2 quotes = 56;
+/// - the two numbers: at most 20 digits each (a `u64`) = 40;
+/// - `{`, `}`, 3 commas, 4 colons = 9.
+///
+/// That is 1,447 bytes of pet, 1,474 with the 27 around it.
+const LONGEST_COMPACT_RECORD: usize = LINE_PREFIX.len()
+    + (2 + 2 * 6) // "id"
+    + (2 + 4 * 6) // "name"
+    + (2 + 10 * 6) // "categoryId"
+    + (2 + 6 * 6) // "status"
+    + (2 + crate::pet::MAX_NAME_CHARS * 12)
+    + (2 + 9 * 6) // "available"
+    + 2 * 20
+    + 9
+    + TRAILER_LEN;
+
+/// The longest line that can be a record, newline excluded. JSON allows
+/// any amount of whitespace between tokens, which nothing here writes but
+/// a record assembled by hand may hold, so the bound is not the exact
+/// [`LONGEST_COMPACT_RECORD`] but a generous multiple of it (over 40
+/// times): a hand-made record is never refused for its spaces, and 64 KiB
+/// is still nothing next to the read buffer. A longer line is corruption,
+/// never a torn write, and is never held in memory beyond these bytes.
+pub(crate) const MAX_RECORD_LEN: usize = 64 * 1024;
+
+const _: () = assert!(MAX_RECORD_LEN >= 40 * LONGEST_COMPACT_RECORD);
+
+/// How much of the journal is read at a time. Replay of a million pets
+/// reads about 100 MB: in 1 MiB reads that is about a hundred system
+/// calls, not the twelve thousand of `BufReader`'s default 8 KiB. Being
+/// many records long, it also holds almost every line whole, and a line
+/// that lies whole in the buffer is checked where it lies, not copied.
+/// Memory is this buffer plus one record, whatever the journal's size.
+const READ_BUFFER: usize = 1 << 20;
 
 /// When created pets reach the disk.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -327,15 +382,19 @@ impl Journal {
             sync_dir(dir).map_err(io_err(dir))?;
         }
 
-        let bytes = fs::read(&path).map_err(io_err(&path))?;
-        let replay = replay(&bytes, &path, &mut restore)?;
+        // Through the handle that is locked and will be cut, not the path
+        // again; streamed, never read whole (see `READ_BUFFER`).
+        let replay = replay(&file, &path, &mut restore)?;
         let torn_tail = match replay.torn_line {
             None => None,
             Some(line) => {
-                let copy = cut_aside(dir, &file, &bytes, replay.good_len, "torn")?;
+                // At most `MAX_RECORD_LEN` bytes: a longer line is
+                // corruption, refused by `replay`.
+                let bytes_dropped = replay.len - replay.good_len;
+                let copy = cut_aside(dir, &file, replay.good_len, bytes_dropped, "torn")?;
                 Some(TornTail {
                     line,
-                    bytes_dropped: (bytes.len() - replay.good_len) as u64,
+                    bytes_dropped,
                     copy,
                 })
             }
@@ -613,111 +672,266 @@ pub(crate) fn decode_record(
     Ok((pet.id(), pet.status()))
 }
 
+/// One line of the journal, as [`Lines::next_line`] reads it.
+#[derive(Debug)]
+pub(crate) enum Line<'a> {
+    /// A line that ends in a newline, given without it.
+    Complete(&'a [u8]),
+    /// The last line, without a newline, and no longer than
+    /// [`MAX_RECORD_LEN`]: what a torn write leaves.
+    Unterminated(&'a [u8]),
+    /// A line longer than [`MAX_RECORD_LEN`], terminated or not (that is
+    /// not known yet): no record, ever. Only its first `MAX_RECORD_LEN + 1`
+    /// bytes are read; [`Lines::skip_rest`] reads past the rest.
+    TooLong,
+}
+
+/// The journal's lines, read from a stream with bounded memory: the read
+/// buffer, plus at most `MAX_RECORD_LEN + 1` bytes gathered for a line
+/// that straddles the buffer's end. Replay and `check`/`repair` share it,
+/// so that they cut lines, and call a line too long, the same way.
+pub(crate) struct Lines<R> {
+    reader: BufReader<R>,
+    /// Bytes of the reader's buffer still lent out by the last line
+    /// (handed out where it lies, see `READ_BUFFER`): consumed by the next
+    /// call, once that borrow is over.
+    pending: usize,
+    /// A line that straddles the end of the buffer, gathered here.
+    line: Vec<u8>,
+    /// Offset in the stream where the last line returned starts.
+    start: u64,
+    /// Offset just past what has been read: past the last line returned
+    /// and its newline (or past the part of a too-long line read so far).
+    end: u64,
+}
+
+impl<R: Read> Lines<R> {
+    pub(crate) fn new(inner: R) -> Self {
+        Self::with_capacity(READ_BUFFER, inner)
+    }
+
+    fn with_capacity(capacity: usize, inner: R) -> Self {
+        Lines {
+            reader: BufReader::with_capacity(capacity, inner),
+            pending: 0,
+            line: Vec::new(),
+            start: 0,
+            end: 0,
+        }
+    }
+
+    /// Where the last line returned starts.
+    pub(crate) fn start(&self) -> u64 {
+        self.start
+    }
+
+    /// Bytes read so far: the end of the last line returned, its newline
+    /// included (at the end of the stream, its length).
+    pub(crate) fn end(&self) -> u64 {
+        self.end
+    }
+
+    /// The next line, or `None` at the end of the stream.
+    pub(crate) fn next_line(&mut self) -> io::Result<Option<Line<'_>>> {
+        self.reader.consume(std::mem::take(&mut self.pending));
+        self.line.clear();
+        self.start = self.end;
+        loop {
+            let buf = match self.reader.fill_buf() {
+                Ok(buf) => buf,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if buf.is_empty() {
+                return Ok((!self.line.is_empty()).then_some(Line::Unterminated(&self.line)));
+            }
+            // The newline of a record comes at most `MAX_RECORD_LEN` bytes
+            // into its line: look no further, so that a line of garbage is
+            // never gathered beyond that.
+            let room = MAX_RECORD_LEN + 1 - self.line.len();
+            let window = &buf[..buf.len().min(room)];
+            if let Some(at) = window.iter().position(|b| *b == b'\n') {
+                self.end += at as u64 + 1;
+                if self.line.is_empty() {
+                    // The common case: the whole line is in the buffer.
+                    self.pending = at + 1;
+                    return Ok(Some(Line::Complete(&self.reader.buffer()[..at])));
+                }
+                self.line.extend_from_slice(&window[..at]);
+                self.reader.consume(at + 1);
+                return Ok(Some(Line::Complete(&self.line)));
+            }
+            let taken = window.len();
+            self.line.extend_from_slice(window);
+            self.reader.consume(taken);
+            self.end += taken as u64;
+            if self.line.len() > MAX_RECORD_LEN {
+                return Ok(Some(Line::TooLong));
+            }
+        }
+    }
+
+    /// Reads past the rest of a [`Line::TooLong`], a buffer at a time
+    /// (never holding it), and says whether it ended in a newline.
+    pub(crate) fn skip_rest(&mut self) -> io::Result<bool> {
+        loop {
+            let buf = match self.reader.fill_buf() {
+                Ok(buf) => buf,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if buf.is_empty() {
+                return Ok(false);
+            }
+            let (taken, newline) = match buf.iter().position(|b| *b == b'\n') {
+                Some(at) => (at + 1, true),
+                None => (buf.len(), false),
+            };
+            self.reader.consume(taken);
+            self.end += taken as u64;
+            if newline {
+                return Ok(true);
+            }
+        }
+    }
+}
+
+/// Why a [`Line::TooLong`] is refused, for replay (which stops at it and
+/// does not read the rest of it).
+pub(crate) fn too_long_reason() -> String {
+    format!(
+        "line longer than {MAX_RECORD_LEN} bytes, the most a record can be: \
+         not a record, and not a torn write"
+    )
+}
+
 struct Replayed {
     pets: u64,
     /// Length of the valid prefix of the file.
-    good_len: usize,
+    good_len: u64,
+    /// Bytes read in all: the file's length.
+    len: u64,
     torn_line: Option<u64>,
 }
 
 fn replay(
-    bytes: &[u8],
+    file: impl Read,
     path: &Path,
     restore: &mut impl FnMut(PetId, PetStatus, &[u8]),
 ) -> Result<Replayed, OpenError> {
+    let corrupt = |line: u64, reason: String| OpenError::Corrupt {
+        path: path.to_path_buf(),
+        line,
+        reason,
+    };
+    let mut lines = Lines::new(file);
     let mut pets = 0u64;
-    let mut offset = 0usize;
-    let mut line_no = 0u64;
     let mut json = Vec::with_capacity(512);
-    while offset < bytes.len() {
-        line_no += 1;
-        let rest = &bytes[offset..];
-        let (line, complete) = match rest.iter().position(|b| *b == b'\n') {
-            Some(end) => (&rest[..end], true),
-            None => (rest, false),
-        };
-        let next = offset + line.len() + usize::from(complete);
-        let checked = if complete {
-            decode_record(line, &mut json)
-        } else {
-            Err("incomplete record (no newline)".into())
-        };
-        let (id, status) = match checked {
-            Ok(found) => found,
-            // Only an unterminated line is a torn write (and it can only
-            // be the last); a complete line that fails is corruption.
-            Err(_) if !complete => {
+    loop {
+        let line_no = pets + 1;
+        let line = lines.next_line().map_err(|source| OpenError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let checked = match line {
+            None => break,
+            Some(Line::Complete(line)) => decode_record(line, &mut json),
+            // Only a short unterminated line is a torn write (and it can
+            // only be the last); a complete line that fails is corruption.
+            Some(Line::Unterminated(_)) => {
                 return Ok(Replayed {
                     pets,
-                    good_len: offset,
+                    good_len: lines.start(),
+                    len: lines.end(),
                     torn_line: Some(line_no),
                 })
             }
-            Err(reason) => {
-                return Err(OpenError::Corrupt {
-                    path: path.to_path_buf(),
-                    line: line_no,
-                    reason,
-                })
-            }
+            // A line no write of a record leaves is corruption too,
+            // complete or not: refused after `MAX_RECORD_LEN + 1` bytes,
+            // the rest unread.
+            Some(Line::TooLong) => return Err(corrupt(line_no, too_long_reason())),
         };
-        if id.get() != pets + 1 {
-            return Err(OpenError::Corrupt {
-                path: path.to_path_buf(),
-                line: line_no,
-                reason: format!("expected pet id {}, found {id}", pets + 1),
-            });
+        let (id, status) = checked.map_err(|reason| corrupt(line_no, reason))?;
+        if id.get() != line_no {
+            return Err(corrupt(
+                line_no,
+                format!("expected pet id {line_no}, found {id}"),
+            ));
         }
         restore(id, status, &json);
-        pets += 1;
-        offset = next;
+        pets = line_no;
     }
     Ok(Replayed {
         pets,
-        good_len: offset,
+        good_len: lines.end(),
+        len: lines.end(),
         torn_line: None,
     })
 }
 
-/// Keeps `bytes[cut..]` aside (in `pets.journal.<what>-<unix-seconds>`),
-/// then cuts the journal `file` to `cut` bytes, durably (the file and its
-/// directory synced). Only the removed bytes are copied, so this needs
-/// free space for them alone, which matters after a full disk. Recovery
-/// cuts a torn tail with it, and `repair` a damaged one.
+/// Keeps the `len` bytes of the journal `file` from offset `cut` (to its
+/// end) aside, in `pets.journal.<what>-<unix-seconds>`, then cuts the file
+/// to `cut` bytes, durably (the file and its directory synced). Only the
+/// removed bytes are copied, so this needs free space for them alone,
+/// which matters after a full disk. Recovery cuts a torn tail with it (at
+/// most a record), and `repair` a damaged one (any size: streamed).
 pub(crate) fn cut_aside(
     dir: &Path,
     file: &File,
-    bytes: &[u8],
-    cut: usize,
+    cut: u64,
+    len: u64,
     what: &str,
 ) -> Result<PathBuf, OpenError> {
-    let copy = save_aside(dir, what, &bytes[cut..])?;
     let journal = dir.join(JOURNAL_FILE);
+    let io_err = |source| OpenError::Io {
+        path: journal.clone(),
+        source,
+    };
+    let mut source = file;
+    source.seek(SeekFrom::Start(cut)).map_err(io_err)?;
+    let copy = save_aside(dir, what, &mut source, len, &journal)?;
     let truncate = || -> io::Result<()> {
-        file.set_len(cut as u64)?;
+        file.set_len(cut)?;
         file.sync_all()?;
         sync_dir(dir)
     };
-    truncate().map_err(|source| OpenError::Io {
-        path: journal,
-        source,
-    })?;
+    truncate().map_err(io_err)?;
     Ok(copy)
 }
 
-/// Writes `bytes` durably to a new file `pets.journal.<what>-<unix-seconds>`
-/// in `dir` and returns its path. A copy that fails half-way (a full disk,
-/// say) is removed, so failed attempts leave nothing behind.
-pub(crate) fn save_aside(dir: &Path, what: &str, bytes: &[u8]) -> Result<PathBuf, OpenError> {
+/// Copies exactly `len` bytes of `source` (`from` names it in errors)
+/// durably to a new file `pets.journal.<what>-<unix-seconds>` in `dir`
+/// and returns its path. A copy that fails half-way (a full disk, say) is
+/// removed, so failed attempts leave nothing behind.
+pub(crate) fn save_aside(
+    dir: &Path,
+    what: &str,
+    source: &mut dyn Read,
+    len: u64,
+    from: &Path,
+) -> Result<PathBuf, OpenError> {
     let secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    save_aside_at(dir, what, bytes, secs)
+    save_aside_at(dir, what, source, len, from, secs)
+}
+
+/// Which side of a copy failed, so that the error names the right file.
+enum CopyFault {
+    Read(io::Error),
+    Write(io::Error),
 }
 
 /// [`save_aside`] with the clock's reading given: the names it tries are
 /// `pets.journal.WHAT-SECS`, then `-1` to `-1000` after it.
-fn save_aside_at(dir: &Path, what: &str, bytes: &[u8], secs: u64) -> Result<PathBuf, OpenError> {
+fn save_aside_at(
+    dir: &Path,
+    what: &str,
+    source: &mut dyn Read,
+    len: u64,
+    from: &Path,
+    secs: u64,
+) -> Result<PathBuf, OpenError> {
     let mut n = 0u32;
     loop {
         let name = match n {
@@ -733,26 +947,68 @@ fn save_aside_at(dir: &Path, what: &str, bytes: &[u8], secs: u64) -> Result<Path
             }
             Err(source) => return Err(OpenError::Io { path, source }),
         };
-        let written = file
-            .write_all(bytes)
-            .and_then(|()| file.sync_all())
-            .and_then(|()| sync_dir(dir));
+        let written = copy_exactly(source, len, &mut file)
+            .and_then(|()| file.sync_all().map_err(CopyFault::Write))
+            .and_then(|()| sync_dir(dir).map_err(CopyFault::Write));
         return match written {
             Ok(()) => Ok(path),
-            Err(source) => {
+            Err(fault) => {
                 drop(file);
-                // Best effort: the error that matters is `source`.
+                // Best effort: the error that matters is the fault.
                 let _ = fs::remove_file(&path);
-                Err(OpenError::Io { path, source })
+                Err(match fault {
+                    CopyFault::Read(source) => OpenError::Io {
+                        path: from.to_path_buf(),
+                        source,
+                    },
+                    CopyFault::Write(source) => OpenError::Io { path, source },
+                })
             }
         };
     }
 }
 
+/// Copies exactly `len` bytes of `source` to the start of the empty file
+/// `out`, a chunk of at most `READ_BUFFER` at a time: a repair may move
+/// gigabytes of garbage aside, and must not hold them in memory. A chunk
+/// of zeros is skipped with a seek rather than written (the file's final
+/// length fills it with zeros just the same), so that moving a sparse
+/// tail aside costs no more disk than it did in the journal.
+fn copy_exactly(source: &mut dyn Read, len: u64, out: &mut File) -> Result<(), CopyFault> {
+    let mut buf = vec![0u8; usize::try_from(len).map_or(READ_BUFFER, |l| l.min(READ_BUFFER))];
+    let mut left = len;
+    while left > 0 {
+        let want = usize::try_from(left).map_or(buf.len(), |l| l.min(buf.len()));
+        let n = match source.read(&mut buf[..want]) {
+            Ok(0) => {
+                return Err(CopyFault::Read(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("ended {left} bytes early: shorter than when it was read"),
+                )))
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(CopyFault::Read(e)),
+        };
+        let chunk = &buf[..n];
+        let done = if chunk.iter().all(|b| *b == 0) {
+            // `n` is at most `READ_BUFFER`, which fits an `i64`.
+            out.seek(SeekFrom::Current(n as i64)).map(drop)
+        } else {
+            out.write_all(chunk)
+        };
+        done.map_err(CopyFault::Write)?;
+        left -= n as u64;
+    }
+    // Zeros skipped at the end are not in the file until its length is.
+    out.set_len(len).map_err(CopyFault::Write)
+}
+
 /// Refuses a journal that exists and is not a regular file, before it is
 /// opened (following a symlink): a FIFO would hang its reader, and a
-/// device such as `/dev/zero` never ends, so reading it would grow memory
-/// without bound. A missing file is fine (it is created, or reported).
+/// device such as `/dev/zero` never ends, so a check would read it
+/// forever (memory stays bounded: the journal is read as a stream). A
+/// missing file is fine (it is created, or reported).
 pub(crate) fn ensure_regular_path(path: &Path) -> io::Result<()> {
     match fs::metadata(path) {
         Ok(meta) if !meta.is_file() => Err(not_regular()),
@@ -903,7 +1159,7 @@ mod tests {
         assert_eq!(stats.fsync_buckets.iter().sum::<u64>(), 3);
         let mut restored = Vec::new();
         let replayed = replay(
-            &written.lock(),
+            &written.lock()[..],
             Path::new("x"),
             &mut |id: PetId, _, _: &[u8]| restored.push(id.get()),
         )
@@ -962,15 +1218,16 @@ mod tests {
     #[test]
     fn save_aside_never_overwrites_and_tries_at_most_a_thousand_names() {
         let dir = scratch_dir("aside");
+        let from = dir.join(JOURNAL_FILE);
         // The plain name taken: the next free one, with the bytes.
         take_names(&dir, "torn", 0..1);
-        let kept = save_aside_at(&dir, "torn", b"torn bytes", SECS).unwrap();
+        let kept = save_aside_at(&dir, "torn", &mut &b"torn bytes"[..], 10, &from, SECS).unwrap();
         let name = kept.file_name().unwrap().to_string_lossy().into_owned();
         assert!(name.ends_with("-1"), "{name}");
         assert_eq!(fs::read(&kept).unwrap(), b"torn bytes");
         // The plain name and 1..=1000 taken: refused, naming the last try.
         take_names(&dir, "bad", 0..1001);
-        match save_aside_at(&dir, "bad", b"x", SECS) {
+        match save_aside_at(&dir, "bad", &mut &b"x"[..], 1, &from, SECS) {
             Err(OpenError::Io { path, source }) => {
                 assert_eq!(source.kind(), io::ErrorKind::AlreadyExists);
                 let name = path.file_name().unwrap().to_string_lossy().into_owned();
@@ -980,7 +1237,7 @@ mod tests {
         }
         // Another error is not retried under other names.
         let missing = dir.join("missing");
-        match save_aside_at(&missing, "torn", b"x", SECS) {
+        match save_aside_at(&missing, "torn", &mut &b"x"[..], 1, &from, SECS) {
             Err(OpenError::Io { path, source }) => {
                 assert_eq!(source.kind(), io::ErrorKind::NotFound);
                 let name = path.file_name().unwrap().to_string_lossy().into_owned();
@@ -1006,5 +1263,144 @@ mod tests {
         for cut in 0..line.len() {
             assert!(decode_line(&line[..cut]).is_err(), "cut at {cut}");
         }
+    }
+
+    /// What `Lines` should give for `bytes`: a reference made the slow,
+    /// obvious way, over the whole input in memory.
+    #[derive(Debug, PartialEq, Eq)]
+    enum Want {
+        Complete(Vec<u8>),
+        Unterminated(Vec<u8>),
+        TooLong { terminated: bool },
+    }
+
+    fn reference(bytes: &[u8]) -> Vec<(u64, u64, Want)> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        while start < bytes.len() {
+            let rest = &bytes[start..];
+            let (line, terminated) = match rest.iter().position(|b| *b == b'\n') {
+                Some(at) => (&rest[..at], true),
+                None => (rest, false),
+            };
+            let end = start + line.len() + usize::from(terminated);
+            let want = match (line.len() > MAX_RECORD_LEN, terminated) {
+                (true, _) => Want::TooLong { terminated },
+                (false, true) => Want::Complete(line.to_vec()),
+                (false, false) => Want::Unterminated(line.to_vec()),
+            };
+            out.push((start as u64, end as u64, want));
+            start = end;
+        }
+        out
+    }
+
+    fn read_lines(bytes: &[u8], capacity: usize) -> Vec<(u64, u64, Want)> {
+        let mut lines = Lines::with_capacity(capacity, bytes);
+        let mut out = Vec::new();
+        loop {
+            let want = match lines.next_line().unwrap() {
+                None => break,
+                Some(Line::Complete(l)) => Want::Complete(l.to_vec()),
+                Some(Line::Unterminated(l)) => Want::Unterminated(l.to_vec()),
+                Some(Line::TooLong) => Want::TooLong {
+                    terminated: lines.skip_rest().unwrap(),
+                },
+            };
+            out.push((lines.start(), lines.end(), want));
+        }
+        assert_eq!(lines.end(), bytes.len() as u64);
+        out
+    }
+
+    #[test]
+    fn lines_are_cut_at_the_bound_whatever_the_buffer() {
+        let max = MAX_RECORD_LEN;
+        let line = |n: usize, end: &[u8]| [vec![b'x'; n], end.to_vec()].concat();
+        let inputs: Vec<Vec<u8>> = vec![
+            Vec::new(),
+            b"\n\n".to_vec(),
+            b"a\nbc\nd".to_vec(),
+            // On the bound: a record may be this long, terminated or not.
+            line(max, b"\n"),
+            line(max, b""),
+            // One past it: too long, terminated or not, never torn.
+            line(max + 1, b"\n"),
+            line(max + 1, b""),
+            [
+                line(3, b"\n"),
+                line(max + 1, b"\n"),
+                line(5, b"\n"),
+                line(2, b""),
+            ]
+            .concat(),
+            [line(max, b"\n"), line(3 * max, b"")].concat(),
+            [line(10, b"\n"), line(max - 1, b"\n"), line(max, b"")].concat(),
+        ];
+        for bytes in &inputs {
+            let want = reference(bytes);
+            // Buffers smaller than a line, around it, and larger than
+            // everything: lines straddle refills in every way.
+            for capacity in [1, 2, 7, 4096, max - 1, max, max + 1, max + 2, READ_BUFFER] {
+                assert_eq!(read_lines(bytes, capacity), want, "capacity {capacity}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_longest_record_fits_well_within_the_bound() {
+        // Every string escaped at its longest: keys and the status as
+        // `\uXXXX` each, the name 100 surrogate pairs; the largest ids.
+        let escape =
+            |s: &str| -> String { s.chars().map(|c| format!("\\u{:04x}", c as u32)).collect() };
+        let name = "\\ud83d\\ude00".repeat(crate::pet::MAX_NAME_CHARS);
+        let max = i64::MAX;
+        let body = format!(
+            r#"{{"{}":{max},"{}":"{name}","{}":{max},"{}":"{}"}}"#,
+            escape("id"),
+            escape("name"),
+            escape("categoryId"),
+            escape("status"),
+            escape("available"),
+        );
+        let line = format!(
+            r#"{{"pet":{body},"crc32":"{:08x}"}}"#,
+            crc32fast::hash(body.as_bytes())
+        );
+        let pet = decode_line(line.as_bytes()).unwrap();
+        assert_eq!(pet.name().chars().count(), crate::pet::MAX_NAME_CHARS);
+        assert_eq!(pet.status(), PetStatus::Available);
+        // 20-digit numbers are out of range, hence the 2 bytes of slack.
+        assert_eq!(line.len() + 2, LONGEST_COMPACT_RECORD);
+        assert_eq!(LONGEST_COMPACT_RECORD, 1474);
+        assert!(line.len() * 40 < MAX_RECORD_LEN);
+    }
+
+    #[test]
+    fn save_aside_copies_exactly_holes_and_all_and_refuses_a_short_source() {
+        let dir = scratch_dir("copy");
+        let from = dir.join(JOURNAL_FILE);
+        // Zeros at the start, in the middle, at the end, across chunks.
+        let mut bytes = vec![0u8; 3 * READ_BUFFER + 10];
+        bytes[READ_BUFFER + 5] = b'x';
+        bytes[2 * READ_BUFFER..2 * READ_BUFFER + 3].copy_from_slice(b"abc");
+        let len = bytes.len() as u64;
+        let kept = save_aside_at(&dir, "removed", &mut &bytes[..], len, &from, SECS).unwrap();
+        assert_eq!(fs::read(&kept).unwrap(), bytes);
+        // Only `len` bytes, however long the source.
+        let kept = save_aside_at(&dir, "removed", &mut &b"abcdef"[..], 4, &from, SECS).unwrap();
+        assert_eq!(fs::read(&kept).unwrap(), b"abcd");
+        // A source that ends early (the journal changed): an error naming
+        // the journal, and no copy left behind.
+        let before = fs::read_dir(&dir).unwrap().count();
+        match save_aside_at(&dir, "torn", &mut &b"abc"[..], 4, &from, SECS) {
+            Err(OpenError::Io { path, source }) => {
+                assert_eq!(path, from);
+                assert_eq!(source.kind(), io::ErrorKind::UnexpectedEof);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), before);
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

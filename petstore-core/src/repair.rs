@@ -18,14 +18,24 @@
 //! says how many of the moved lines were intact. When the damage is the
 //! last line (the common case: a bad sector, a torn write), exactly that
 //! line moves.
+//!
+//! A line longer than any record can be (a multi-gigabyte run of garbage
+//! with no newline, a sparse file) is damage like any other and moves the
+//! same way, byte for byte: it may hide acknowledged pets after a lost
+//! newline, so it is the operator's to look at, not the repair's to drop.
+//! Both functions read the journal as a stream and the copy is streamed
+//! too, so memory stays bounded whatever the file's size; the copy needs
+//! disk for the moved bytes (a run of zeros is left a hole), and
+//! [`check_journal`] says how many first ([`JournalCheck::bytes_after_bad`]).
 
 use std::fs::{File, OpenOptions};
-use std::io::Read as _;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use crate::error::OpenError;
 use crate::journal::{
-    cut_aside, decode_record, ensure_regular_file, ensure_regular_path, lock_dir, JOURNAL_FILE,
+    cut_aside, decode_record, ensure_regular_file, ensure_regular_path, lock_dir, Line, Lines,
+    JOURNAL_FILE, MAX_RECORD_LEN,
 };
 
 /// At most this many damaged lines are described one by one; the rest
@@ -107,9 +117,7 @@ pub fn check_journal(dir: impl AsRef<Path>) -> Result<JournalCheck, OpenError> {
     ensure_regular_path(&path).map_err(io_err)?;
     let file = File::open(&path).map_err(io_err)?;
     ensure_regular_file(&file).map_err(io_err)?;
-    let mut bytes = Vec::new();
-    (&file).read_to_end(&mut bytes).map_err(io_err)?;
-    Ok(scan(&bytes, path))
+    scan(&file, path.clone()).map_err(io_err)
 }
 
 /// Repairs the journal in `dir`: the first bad line and everything after
@@ -139,17 +147,14 @@ pub fn repair_journal(dir: impl AsRef<Path>) -> Result<JournalRepair, OpenError>
         .map_err(io_err)?;
     ensure_regular_file(&file).map_err(io_err)?;
     // Read through the handle that will be cut, not the path again.
-    let mut bytes = Vec::new();
-    (&file).read_to_end(&mut bytes).map_err(io_err)?;
-    let check = scan(&bytes, path.clone());
+    let check = scan(&file, path.clone()).map_err(io_err)?;
     let Some(first) = check.bad.first() else {
         return Ok(JournalRepair {
             check,
             side_file: None,
         });
     };
-    let cut = usize::try_from(first.offset).unwrap_or(bytes.len());
-    let side_file = cut_aside(dir, &file, &bytes, cut, "removed")?;
+    let side_file = cut_aside(dir, &file, first.offset, check.bytes_after_bad, "removed")?;
     Ok(JournalRepair {
         check,
         side_file: Some(side_file),
@@ -157,8 +162,10 @@ pub fn repair_journal(dir: impl AsRef<Path>) -> Result<JournalRepair, OpenError>
 }
 
 /// Checks every line: each must be a record whose checksum holds and
-/// whose pet id is its line number.
-fn scan(bytes: &[u8], path: PathBuf) -> JournalCheck {
+/// whose pet id is its line number. Reads `journal` as a stream (see
+/// `Lines`): a line too long to be a record is reported without being
+/// held.
+fn scan(journal: impl Read, path: PathBuf) -> io::Result<JournalCheck> {
     let mut report = JournalCheck {
         path,
         lines: 0,
@@ -168,52 +175,73 @@ fn scan(bytes: &[u8], path: PathBuf) -> JournalCheck {
         intact_after_bad: 0,
         bytes_after_bad: 0,
     };
-    let mut offset = 0usize;
+    let mut lines = Lines::new(journal);
+    let mut first_bad = None;
     let mut json = Vec::with_capacity(512);
-    while offset < bytes.len() {
-        report.lines += 1;
-        let line_no = report.lines;
-        let rest = &bytes[offset..];
-        let (line, complete) = match rest.iter().position(|b| *b == b'\n') {
-            Some(end) => (&rest[..end], true),
-            None => (rest, false),
+    loop {
+        let line_no = report.lines + 1;
+        let problem = match lines.next_line()? {
+            None => break,
+            Some(Line::Complete(line)) => check_record(line, line_no, &mut json)
+                .err()
+                .map(|reason| (reason, false)),
+            Some(Line::Unterminated(line)) => match check_record(line, line_no, &mut json) {
+                Ok(()) => Some(("unterminated last line (no newline)".to_owned(), true)),
+                Err(reason) => Some((format!("unterminated last line ({reason})"), true)),
+            },
+            // Never a torn write, even unterminated: no write of a record
+            // leaves it. Its length is counted, its bytes not kept.
+            Some(Line::TooLong) => {
+                let terminated = lines.skip_rest()?;
+                let len = lines.end() - lines.start();
+                let what = if terminated {
+                    "line"
+                } else {
+                    "unterminated last line"
+                };
+                Some((
+                    format!(
+                        "{what} of {len} bytes, longer than {MAX_RECORD_LEN}, the most a \
+                         record can be: not a record, and not a torn write"
+                    ),
+                    false,
+                ))
+            }
         };
-        let len = line.len() + usize::from(complete);
-        let checked = match decode_record(line, &mut json) {
-            Ok((id, _)) if id.get() == line_no => Ok(()),
-            Ok((id, _)) => Err(format!(
-                "expected pet id {line_no}, found {id} (line n holds pet n)"
-            )),
-            Err(reason) => Err(reason),
-        };
-        let problem = match (complete, checked) {
-            (true, Ok(())) => None,
-            (true, Err(reason)) => Some((reason, false)),
-            (false, Ok(())) => Some(("unterminated last line (no newline)".to_owned(), true)),
-            (false, Err(reason)) => Some((format!("unterminated last line ({reason})"), true)),
-        };
+        report.lines = line_no;
         match problem {
             None if report.bad_total == 0 => report.kept += 1,
             None => report.intact_after_bad += 1,
             Some((reason, torn)) => {
-                if report.bad_total == 0 {
-                    report.bytes_after_bad = (bytes.len() - offset) as u64;
-                }
+                first_bad.get_or_insert(lines.start());
                 report.bad_total += 1;
                 if report.bad.len() < MAX_LISTED {
                     report.bad.push(BadLine {
                         line: line_no,
-                        offset: offset as u64,
-                        bytes: len as u64,
+                        offset: lines.start(),
+                        bytes: lines.end() - lines.start(),
                         reason,
                         torn,
                     });
                 }
             }
         }
-        offset += len;
     }
-    report
+    if let Some(first_bad) = first_bad {
+        report.bytes_after_bad = lines.end() - first_bad;
+    }
+    Ok(report)
+}
+
+/// Whether `line` is a record for pet `line_no`, and if not, why.
+fn check_record(line: &[u8], line_no: u64, json: &mut Vec<u8>) -> Result<(), String> {
+    match decode_record(line, json) {
+        Ok((id, _)) if id.get() == line_no => Ok(()),
+        Ok((id, _)) => Err(format!(
+            "expected pet id {line_no}, found {id} (line n holds pet n)"
+        )),
+        Err(reason) => Err(reason),
+    }
 }
 
 #[cfg(test)]
@@ -223,7 +251,7 @@ mod tests {
     #[test]
     fn garbage_is_counted_past_the_listed_lines() {
         let bytes = "x\n".repeat(MAX_LISTED + 5);
-        let report = scan(bytes.as_bytes(), PathBuf::from("j"));
+        let report = scan(bytes.as_bytes(), PathBuf::from("j")).unwrap();
         assert_eq!(report.bad.len(), MAX_LISTED);
         assert_eq!(report.bad_total, MAX_LISTED as u64 + 5);
         assert_eq!((report.kept, report.intact_after_bad), (0, 0));
