@@ -157,7 +157,7 @@ fn main() -> ExitCode {
             max_connections_per_address: limits.max_connections,
             ..limits
         };
-        serve(listener, limits, shutdown, move |_peer| {
+        serve(listener, limits, None, shutdown, move |_peer| {
             move |_request| {
                 // The fastest way to hand hyper fixed headers: clone a
                 // finished map (no name is hashed), as the server does.

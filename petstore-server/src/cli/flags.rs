@@ -55,6 +55,27 @@ pub struct Cli {
     #[arg(long, env = "PETSTORE_ADMIN_ADDR", value_name = "HOST:PORT")]
     pub admin_addr: Option<String>,
 
+    /// Serve TLS on the public address with this certificate chain (PEM,
+    /// the server's certificate first); needs --tls-key. ALPN offers h2
+    /// and http/1.1; TLS 1.2 and 1.3. SIGHUP reloads it with the key (and
+    /// the keys file); a broken pair is reported and the old one stays.
+    #[arg(
+        long,
+        env = "PETSTORE_TLS_CERT",
+        value_name = "FILE",
+        requires = "tls_key"
+    )]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The private key (PEM: PKCS#8, PKCS#1 or SEC1) of --tls-cert.
+    #[arg(
+        long,
+        env = "PETSTORE_TLS_KEY",
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
+    pub tls_key: Option<PathBuf>,
+
     /// Log lines as `text` (`TIME LEVEL message`) or `json` (one object per
     /// line with `ts`, `level`, `msg`; access-log lines too, with their
     /// fields).

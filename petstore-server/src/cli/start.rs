@@ -18,7 +18,7 @@ use super::flags::Cli;
 use super::keygen;
 use crate::http::{Api, Options, Role};
 use crate::keys::Keys;
-use crate::net::{self, ConnLimits, PerAddress, RefusedConnections};
+use crate::net::{self, ConnLimits, ConnectionsByProtocol, PerAddress, RefusedConnections, Tls};
 use crate::ratelimit::redis::RedisLimits;
 use crate::ratelimit::{snapshot_file, RateLimits};
 use crate::state::AppState;
@@ -53,6 +53,15 @@ pub(super) async fn serve(cli: Cli) -> Result<(), String> {
     };
     let keys =
         keys.with_anonymous_capacity(usize::try_from(cli.anonymous_capacity).unwrap_or(usize::MAX));
+    // Before the listener: a missing or broken pair refuses the start.
+    let tls = match (&cli.tls_cert, &cli.tls_key) {
+        (Some(cert), Some(key)) => {
+            let tls = Tls::load(cert, key).map_err(|e| e.to_string())?;
+            log_info!("TLS: certificate {}, ALPN h2 and http/1.1", cert.display());
+            Some(Arc::new(tls))
+        }
+        _ => None,
+    };
     let listener = TcpListener::bind(&cli.addr)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", cli.addr))?;
@@ -75,12 +84,14 @@ pub(super) async fn serve(cli: Cli) -> Result<(), String> {
         } else {
             Role::All
         },
+        tls: tls.is_some(),
     };
     let admin = match admin_listener {
         Some(listener) => {
             let at = listener.local_addr().map_err(|e| e.to_string())?;
             let api = Arc::new(Api::new(Options {
                 role: Role::Admin,
+                tls: false,
                 ..options.clone()
             }));
             Some((listener, api, at))
@@ -145,6 +156,7 @@ pub(super) async fn serve(cli: Cli) -> Result<(), String> {
     let metrics = cli.metrics.then(|| {
         let mut metrics = Metrics::new();
         metrics.register(Box::new(RefusedConnections));
+        metrics.register(Box::new(ConnectionsByProtocol));
         metrics
     });
     let state = Arc::new(AppState::new(
@@ -169,10 +181,14 @@ pub(super) async fn serve(cli: Cli) -> Result<(), String> {
 
     let mut hangup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
     let reloading = state.clone();
+    let reloading_tls = tls.clone();
     tokio::spawn(async move {
         while hangup.recv().await.is_some() {
             // Off the runtime's workers: the file may block (a FIFO).
             reloading.request_reload();
+            if let Some(tls) = reloading_tls.clone() {
+                tokio::task::spawn_blocking(move || reload_tls(&tls));
+            }
         }
     });
     let mut terminate = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
@@ -204,9 +220,10 @@ pub(super) async fn serve(cli: Cli) -> Result<(), String> {
         }
     };
 
+    let scheme = if tls.is_some() { "https" } else { "http" };
     if let Some(key) = dev_key {
         println!("dev key: {key}");
-        println!("try: curl -H 'Authorization: Bearer {key}' http://{local}/v1/pets");
+        println!("try: curl -H 'Authorization: Bearer {key}' {scheme}://{local}/v1/pets");
     }
     if let Some(path) = state.inventory.journal_path() {
         println!("journal: {}", path.display());
@@ -214,15 +231,27 @@ pub(super) async fn serve(cli: Cli) -> Result<(), String> {
     if let Some((_, _, at)) = &admin {
         println!("admin (/healthz, /metrics) on http://{at}");
     }
-    println!("listening on http://{local}");
+    println!("listening on {scheme}://{local}");
     let admin = admin.map(|(listener, api, _)| (listener, api));
-    net::run(listener, state, api, conn_limits, shutdown, admin).await;
+    net::run(listener, tls, state, api, conn_limits, shutdown, admin).await;
     if let Some(writer) = limits_writer {
         // A blocking join (one last write) after the last request.
         writer.finish();
     }
     // "stopped" is logged by `cli::main` once the runtime is down too.
     Ok(())
+}
+
+/// SIGHUP: the certificate and key read again; new connections get the
+/// new pair, open ones keep theirs. A broken pair leaves the old one.
+fn reload_tls(tls: &Tls) {
+    match tls.reload() {
+        Ok(()) => log_info!(
+            "SIGHUP: reloaded the TLS certificate {} and its key",
+            tls.cert_path().display()
+        ),
+        Err(e) => log_error!("SIGHUP: {e}; the previous certificate and key stay in force"),
+    }
 }
 
 /// The inventory of a single node: in memory, or the journal in `--data`

@@ -22,6 +22,8 @@ pub struct Options {
     pub access_log: bool,
     /// Which routes this listener serves.
     pub role: Role,
+    /// The listener serves TLS (for the access log's `tls` field).
+    pub tls: bool,
 }
 
 /// Which routes a listener serves (`--admin-addr`).
@@ -44,6 +46,7 @@ impl Default for Options {
             cors_origins: Vec::new(),
             access_log: false,
             role: Role::All,
+            tls: false,
         }
     }
 }

@@ -18,7 +18,7 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::{Body as _, Bytes, Incoming};
 use hyper::header::{HeaderValue, CONNECTION};
 use hyper::http::request::Parts;
-use hyper::{Method, Request};
+use hyper::{Method, Request, Version};
 use petstore_core::Decision;
 
 use crate::http::{
@@ -93,6 +93,7 @@ pub(super) fn reply(
     let (head, body) = request.into_parts();
     let mut body = Some(body);
     let method = method_label(&head.method);
+    let version = head.version;
     // Every check that needs no body comes first (http::admit), so a
     // refusal never reads the body, and never makes hyper invite it with
     // `100 Continue`.
@@ -100,8 +101,9 @@ pub(super) fn reply(
     let step = match admit(connection, &head, body_empty) {
         Admission::Answered(response, served) => {
             drop((body, head));
-            let response =
-                answered_unread(connection, method, response, &served, body_empty, started);
+            let response = answered_unread(
+                connection, version, method, response, &served, body_empty, started,
+            );
             return Reply::Now(ready(Ok(response)));
         }
         Admission::Admitted(admitted) if body_empty => {
@@ -117,7 +119,7 @@ pub(super) fn reply(
                     if connection.state.is_draining() {
                         close(&mut response);
                     }
-                    record(connection, method, &response, &served, started);
+                    record(connection, version, method, &response, &served, started);
                     return Reply::Now(ready(Ok(response)));
                 }
                 // A get of an id the store's read copy may not hold yet.
@@ -134,10 +136,10 @@ pub(super) fn reply(
     Reply::Later(Box::pin(async move {
         let (mut response, served, read_to_the_end) =
             drive(&connection, head, body, body_empty, step, body_timeout).await;
-        if !read_to_the_end || connection.state.is_draining() {
+        if (!read_to_the_end && version != Version::HTTP_2) || connection.state.is_draining() {
             close(&mut response);
         }
-        record(&connection, method, &response, &served, started);
+        record(&connection, version, method, &response, &served, started);
         Ok(response)
     }))
 }
@@ -184,20 +186,23 @@ async fn drive(
 /// that takes none): a body left on the connection closes it; recorded.
 fn answered_unread(
     connection: &Connection,
+    version: Version,
     method: &'static str,
     mut response: HttpResponse,
     served: &Served,
     body_empty: bool,
     started: Instant,
 ) -> HttpResponse {
-    if !body_empty || connection.state.is_draining() {
+    if (!body_empty && version != Version::HTTP_2) || connection.state.is_draining() {
         close(&mut response);
     }
-    record(connection, method, &response, served, started);
+    record(connection, version, method, &response, served, started);
     response
 }
 
-/// Marks `response` as the last on its connection. For a request whose
+/// Marks `response` as the last on its connection (over HTTP/2, where
+/// hyper strips the header, it makes the connection send GOAWAY:
+/// `h2.rs`). For a request whose
 /// body was not read to its end (refused before it, or over the cap, or
 /// too slow): what is left of the body on the connection cannot be told
 /// from a next request, so hyper closes the connection after the
@@ -206,7 +211,9 @@ fn answered_unread(
 /// drains before stopping: hyper closes the connection after it, and a
 /// client or load balancer knows not to send another request on it (one
 /// sent on a connection the server is about to close may be lost, and a
-/// POST's outcome with it).
+/// POST's outcome with it). An HTTP/2 request whose body is left unread
+/// does not close its connection: hyper resets that stream alone, and
+/// the connection's framing is intact.
 fn close(response: &mut HttpResponse) {
     response
         .headers_mut()
@@ -217,6 +224,7 @@ fn close(response: &mut HttpResponse) {
 /// `started` when hyper handed it over.
 fn record(
     connection: &Connection,
+    version: Version,
     method: &'static str,
     response: &HttpResponse,
     served: &Served,
@@ -245,6 +253,12 @@ fn record(
             micros: access_log::micros(elapsed),
             key: served.key,
             client: peer,
+            protocol: if version == Version::HTTP_2 {
+                "h2"
+            } else {
+                "http1"
+            },
+            tls: api.options.tls,
         }
         .write();
     }

@@ -1,5 +1,6 @@
-//! Sockets and connections: the accept loop, hyper's HTTP/1 connection per client, the limits that
-//! keep hostile clients cheap, and graceful shutdown.
+//! Sockets and connections: the accept loop, TLS, hyper's HTTP/1.1 or
+//! HTTP/2 connection per client, the limits that keep hostile clients
+//! cheap, and graceful shutdown.
 //!
 //! Limits, and why each:
 //! - `header_read_timeout` with a timer: a client trickling headers one byte
@@ -25,6 +26,16 @@
 //!   starts it as soon as a response is written and the connection waits
 //!   for the next request's head (hyper 1.x, `Conn::poll_read_head`), so
 //!   no timer of our own is needed for them.
+//! - the TLS handshake and, in plaintext, the HTTP/2 preface are read
+//!   within the same header timeout (`protocol.rs`): a client that
+//!   connects and sends nothing is closed.
+//! - HTTP/2 (`h2.rs`): at most 100 concurrent streams per connection, a
+//!   16 KiB header list, a bound on streams reset before they are
+//!   accepted and on streams a client cancels (rapid reset), GOAWAY to an
+//!   idle connection after the header timeout, and a connection whose
+//!   streams make no progress (no flow-control window granted) dropped.
+//!   The body cap and body timeout are per stream, in `driver.rs`, as
+//!   per HTTP/1 request.
 //! - every handler runs under `catch_unwind`: a bug becomes a logged 500
 //!   `internal`, never a dropped connection or a dead worker
 //!   (`driver.rs`).
@@ -33,6 +44,9 @@
 //! |---|---|
 //! | `mod.rs` | [`run`], [`serve`]: the accept loop and [`ConnLimits`] |
 //! | `driver.rs` | the one request driver: hyper's service call, the body, the awaits |
+//! | `protocol.rs` | one connection: TLS handshake, HTTP/1.1 or HTTP/2, graceful stop; connections by protocol |
+//! | `h2.rs` | HTTP/2's settings and the watchdog of its streams |
+//! | `tls.rs` | [`Tls`]: `--tls-cert`/`--tls-key`, reloaded on SIGHUP |
 //! | `per_address.rs` | [`PerAddress`]: open connections per client address, and their cap |
 //! | `proxy_protocol.rs` | `--proxy-protocol`: the client address from a PROXY header |
 //! | `write_timeout.rs` | a socket whose stalled writes fail after a bounded time |
@@ -41,8 +55,11 @@
 //! `telemetry/` and `util/`.
 
 mod driver;
+mod h2;
 mod per_address;
+mod protocol;
 mod proxy_protocol;
+mod tls;
 mod write_timeout;
 
 use std::convert::Infallible;
@@ -54,20 +71,20 @@ use std::time::Duration;
 
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper::Request;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::rt::TokioTimer;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
 pub use driver::Reply;
 pub use per_address::{refused_total, PerAddress, RefusedConnections};
+pub use protocol::{served_total, ConnectionsByProtocol, Protocol};
+pub use tls::{Tls, TlsError};
 
 use crate::http::{Api, Connection, HttpResponse};
 use crate::state::AppState;
 use crate::{log_error, log_info};
-use write_timeout::WriteTimeout;
+use protocol::Protocols;
 
 /// The runtime the server runs on: tokio's multi-threaded scheduler with
 /// its defaults (one worker per core). The load benchmark's baseline
@@ -125,11 +142,13 @@ impl Default for ConnLimits {
     }
 }
 
-/// Serves `listener` (and `admin`'s listener with its API, for
-/// `--admin-addr`) until `shutdown` completes, then stops accepting and
-/// waits (at most `limits.shutdown_grace`) for the requests in flight.
+/// Serves `listener` (over TLS when `tls` is given; and `admin`'s
+/// listener with its API, for `--admin-addr`, in plaintext) until
+/// `shutdown` completes, then stops accepting and waits (at most
+/// `limits.shutdown_grace`) for the requests in flight.
 pub async fn run(
     listener: TcpListener,
+    tls: Option<Arc<Tls>>,
     state: Arc<AppState>,
     api: Arc<Api>,
     limits: ConnLimits,
@@ -137,12 +156,12 @@ pub async fn run(
     admin: Option<(TcpListener, Arc<Api>)>,
 ) {
     let Some((admin_listener, admin_api)) = admin else {
-        return serve_api(listener, state, api, limits, shutdown).await;
+        return serve_api(listener, tls, state, api, limits, shutdown).await;
     };
     // Both listeners stop at the same signal, after the same drain: the
     // admin one keeps answering `/healthz` (503 `draining`) meanwhile.
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;
     };
     // The admin listener is for monitors (Prometheus, a balancer's health
@@ -158,6 +177,7 @@ pub async fn run(
         },
         serve_api(
             listener,
+            tls,
             state.clone(),
             api,
             limits,
@@ -165,6 +185,7 @@ pub async fn run(
         ),
         serve_api(
             admin_listener,
+            None,
             state,
             admin_api,
             admin_limits,
@@ -176,13 +197,14 @@ pub async fn run(
 /// [`serve`] with the API's request driver.
 async fn serve_api(
     listener: TcpListener,
+    tls: Option<Arc<Tls>>,
     state: Arc<AppState>,
     api: Arc<Api>,
     limits: ConnLimits,
     shutdown: impl Future<Output = ()>,
 ) {
     let body_timeout = limits.body_timeout;
-    serve(listener, limits, shutdown, move |peer| {
+    serve(listener, limits, tls, shutdown, move |peer| {
         // One Arc per connection, cloned only by requests that must wait
         // (a body to read, an fsync): its count is touched by that
         // connection alone, where cloning the shared state's Arc per
@@ -205,19 +227,29 @@ type Proxied = (TcpStream, IpAddr, OwnedSemaphorePermit, Duration);
 pub async fn serve<C, H, F>(
     listener: TcpListener,
     limits: ConnLimits,
+    tls: Option<Arc<Tls>>,
     shutdown: impl Future<Output = ()>,
     mut connect: C,
 ) where
     C: FnMut(IpAddr) -> H,
-    H: Fn(Request<Incoming>) -> F + Send + 'static,
+    H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
     F: Future<Output = Result<HttpResponse, Infallible>> + Send + 'static,
 {
-    let mut http = http1::Builder::new();
-    http.timer(TokioTimer::new())
+    let mut http1 = http1::Builder::new();
+    http1
+        .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
         .max_header_size(16 * 1024)
         .keep_alive(true);
-    let graceful = GracefulShutdown::new();
+    let protocols = Arc::new(Protocols {
+        http1,
+        http2: h2::builder(&limits),
+        limits,
+        tls,
+    });
+    // Every connection holds a receiver: the sender counts them, tells
+    // them to stop, and waits until they are gone (`protocol.rs`).
+    let (stop, _) = watch::channel(false);
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let per_address = PerAddress::new(limits.max_connections_per_address);
     let mut shutdown = pin!(shutdown);
@@ -237,12 +269,13 @@ pub async fn serve<C, H, F>(
     // back here to be counted per address and served.
     let (ready_tx, mut ready_rx) = mpsc::unbounded_channel::<Proxied>();
     // `header_left`: the header timeout not yet spent. One timeout covers
-    // the PROXY header and the HTTP head together (a client sending each
-    // slowly could otherwise hold a connection for twice the timeout), so
-    // a proxied connection's head gets only what its PROXY header left.
-    // hyper applies the builder's timeout to each head of the connection,
-    // so its later keep-alive waits are shorter by that too: by the
-    // microseconds a balancer takes to send its header.
+    // the PROXY header, the TLS handshake and the HTTP head together (a
+    // client sending each slowly could otherwise hold a connection for
+    // several timeouts), so a proxied connection's head gets only what
+    // its PROXY header left. hyper applies the builder's timeout to each
+    // head of the connection, so its later keep-alive waits are shorter
+    // by that too: by the microseconds a balancer takes to send its
+    // header.
     let mut start =
         |stream: TcpStream, ip: IpAddr, slot: OwnedSemaphorePermit, header_left: Duration| {
             let Some(address_slot) = per_address.take(ip) else {
@@ -252,24 +285,16 @@ pub async fn serve<C, H, F>(
                 return Some(slot);
             };
             let _ = stream.set_nodelay(true);
-            let service = service_fn(connect(ip));
-            let io = TokioIo::new(WriteTimeout::new(stream, limits.write_timeout));
-            let connection = if header_left < limits.header_timeout {
-                let mut shorter = http.clone();
-                shorter.header_read_timeout(header_left);
-                graceful.watch(shorter.serve_connection(io, service))
-            } else {
-                graceful.watch(http.serve_connection(io, service))
-            };
+            let handler = connect(ip);
+            let protocols = protocols.clone();
+            let stop = stop.subscribe();
             tokio::spawn(async move {
                 // The address's place is given back before the slot (a
                 // tuple drops in order): the accept that the freed slot lets
                 // through must find the count already lowered, or it would
                 // refuse a connection that is within the cap.
                 let _slots = (address_slot, slot);
-                // Errors here are the client's (reset, timeout, bad framing);
-                // hyper has already answered what could be answered.
-                let _ = connection.await;
+                protocol::serve_connection(protocols, stream, header_left, handler, stop).await;
             });
             None
         };
@@ -346,7 +371,7 @@ pub async fn serve<C, H, F>(
     drop(listener);
     if !limits.settle.is_zero() {
         let settled = async {
-            while graceful.count() > 0 {
+            while stop.receiver_count() > 0 {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         };
@@ -354,10 +379,13 @@ pub async fn serve<C, H, F>(
     }
     log_info!(
         "shutting down: waiting for {} open connection(s)",
-        graceful.count()
+        stop.receiver_count()
     );
+    // Each connection closes once idle (HTTP/1) or after GOAWAY and its
+    // streams (HTTP/2).
+    let _ = stop.send(true);
     tokio::select! {
-        () = graceful.shutdown() => log_info!("all connections closed"),
+        () = stop.closed() => log_info!("all connections closed"),
         () = tokio::time::sleep(limits.shutdown_grace) => {
             log_error!("requests still in flight after {:?}; stopping anyway", limits.shutdown_grace);
         }

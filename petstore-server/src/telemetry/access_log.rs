@@ -1,7 +1,7 @@
 //! `--access-log`: one JSON line per request on stderr:
 //!
 //! ```text
-//! {"time":"2026-11-22T12:00:00.123Z","method":"GET","route":"/v1/pets/{petId}","status":200,"micros":84,"key":"shop-frontend","client":"127.0.0.1"}
+//! {"time":"2026-11-22T12:00:00.123Z","method":"GET","route":"/v1/pets/{petId}","status":200,"micros":84,"key":"shop-frontend","client":"127.0.0.1","protocol":"h2","tls":true}
 //! ```
 //!
 //! The route is the template, not the path, so lines group by operation
@@ -32,6 +32,10 @@ pub struct Line<'a> {
     pub key: Option<&'a str>,
     /// The client's address.
     pub client: IpAddr,
+    /// `http1` or `h2`.
+    pub protocol: &'static str,
+    /// Whether the connection is TLS.
+    pub tls: bool,
 }
 
 /// An access-log line with `--log-format json`: the fields every log line
@@ -47,6 +51,8 @@ struct Structured<'a> {
     micros: u64,
     key: Option<&'a str>,
     client: IpAddr,
+    protocol: &'static str,
+    tls: bool,
 }
 
 impl Line<'_> {
@@ -65,6 +71,8 @@ impl Line<'_> {
                 micros: self.micros,
                 key: self.key,
                 client: self.client,
+                protocol: self.protocol,
+                tls: self.tls,
             }),
         };
         let mut bytes = bytes.unwrap_or_default();
@@ -92,11 +100,14 @@ mod tests {
             micros: 84,
             key: Some("shop \"frontend\""),
             client: IpAddr::from([127, 0, 0, 1]),
+            protocol: "h2",
+            tls: true,
         };
         let v: serde_json::Value = serde_json::to_value(&line).unwrap();
         assert_eq!(v["route"], "/v1/pets/{petId}");
+        assert_eq!((&v["protocol"], &v["tls"]), (&"h2".into(), &true.into()));
         assert_eq!(v["key"], "shop \"frontend\"");
         assert_eq!(v["client"], "127.0.0.1");
-        assert_eq!(v.as_object().map(|o| o.len()), Some(7));
+        assert_eq!(v.as_object().map(|o| o.len()), Some(9));
     }
 }

@@ -9,6 +9,7 @@
 //! | `client.rs` | `Conn`, `Response`, `Headers`: one client connection and what it reads |
 //! | `assert.rs` | assertions on error bodies and rate-limit headers |
 //! | `postgres.rs`, `redis.rs` | private PostgreSQL and Redis instances |
+//! | `transport.rs` | HTTP/2 and TLS through hyper's client; a test certificate authority |
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
@@ -41,6 +42,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 pub mod postgres;
+pub mod transport;
 
 /// The server binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_petstore-server");

@@ -278,9 +278,11 @@ fn spawn_readers(
     vec![t1, t2]
 }
 
-/// Parses a `listening on http://IP:PORT` line.
+/// Parses a `listening on http://IP:PORT` (or `https://`) line.
 pub fn parse_listening_line(line: &str) -> Option<SocketAddr> {
-    line.strip_prefix("listening on http://")?.parse().ok()
+    let rest = line.strip_prefix("listening on ")?;
+    let rest = (rest.strip_prefix("http://")).or_else(|| rest.strip_prefix("https://"))?;
+    rest.parse().ok()
 }
 
 /// A running server process; killed on drop.

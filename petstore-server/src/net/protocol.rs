@@ -1,0 +1,290 @@
+//! One accepted connection, from its first byte to its close: the TLS
+//! handshake when the listener has TLS, the protocol (HTTP/1.1 or HTTP/2),
+//! and hyper's connection for it, stopped gracefully at shutdown.
+//!
+//! Which protocol: over TLS, the one ALPN agreed (`h2`, else HTTP/1.1);
+//! in plaintext, HTTP/2 when the client starts with HTTP/2's connection
+//! preface (h2c with prior knowledge, RFC 9113 section 3.3), else
+//! HTTP/1.1. No `Upgrade: h2c` (RFC 9113 deprecated it). The handshake
+//! and the preface are read within the header timeout: a client that
+//! connects and sends nothing (no ClientHello, no request) is closed
+//! like a slow HTTP/1 head.
+//!
+//! Why a stop signal of our own rather than hyper-util's
+//! `GracefulShutdown`: that one takes the connection future out of our
+//! hands, and an HTTP/2 connection needs it in hand to send GOAWAY when
+//! its watchdog says so (`h2.rs`). The signal is the same idea: a watch
+//! channel every connection holds a receiver of; its sender counts them
+//! and waits until they are all gone.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::Full;
+use hyper::body::{Body as _, Incoming};
+use hyper::header::{HeaderValue, CONTENT_LENGTH};
+use hyper::rt::{Read, Write};
+use hyper::server::conn::{http1, http2};
+use hyper::service::service_fn;
+use hyper::{Method, Request};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::h2::{Verdict, Watchdog};
+use super::write_timeout::WriteTimeout;
+use super::ConnLimits;
+use crate::http::HttpResponse;
+
+/// HTTP/2's connection preface: what an h2c client sends first.
+const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Connections served since the process started, by protocol: HTTP/1.1
+/// and HTTP/2, each in plaintext and over TLS
+/// (`petstore_connections_total{protocol, tls}`). Process-wide, as the
+/// refused connections are, so that `/metrics` needs no handle on the
+/// accept loop.
+static SERVED: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+
+/// A connection's protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// HTTP/1.1 (or 1.0).
+    Http1,
+    /// HTTP/2.
+    H2,
+}
+
+impl Protocol {
+    /// The label of logs and metrics: `http1` or `h2`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Protocol::Http1 => "http1",
+            Protocol::H2 => "h2",
+        }
+    }
+}
+
+fn count(protocol: Protocol, tls: bool) {
+    let index = usize::from(protocol == Protocol::H2) * 2 + usize::from(tls);
+    SERVED[index].fetch_add(1, Ordering::Relaxed);
+}
+
+/// Connections served so far with `protocol`, over TLS or not.
+pub fn served_total(protocol: Protocol, tls: bool) -> u64 {
+    let index = usize::from(protocol == Protocol::H2) * 2 + usize::from(tls);
+    SERVED[index].load(Ordering::Relaxed)
+}
+
+/// `/metrics`' view of the connections served by protocol.
+#[derive(Debug)]
+pub struct ConnectionsByProtocol;
+
+impl Collector for ConnectionsByProtocol {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut family = encoder.encode_descriptor(
+            "connections",
+            "Connections served, by protocol (http1, h2) and TLS",
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        for protocol in [Protocol::Http1, Protocol::H2] {
+            for tls in [false, true] {
+                let labels = [
+                    ("protocol", protocol.label()),
+                    ("tls", if tls { "true" } else { "false" }),
+                ];
+                let counter = ConstCounter::new(served_total(protocol, tls));
+                counter.encode(family.encode_family(&labels)?)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What every connection of one listener shares: hyper's two servers,
+/// the limits, TLS when the listener has it, and the stop signal.
+pub(super) struct Protocols {
+    pub http1: http1::Builder,
+    pub http2: http2::Builder<TokioExecutor>,
+    pub limits: ConnLimits,
+    pub tls: Option<Arc<super::tls::Tls>>,
+}
+
+/// Serves one connection until it closes, or `stop` turns true and ends
+/// it gracefully. `header_left` is what the header timeout has left (a
+/// PROXY header may have spent some).
+pub(super) async fn serve_connection<H, F>(
+    protocols: Arc<Protocols>,
+    stream: TcpStream,
+    header_left: Duration,
+    handler: H,
+    stop: watch::Receiver<bool>,
+) where
+    H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
+    F: Future<Output = Result<HttpResponse, Infallible>> + Send + 'static,
+{
+    let deadline = Instant::now() + header_left;
+    let limits = protocols.limits;
+    let Some(tls) = &protocols.tls else {
+        let h2 = match tokio::time::timeout_at(deadline, starts_with_preface(&stream)).await {
+            Ok(Ok(h2)) => h2,
+            // Nothing in time, or the socket failed: closed (the drop).
+            _ => return,
+        };
+        let io = TokioIo::new(WriteTimeout::new(stream, limits.write_timeout));
+        return serve_io(&protocols, io, h2, false, deadline, handler, stop).await;
+    };
+    let acceptor = tls.acceptor();
+    let io = WriteTimeout::new(stream, limits.write_timeout);
+    let Ok(Ok(stream)) = tokio::time::timeout_at(deadline, acceptor.accept(io)).await else {
+        // No ClientHello in time, plain HTTP on the TLS port, a failed
+        // handshake: closed. Not logged: anyone can connect.
+        return;
+    };
+    let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+    serve_io(
+        &protocols,
+        TokioIo::new(stream),
+        h2,
+        true,
+        deadline,
+        handler,
+        stop,
+    )
+    .await;
+}
+
+/// The answer to a HEAD: the GET's headers, its `Content-Length`
+/// included, without the body. hyper's HTTP/1 server drops a HEAD's body
+/// itself; its HTTP/2 server sends it, which a client must treat as a
+/// protocol error (RFC 9113 section 8.1.1).
+fn without_body(response: HttpResponse) -> HttpResponse {
+    let (mut parts, body) = response.into_parts();
+    if let Some(length) = body.size_hint().exact() {
+        parts
+            .headers
+            .insert(CONTENT_LENGTH, HeaderValue::from(length));
+    }
+    HttpResponse::from_parts(parts, Full::default())
+}
+
+/// Whether the client's first bytes are HTTP/2's preface. Peeks, so the
+/// bytes stay for hyper. Loops only while what has arrived is a strict
+/// prefix of the preface (a client sending it in pieces); any other
+/// first byte decides at once.
+async fn starts_with_preface(stream: &TcpStream) -> std::io::Result<bool> {
+    let mut buf = [0u8; PREFACE.len()];
+    loop {
+        let n = stream.peek(&mut buf).await?;
+        if n == 0 || buf[..n] != PREFACE[..n] {
+            return Ok(false);
+        }
+        if n == PREFACE.len() {
+            return Ok(true);
+        }
+        // `peek` returns at once while bytes wait unread: poll gently
+        // for the rest (bounded by the caller's header timeout).
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+async fn serve_io<I, H, F>(
+    protocols: &Protocols,
+    io: I,
+    h2: bool,
+    tls: bool,
+    deadline: Instant,
+    handler: H,
+    mut stop: watch::Receiver<bool>,
+) where
+    I: Read + Write + Unpin + Send + 'static,
+    H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
+    F: Future<Output = Result<HttpResponse, Infallible>> + Send + 'static,
+{
+    if h2 {
+        count(Protocol::H2, tls);
+        return serve_h2(protocols, io, handler, stop).await;
+    }
+    count(Protocol::Http1, tls);
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return;
+    }
+    let service = service_fn(handler);
+    let mut connection = if left < protocols.limits.header_timeout {
+        let mut shorter = protocols.http1.clone();
+        shorter.header_read_timeout(left);
+        pin!(shorter.serve_connection(io, service))
+    } else {
+        pin!(protocols.http1.serve_connection(io, service))
+    };
+    tokio::select! {
+        // Errors here are the client's (reset, timeout, bad framing);
+        // hyper has already answered what could be answered.
+        _ = connection.as_mut() => return,
+        _ = stop.wait_for(|stop| *stop) => {}
+    }
+    connection.as_mut().graceful_shutdown();
+    let _ = connection.await;
+}
+
+async fn serve_h2<I, H, F>(
+    protocols: &Protocols,
+    io: I,
+    handler: H,
+    mut stop: watch::Receiver<bool>,
+) where
+    I: Read + Write + Unpin + Send + 'static,
+    H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
+    F: Future<Output = Result<HttpResponse, Infallible>> + Send + 'static,
+{
+    let watchdog = Watchdog::new(&protocols.limits, Instant::now());
+    let streams = watchdog.clone();
+    let handler = Arc::new(handler);
+    let service = service_fn(move |request: Request<Incoming>| {
+        let guard = streams.open();
+        let head = request.method() == Method::HEAD;
+        let reply = handler(request);
+        async move {
+            let Ok(response) = reply.await;
+            let response = if head {
+                without_body(response)
+            } else {
+                response
+            };
+            Ok::<_, Infallible>(guard.respond(response))
+        }
+    });
+    let mut connection = pin!(protocols.http2.serve_connection(io, service));
+    let mut going_away = false;
+    loop {
+        let next = match watchdog.verdict(Instant::now(), going_away) {
+            Verdict::Wait(at) => at,
+            Verdict::GoAway => {
+                connection.as_mut().graceful_shutdown();
+                going_away = true;
+                continue;
+            }
+            // Dropped: hyper's streams and the socket with it.
+            Verdict::Abort => return,
+        };
+        tokio::select! {
+            _ = connection.as_mut() => return,
+            () = watchdog.changed() => {}
+            () = tokio::time::sleep_until(next) => {}
+            _ = stop.wait_for(|stop| *stop), if !going_away => {
+                connection.as_mut().graceful_shutdown();
+                going_away = true;
+            }
+        }
+    }
+}
