@@ -42,7 +42,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::ConnLimits;
+use super::limits::ConnLimits;
 
 /// Concurrent streams a client may open on one connection.
 pub const MAX_STREAMS: u32 = 100;

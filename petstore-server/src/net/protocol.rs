@@ -41,7 +41,7 @@ use tokio::time::Instant;
 
 use super::h2::{Verdict, Watchdog};
 use super::write_timeout::WriteTimeout;
-use super::ConnLimits;
+use super::limits::ConnLimits;
 use crate::http::HttpResponse;
 
 /// HTTP/2's connection preface: what an h2c client sends first.
