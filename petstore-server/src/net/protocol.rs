@@ -40,8 +40,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::h2::{Verdict, Watchdog};
-use super::write_timeout::WriteTimeout;
 use super::limits::ConnLimits;
+use super::write_timeout::WriteTimeout;
 use crate::http::HttpResponse;
 
 /// HTTP/2's connection preface: what an h2c client sends first.
