@@ -101,9 +101,12 @@ fn a_load_that_heeds_the_health_check_loses_no_request_across_a_drain() {
     // closes its own, and no new request once the health check failed
     // twice. The drain lasts longer than that takes, so every request
     // they send is answered, and no connection is closed under one.
+    // The delay is far longer than the test (it must outlast the balancer
+    // however slow the machine); a second signal ends it once the
+    // balancer has taken the replica out and its clients have stopped.
     let mut server = Server::builder()
         .arg("--shutdown-delay")
-        .arg("5")
+        .arg("600")
         .keys(
             serde_json::json!({"keys": [{"name": "load", "key": KEY, "plan": "enterprise",
             "perMinute": 100_000_000, "perDay": 100_000_000}]}),
@@ -113,15 +116,22 @@ fn a_load_that_heeds_the_health_check_loses_no_request_across_a_drain() {
     let out = Arc::new(AtomicBool::new(false));
     let seen = Arc::new(Seen::default());
     let checker = {
-        let out = out.clone();
+        let (out, seen) = (out.clone(), seen.clone());
         thread::spawn(move || {
             let mut failed = 0;
             // Bounded: the test's own hang guard.
             let deadline = Instant::now() + Duration::from_secs(120);
-            while failed < 2 && Instant::now() < deadline {
+            // Out after two failed checks, and not before the clients have
+            // had six requests answered in the drain (responses that
+            // closed their connections, as only the drain's do): the race
+            // between the drain and the load is made, not hoped for, on
+            // a machine that gives the clients no CPU for a while.
+            while (failed < 2 || seen.closing.load(Ordering::SeqCst) < 6)
+                && Instant::now() < deadline
+            {
                 let ok = Conn::try_open(addr).ok().and_then(|mut c| {
                     c.send(&get("/healthz", None)).ok()?;
-                    c.try_read_response(Duration::from_secs(5)).ok()
+                    c.try_read_response(Duration::from_secs(10)).ok()
                 });
                 match ok {
                     Some(r) if r.status == 200 => failed = 0,
@@ -167,7 +177,7 @@ fn a_load_that_heeds_the_health_check_loses_no_request_across_a_drain() {
         })
         .collect();
     // Some load first, then the signal in the middle of it.
-    assert!(wait_until(Duration::from_secs(30), || seen
+    assert!(wait_until(Duration::from_secs(60), || seen
         .answered
         .load(Ordering::Relaxed)
         > 500));
@@ -177,6 +187,10 @@ fn a_load_that_heeds_the_health_check_loses_no_request_across_a_drain() {
     for client in clients {
         client.join().unwrap();
     }
+    // The balancer took the replica out and its clients stopped while it
+    // still drained; a second signal ends the drain now.
+    assert!(server.try_exit().is_none(), "stopped before its delay");
+    server.signal("TERM");
     let status = server.wait_exit(Duration::from_secs(60));
     assert_eq!(status.code(), Some(0), "{}", server.stderr_text());
     let (answered, closing, lost) = (

@@ -9,22 +9,19 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{default_keys, wait_until, Server, ServerBuilder, KEY};
 use serde_json::json;
 
-/// Requests answered one after another, each within `limit`.
-fn answered_promptly(server: &Server, count: usize, limit: Duration) {
+/// Requests answered one after another. No writer ever opens the FIFO:
+/// a server whose reload blocked on it would block for good, and the
+/// harness's read bound ([`common::IO_TIMEOUT`]) catches that without
+/// holding a quick machine to a time.
+fn answered(server: &Server, count: usize) {
     for i in 0..count {
-        let started = Instant::now();
         let resp = server.get("/v1/pets", Some(KEY));
         assert_eq!(resp.status, 200, "request {i}: {}", resp.describe());
-        assert!(
-            started.elapsed() < limit,
-            "request {i} took {:?}",
-            started.elapsed()
-        );
     }
 }
 
@@ -40,13 +37,13 @@ fn a_keys_file_replaced_by_a_fifo_is_refused_and_requests_go_on() {
         server.signal("HUP");
         // Opening a FIFO for reading blocks until a writer comes: the
         // reload must refuse it, and requests must go on meanwhile.
-        answered_promptly(&server, 10, Duration::from_secs(2));
+        answered(&server, 10);
         let refused = |s: &str| {
             s.matches("it is not a regular file (it is a FIFO); the previous keys stay in force")
                 .count()
         };
         assert!(
-            wait_until(Duration::from_secs(5), || refused(&server.stderr_text())
+            wait_until(Duration::from_secs(15), || refused(&server.stderr_text())
                 == round),
             "reload {round} was not refused naming the FIFO; stderr:\n{}",
             server.stderr_text()
@@ -55,7 +52,7 @@ fn a_keys_file_replaced_by_a_fifo_is_refused_and_requests_go_on() {
     assert!(server
         .stderr_text()
         .contains(&format!("cannot read keys file {}", path.display())));
-    answered_promptly(&server, 5, Duration::from_secs(2));
+    answered(&server, 5);
 }
 
 #[test]
@@ -111,7 +108,7 @@ fn a_keys_file_writable_by_group_or_others_is_warned_about() {
         path.display()
     );
     assert!(
-        wait_until(Duration::from_secs(5), || server
+        wait_until(Duration::from_secs(15), || server
             .stderr_text()
             .contains(&warning)),
         "{}",
@@ -150,7 +147,7 @@ fn a_reload_with_a_key_in_the_wrong_place_names_the_place_not_the_key() {
         server.write_keys(file);
         server.signal("HUP");
         assert!(
-            wait_until(Duration::from_secs(5), || server
+            wait_until(Duration::from_secs(15), || server
                 .stderr_text()
                 .matches("the previous keys stay in force")
                 .count()

@@ -242,13 +242,12 @@ fn sigterm_finishes_the_request_in_flight_then_exits_0() {
     let interim = read_head(&mut conn);
     assert_eq!(interim, "HTTP/1.1 100 Continue", "the body is asked for");
     conn.send(&body[..10]).unwrap();
-    let signalled = Instant::now();
     server.signal("TERM");
 
     // The listener is closed (the log says so, after closing it), with
     // the request in flight still open...
     assert!(
-        wait_until(Duration::from_secs(5), || server
+        wait_until(Duration::from_secs(15), || server
             .stderr_text()
             .contains("shutting down: waiting for 1 open connection(s)")),
         "no shutdown with one connection open logged; stderr:\n{}",
@@ -272,18 +271,15 @@ fn sigterm_finishes_the_request_in_flight_then_exits_0() {
     assert_eq!(resp.status, 201, "{}", resp.describe());
     assert_eq!(resp.json()["name"], "Slowpoke");
 
-    // It exits once that request is answered, well within the 10 s
-    // shutdown grace (which would also end it, with the request cut).
-    let status = server.wait_exit(Duration::from_secs(15));
+    // It exits once that request is answered, not at the end of the 10 s
+    // shutdown grace (which would also end it, and log that requests
+    // were still in flight: that line, not the time taken, tells them
+    // apart).
+    let status = server.wait_exit(Duration::from_secs(30));
     assert_eq!(status.code(), Some(0), "stderr:\n{}", server.stderr_text());
     assert!(
-        signalled.elapsed() < Duration::from_secs(9),
-        "exited only after {:?}: the grace ran out",
-        signalled.elapsed()
-    );
-    assert!(
         !server.stderr_text().contains("still in flight"),
-        "stderr:\n{}",
+        "the grace ran out; stderr:\n{}",
         server.stderr_text()
     );
     match Conn::try_open(addr) {
@@ -331,7 +327,9 @@ fn a_header_trickle_is_cut_off_by_the_header_timeout() {
     let mut closed = false;
     // One header line every 250 ms: a per-read timeout never fires, a
     // deadline for the whole head does (after 1 s; the default is 10 s).
-    while start.elapsed() < Duration::from_secs(6) {
+    // The bound, 8 s, leaves the 1 s close 7 s of slack and stays below
+    // the default, which a server ignoring the flag would use.
+    while start.elapsed() < Duration::from_secs(8) {
         if conn.send(b"X-Slow: a\r\n").is_err() || conn.closed_within(Duration::from_millis(250)) {
             closed = true;
             break;
@@ -340,7 +338,7 @@ fn a_header_trickle_is_cut_off_by_the_header_timeout() {
     let lasted = start.elapsed();
     assert!(
         closed,
-        "connection still open after 6 s of trickling headers"
+        "connection still open after 8 s of trickling headers"
     );
     assert!(
         lasted >= Duration::from_secs(1),
@@ -391,11 +389,16 @@ fn oversized_headers_are_431() {
 fn connections_over_the_maximum_wait_and_are_served_later() {
     // All from 127.0.0.1: the per-address cap (default an eighth, 1 here)
     // is lifted to the whole maximum; tests/net_hostile_clients.rs tests the cap.
+    // The header timeout is far longer than the test: the two held
+    // connections (idle keep-alive ones) stay open until they are
+    // dropped, however slow the machine.
     let mut server = Server::start(&[
         "--max-connections",
         "2",
         "--max-connections-per-address",
         "2",
+        "--header-timeout",
+        "600",
     ]);
     let mut held = Vec::new();
     for _ in 0..2 {
