@@ -233,3 +233,16 @@ pub fn build(
         .body(Full::new(Bytes::copy_from_slice(body)))
         .unwrap()
 }
+
+/// The certificate (DER) the server at `addr` presents to a new TLS
+/// connection, checked against `ca`.
+pub async fn peer_certificate(addr: SocketAddr, ca: &TestCa) -> Vec<u8> {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = ServerName::try_from("localhost").unwrap();
+    let tls = tokio::time::timeout(IO_TIMEOUT, ca.client(&[b"h2"]).connect(name, tcp))
+        .await
+        .expect("TLS handshake timed out")
+        .unwrap();
+    let certs = tls.get_ref().1.peer_certificates().unwrap();
+    certs[0].to_vec()
+}
