@@ -208,6 +208,10 @@ fn help_explains_every_flag() {
         "PETSTORE_ADDR",
         "PETSTORE_KEYS",
         "PETSTORE_BASE_URL",
+        "--tls-cert",
+        "--tls-key",
+        "PETSTORE_TLS_CERT",
+        "PETSTORE_TLS_KEY",
         "keygen",
     ] {
         assert!(
