@@ -45,11 +45,15 @@ fn keys_file(name: &str, key: &str) -> Value {
     })
 }
 
-/// Pets the client creates: 62 creations plus 7 pages of 10 is 69
-/// requests against a bucket of 60, so about 9 of them meet a 429 and the
-/// run takes about 9 s.
-const CREATE: u64 = 62;
-const PAGE_SIZE: u64 = 10;
+/// Pets the client creates, and its page size: 8 creations and 2 or 3
+/// pages, about 11 requests. The test empties the bucket before the
+/// client starts, so each of them needs a token that comes back one a
+/// second: the client meets a 429 whenever it asks sooner than a second
+/// after its last token, whatever the machine's speed up to requests
+/// that take most of a second each. About 10 429s; the run takes about
+/// 10 s.
+const CREATE: u64 = 8;
+const PAGE_SIZE: u64 = 4;
 
 fn temp_dir() -> PathBuf {
     static N: AtomicU64 = AtomicU64::new(0);
@@ -345,8 +349,31 @@ fn client_backs_off_and_is_never_banned() {
     .iter()
     .map(ToString::to_string)
     .collect();
+    // Empty the bucket first (a 2xx that leaves nothing, or a 429), so
+    // that the client's 429s do not depend on its being faster than the
+    // refill at the start: had the test 60 requests to make in time to
+    // meet some, a slow machine would have refilled the bucket meanwhile.
+    // Lists, not creates: the client's counts stay its own.
+    let mut emptied = false;
+    for _ in 0..10_000 {
+        let resp = request(server.addr, "GET", "/v1/pets?limit=1", "client-key", None);
+        match resp.status {
+            200 if resp.header("x-ratelimit-remaining") == Some("0") => {}
+            200 => continue,
+            429 => assert_eq!(
+                resp.code().as_deref(),
+                Some("rate_limited"),
+                "{}",
+                resp.describe()
+            ),
+            _ => panic!("emptying the bucket: {}", resp.describe()),
+        }
+        emptied = true;
+        break;
+    }
+    assert!(emptied, "10,000 requests never emptied a bucket of 60");
     let started = Instant::now();
-    let (status, stdout, stderr) = run_client(&args, Duration::from_secs(60));
+    let (status, stdout, stderr) = run_client(&args, Duration::from_secs(120));
     let took = started.elapsed();
     let context = format!(
         "{} {}\n--- stdout:\n{stdout}\n--- stderr:\n{stderr}\n--- server stderr:\n{}",
@@ -370,10 +397,13 @@ fn client_backs_off_and_is_never_banned() {
         CREATE as f64,
         "{context}"
     );
+    // The bucket was empty: about one 429 per request after the first.
+    // Fewer than 3 would take requests of most of a second each (a hang,
+    // not a slow machine).
     let limited = summary_number(&stdout, "429 received:");
     assert!(
         limited >= 3.0,
-        "the plan should have forced several 429s:\n{context}"
+        "the empty bucket should have forced several 429s:\n{context}"
     );
     // Each 429 said `Retry-After: 1` and the client waits at least that.
     let waited = summary_number(&stdout, "time waited:");

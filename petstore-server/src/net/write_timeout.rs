@@ -133,7 +133,12 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    #[tokio::test]
+    // Paused time (tokio's test-util): the runtime's clock moves only when
+    // every task waits, straight to the next timer. The timeout and the
+    // reader's pauses are then compared as durations, never as how fast
+    // this machine runs them: the verdicts hold on a loaded one.
+
+    #[tokio::test(start_paused = true)]
     async fn a_stuck_write_fails_after_the_timeout() {
         // A pipe whose reader never reads: writes stall once its buffer is full.
         let (client, server) = tokio::io::duplex(64);
@@ -143,18 +148,21 @@ mod tests {
         let started = Instant::now();
         let err = io.write_all(&[0; 1]).await.unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        // Exactly the timeout on the paused clock (its timer's resolution
+        // is a millisecond): not sooner, and not only at some later timer.
         let waited = started.elapsed();
         assert!(
-            waited >= timeout && waited < Duration::from_secs(5),
+            waited >= timeout && waited <= timeout + Duration::from_millis(1),
             "{waited:?}"
         );
         drop(client);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_slow_reader_that_reads_is_not_cut_off() {
         let (mut client, server) = tokio::io::duplex(16);
-        let mut io = WriteTimeout::new(server, Duration::from_millis(400));
+        let timeout = Duration::from_millis(400);
+        let mut io = WriteTimeout::new(server, timeout);
         let reader = tokio::spawn(async move {
             let mut got = 0;
             let mut buf = [0; 16];
@@ -165,7 +173,14 @@ mod tests {
                 got += client.read(&mut buf).await.unwrap();
             }
         });
+        let started = Instant::now();
         io.write_all(&[0; 160]).await.unwrap();
+        // The write did wait on the reader (nine pauses of 150 ms before
+        // its last bytes fit), far past one timeout: a timer that progress
+        // did not disarm would have fired.
+        let took = started.elapsed();
+        assert!(took >= Duration::from_millis(9 * 150), "{took:?}");
+        assert!(took > 3 * timeout, "{took:?}");
         reader.await.unwrap();
     }
 }
