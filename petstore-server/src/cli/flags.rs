@@ -55,6 +55,13 @@ pub struct Cli {
     #[arg(long, env = "PETSTORE_ADMIN_ADDR", value_name = "HOST:PORT")]
     pub admin_addr: Option<String>,
 
+    /// Milliseconds a request waits for Redis (--redis, --redis-cluster)
+    /// before its replica decides the limit alone, and the bound of a
+    /// connection attempt. Raise it for a Redis far away on the network.
+    #[arg(long, env = "PETSTORE_REDIS_TIMEOUT", default_value_t = 50, value_name = "MS",
+          value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub redis_timeout: u64,
+
     /// Serve TLS on the public address with this certificate chain (PEM,
     /// the server's certificate first); needs --tls-key. ALPN offers h2
     /// and http/1.1; TLS 1.2 and 1.3. SIGHUP reloads it with the key (and

@@ -135,10 +135,11 @@ pub(super) async fn serve(cli: Cli) -> Result<(), String> {
         Some(pg) => Store::Postgres(pg),
         None => Store::local(Arc::new(open_local(&cli)?)),
     };
+    let redis_timeout = Duration::from_millis(cli.redis_timeout);
     let limits = match &cli.redis {
         Some(url) => {
             log_info!("rate limits: shared with the other replicas in Redis (--redis)");
-            let redis = RedisLimits::new(url, clock.clone())?;
+            let redis = RedisLimits::new(url, clock.clone(), redis_timeout)?;
             tokio::spawn(redis.clone().check_eviction());
             RateLimits::Redis(redis)
         }
@@ -147,7 +148,7 @@ pub(super) async fn serve(cli: Cli) -> Result<(), String> {
                 "rate limits: shared with the other replicas in a Redis Cluster (--redis-cluster, {} seed node(s))",
                 cli.redis_cluster.len()
             );
-            let redis = RedisLimits::cluster(&cli.redis_cluster, clock.clone())?;
+            let redis = RedisLimits::cluster(&cli.redis_cluster, clock.clone(), redis_timeout)?;
             tokio::spawn(redis.clone().check_eviction());
             RateLimits::Redis(redis)
         }

@@ -12,7 +12,10 @@ use std::time::Duration;
 
 use super::breaker::{Shard, BREAKER};
 
-/// The longest a request waits for Redis before its replica decides alone.
+/// The longest a request waits for Redis before its replica decides
+/// alone, unless `--redis-timeout` says otherwise: Redis on the same
+/// network answers a call in well under a millisecond, and a request
+/// should not wait long for a limit its replica can decide itself.
 pub const TIMEOUT: Duration = Duration::from_millis(50);
 
 /// The connection to Redis. Cheap to clone (both are handles to shared
@@ -27,12 +30,13 @@ pub(super) enum Link {
 }
 
 impl Link {
-    /// A link to the Redis at `url` (`redis://host:port/db`).
-    pub(super) fn single(url: &str) -> Result<Link, String> {
+    /// A link to the Redis at `url` (`redis://host:port/db`), each call
+    /// and connection bounded by `timeout`.
+    pub(super) fn single(url: &str, timeout: Duration) -> Result<Link, String> {
         let client = ::redis::Client::open(url).map_err(|e| format!("--redis: {e}"))?;
         let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(TIMEOUT))
-            .set_response_timeout(Some(TIMEOUT))
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout))
             .set_number_of_retries(1)
             .set_max_delay(BREAKER);
         let connection = ConnectionManager::new_lazy_with_config(client, config)
@@ -40,20 +44,21 @@ impl Link {
         Ok(Link::Single(connection))
     }
 
-    /// A link to the Redis Cluster that the seed nodes `urls` belong to.
-    pub(super) fn cluster(urls: &[String]) -> Result<Link, String> {
+    /// A link to the Redis Cluster that the seed nodes `urls` belong to,
+    /// each call and connection bounded by `timeout`.
+    pub(super) fn cluster(urls: &[String], timeout: Duration) -> Result<Link, String> {
         if urls.is_empty() {
             return Err("--redis-cluster: no seed node given".into());
         }
         let client = ClusterClient::builder(urls.iter().map(String::as_str))
-            .connection_timeout(TIMEOUT)
-            .response_timeout(TIMEOUT)
+            .connection_timeout(timeout)
+            .response_timeout(timeout)
             .retries(1)
             .build()
             .map_err(|e| format!("--redis-cluster: {e}"))?;
         let config = ClusterConfig::new()
-            .set_connection_timeout(TIMEOUT)
-            .set_response_timeout(TIMEOUT);
+            .set_connection_timeout(timeout)
+            .set_response_timeout(timeout);
         Ok(Link::Cluster(
             client.get_pending_async_connection_with_config(config),
         ))

@@ -96,6 +96,8 @@ use link::Link;
 #[derive(Clone)]
 pub struct RedisLimits {
     link: Link,
+    /// The longest a call may take ([`TIMEOUT`] unless `--redis-timeout`).
+    timeout: Duration,
     script: Arc<::redis::Script>,
     inner: Arc<Inner>,
     /// The clock of the fallback decisions (Redis decides on its own
@@ -161,21 +163,26 @@ impl RedisLimits {
     /// A limiter over the Redis at `url` (`redis://host:port/db`). It
     /// connects lazily, so a server starts while Redis is down (deciding
     /// alone until it is up); a malformed URL is an error.
-    pub fn new(url: &str, clock: Arc<dyn Clock>) -> Result<RedisLimits, String> {
-        Ok(RedisLimits::over(Link::single(url)?, clock))
+    pub fn new(url: &str, clock: Arc<dyn Clock>, timeout: Duration) -> Result<RedisLimits, String> {
+        Ok(RedisLimits::over(Link::single(url, timeout)?, clock, timeout))
     }
 
     /// A limiter over the Redis Cluster that the seed nodes `urls`
     /// (`redis://host:port`) belong to (`--redis-cluster`). Each state
     /// lives in its key's hash slot; a shard that fails sends only its
     /// keys to this replica's own limiter. Connects lazily, as [`new`](Self::new).
-    pub fn cluster(urls: &[String], clock: Arc<dyn Clock>) -> Result<RedisLimits, String> {
-        Ok(RedisLimits::over(Link::cluster(urls)?, clock))
+    pub fn cluster(
+        urls: &[String],
+        clock: Arc<dyn Clock>,
+        timeout: Duration,
+    ) -> Result<RedisLimits, String> {
+        Ok(RedisLimits::over(Link::cluster(urls, timeout)?, clock, timeout))
     }
 
-    fn over(link: Link, clock: Arc<dyn Clock>) -> RedisLimits {
+    fn over(link: Link, clock: Arc<dyn Clock>, timeout: Duration) -> RedisLimits {
         RedisLimits {
             link,
+            timeout,
             script: Arc::new(::redis::Script::new(SCRIPT)),
             inner: Arc::new(Inner {
                 breakers: Breakers::new(BREAKER),
@@ -317,7 +324,7 @@ impl RedisLimits {
             tokio::spawn(self.clone().flush(shard));
         }
         // The flusher answers every waiter or drops it (its guard), and
-        // each of its calls is bounded by TIMEOUT: this wait is bounded too.
+        // each of its calls is bounded by the timeout: this wait is bounded too.
         rx.await.ok().flatten()
     }
 
@@ -428,7 +435,7 @@ impl RedisLimits {
     /// One script call deciding `parts`; per part its [`Verdict`], or
     /// `None` (the failure logged, and the breaker opened when Redis did
     /// not answer) when Redis gave no reply of the script's within
-    /// [`TIMEOUT`].
+    /// its timeout ([`TIMEOUT`] by default).
     async fn call(&self, shard: Shard, parts: &[Part]) -> Option<Vec<Verdict>> {
         let started = Instant::now();
         let mut invocation = self.script.prepare_invoke();
@@ -439,10 +446,10 @@ impl RedisLimits {
                 .key(&*part.name)
                 .arg(&state_args(&part.params, part.waiters.len(), part.ban_until_ms)[..]);
         }
-        let reply = match tokio::time::timeout(TIMEOUT, self.link.invoke(&invocation)).await {
+        let reply = match tokio::time::timeout(self.timeout, self.link.invoke(&invocation)).await {
             Err(_) => Err(Failure::Unreachable(format!(
                 "no answer within {} ms",
-                TIMEOUT.as_millis()
+                self.timeout.as_millis()
             ))),
             Ok(Err(e)) => Err(Failure::of(&e)),
             Ok(Ok(reply)) => {
