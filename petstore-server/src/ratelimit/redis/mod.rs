@@ -164,7 +164,11 @@ impl RedisLimits {
     /// connects lazily, so a server starts while Redis is down (deciding
     /// alone until it is up); a malformed URL is an error.
     pub fn new(url: &str, clock: Arc<dyn Clock>, timeout: Duration) -> Result<RedisLimits, String> {
-        Ok(RedisLimits::over(Link::single(url, timeout)?, clock, timeout))
+        Ok(RedisLimits::over(
+            Link::single(url, timeout)?,
+            clock,
+            timeout,
+        ))
     }
 
     /// A limiter over the Redis Cluster that the seed nodes `urls`
@@ -176,7 +180,11 @@ impl RedisLimits {
         clock: Arc<dyn Clock>,
         timeout: Duration,
     ) -> Result<RedisLimits, String> {
-        Ok(RedisLimits::over(Link::cluster(urls, timeout)?, clock, timeout))
+        Ok(RedisLimits::over(
+            Link::cluster(urls, timeout)?,
+            clock,
+            timeout,
+        ))
     }
 
     fn over(link: Link, clock: Arc<dyn Clock>, timeout: Duration) -> RedisLimits {
