@@ -3,12 +3,13 @@
 //! `RateLimit`/`RateLimit-Policy` fields) and `getPet`'s deprecation
 //! headers.
 
+use std::cell::RefCell;
 use std::fmt::Write as _;
 
+use hyper::body::Bytes;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, LINK, LOCATION};
 use petstore_core::{Decision, ListQuery, PetId};
 
-use crate::util::buffers;
 use crate::util::intern::intern;
 
 /// `X-RateLimit-Limit`.
@@ -35,17 +36,25 @@ pub const GET_PET_SUNSET: &str = "Thu, 05 Dec 2030 00:00:00 GMT";
 
 /// The rate-limit header values of a limiter that depend only on its
 /// quota: `RateLimit-Policy` (e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`)
-/// and each window's `X-RateLimit-Limit`. Built once per key (at load),
-/// not per request, and [`intern`]ed, so it is `Copy` and a request hands
-/// the values to its response without formatting, allocating, validating
-/// or touching a shared reference count.
+/// and each window's `X-RateLimit-Limit`. Built once per distinct policy
+/// (at load), not per request, and leaked, so it is a `Copy` pointer: a
+/// request hands the values to its response without formatting,
+/// allocating, validating or touching a shared reference count, and
+/// moves 8 bytes where the values themselves were 72 (the request's
+/// `Admitted` is moved by value several times on its way).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct QuotaHeaders {
-    policy: &'static str,
-    /// `(limit, its digits)` per window, minute first; a limiter without a
-    /// day window repeats the minute's.
-    limits: [(u32, &'static str); 2],
-    templates: &'static Templates,
+pub struct QuotaHeaders(&'static PolicyValues);
+
+#[derive(Debug, PartialEq, Eq)]
+struct PolicyValues {
+    /// `RateLimit-Policy`.
+    policy_value: HeaderValue,
+    /// `(limit, its X-RateLimit-Limit)` per window, minute first; a
+    /// limiter without a day window repeats the minute's. Values made
+    /// once: a clone of a static value is a copy, where `from_static`
+    /// checks every byte again.
+    limits: [(u32, HeaderValue); 2],
+    templates: Templates,
 }
 
 /// The header maps of an operation's 2xx responses, with every value that
@@ -66,12 +75,6 @@ struct Templates {
     get: HeaderMap,
     created: HeaderMap,
 }
-
-/// Where the per-request values sit in every template.
-const LIMIT_AT: usize = 1;
-const REMAINING_AT: usize = 2;
-const RESET_AT: usize = 3;
-const CURRENT_AT: usize = 4;
 
 impl Templates {
     fn new(policy: &'static str) -> Self {
@@ -102,19 +105,25 @@ impl Templates {
             created: template(&[(LOCATION, "")]),
         }
     }
+}
 
-    /// The templates of `policy`, made once per distinct policy.
-    fn of(policy: &'static str) -> &'static Templates {
-        use std::collections::HashMap;
-        use std::sync::{Mutex, OnceLock};
-        static MADE: OnceLock<Mutex<HashMap<&'static str, &'static Templates>>> = OnceLock::new();
-        let mut made = MADE
-            .get_or_init(Default::default)
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        made.entry(policy)
-            .or_insert_with(|| Box::leak(Box::new(Templates::new(policy))))
-    }
+/// The values of `policy`, made (and leaked) once per distinct policy:
+/// memory stays bounded across key reloads.
+fn intern_policy(policy: &'static str, limits: [(u32, &'static str); 2]) -> &'static PolicyValues {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static MADE: OnceLock<Mutex<HashMap<&'static str, &'static PolicyValues>>> = OnceLock::new();
+    let mut made = MADE
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    made.entry(policy).or_insert_with(|| {
+        Box::leak(Box::new(PolicyValues {
+            policy_value: HeaderValue::from_static(policy),
+            limits: limits.map(|(limit, text)| (limit, HeaderValue::from_static(text))),
+            templates: Templates::new(policy),
+        }))
+    })
 }
 
 /// What a 2xx operation response carries after the rate-limit headers.
@@ -140,12 +149,12 @@ pub enum Extra<'a> {
 }
 
 impl Extra<'_> {
-    /// Writes the value of the response's own last header (`Link` next,
-    /// `Location`) into `buf`; `false` when it has none that changes per
-    /// request. Digits by `itoa`, no `fmt`: this is on every list and
+    /// Makes the value of the response's own last header (`Link` next,
+    /// `Location`) in one allocation; `None` when it has none that changes
+    /// per request. Digits by `itoa`, no `fmt`: this is on every list and
     /// create response.
-    fn write(&self, buf: &mut Vec<u8>) -> bool {
-        match *self {
+    fn make_value(&self) -> Option<HeaderValue> {
+        let bytes = match *self {
             Extra::Next {
                 base_url,
                 next: Some(next),
@@ -154,7 +163,7 @@ impl Extra<'_> {
                 let mut after = itoa::Buffer::new();
                 let status = next.status.map(|s| s.as_str().as_bytes());
                 let after = next.after.map(|id| after.format(id.get()).as_bytes());
-                let parts: [&[u8]; 9] = [
+                joined(&[
                     b"<",
                     base_url.as_bytes(),
                     b"/pets?limit=",
@@ -164,22 +173,19 @@ impl Extra<'_> {
                     if after.is_some() { b"&after=" } else { b"" },
                     after.unwrap_or_default(),
                     b">; rel=\"next\"",
-                ];
-                parts.iter().for_each(|part| buf.extend_from_slice(part));
-                true
+                ])
             }
             Extra::Location { base_url, id } => {
                 let mut digits = itoa::Buffer::new();
-                let parts: [&[u8]; 3] = [
+                joined(&[
                     base_url.as_bytes(),
                     b"/pets/",
                     digits.format(id.get()).as_bytes(),
-                ];
-                parts.iter().for_each(|part| buf.extend_from_slice(part));
-                true
+                ])
             }
-            Extra::Next { next: None, .. } | Extra::Deprecated(_) => false,
-        }
+            Extra::Next { next: None, .. } | Extra::Deprecated(_) => return None,
+        };
+        HeaderValue::from_maybe_shared(bytes).ok()
     }
 }
 
@@ -204,40 +210,41 @@ impl QuotaHeaders {
         if limits[1].1.is_empty() {
             limits[1] = limits[0];
         }
-        let policy = static_text(policy);
-        QuotaHeaders {
-            policy,
-            limits,
-            templates: Templates::of(policy),
-        }
+        QuotaHeaders(intern_policy(static_text(policy), limits))
     }
 
     /// The headers of a 2xx operation response: content type, the
     /// rate-limit headers describing `decision`, and `extra`.
     pub fn success(&self, decision: &Decision, extra: Extra<'_>) -> HeaderMap {
+        let templates = &self.0.templates;
         let template = match extra {
-            Extra::Next { .. } => &self.templates.list,
-            Extra::Deprecated(_) => &self.templates.get,
-            Extra::Location { .. } => &self.templates.created,
+            Extra::Next { .. } => &templates.list,
+            Extra::Deprecated(_) => &templates.get,
+            Extra::Location { .. } => &templates.created,
         };
         let mut map = template.clone();
-        let ([remaining, reset, current], own) = changing_values(decision, |buf| extra.write(buf));
+        let [remaining, reset, current] = changing_values(decision);
         let last = match extra {
             Extra::Deprecated(link) => Some(link.clone()),
-            _ => own,
+            _ => extra.value(),
         };
-        let limit = self.limit(decision.binding().limit);
-        let mut last_value = None;
-        for (i, value) in map.values_mut().enumerate() {
-            match i {
-                LIMIT_AT => *value = limit.clone(),
-                REMAINING_AT => *value = remaining.clone(),
-                RESET_AT => *value = reset.clone(),
-                CURRENT_AT => *value = current.clone(),
-                _ => last_value = Some(value),
-            }
+        // The values are moved into the template's slots by position (see
+        // `Templates`): no name is hashed, and no value cloned.
+        let mut slots = map.values_mut();
+        let _content_type = slots.next();
+        let changing = [
+            self.limit(decision.binding().limit),
+            remaining,
+            reset,
+            current,
+        ];
+        // The values first: `zip` asks its left side first, and must not
+        // take a slot past the last value.
+        for (value, slot) in changing.into_iter().zip(slots.by_ref()) {
+            *slot = value;
         }
-        match (last_value, last) {
+        let _policy = slots.next();
+        match (slots.last(), last) {
             (Some(slot), Some(value)) => *slot = value,
             (_, None) => {
                 // The placeholder is the last entry; only a last page or a
@@ -254,13 +261,13 @@ impl QuotaHeaders {
 
     /// The `RateLimit-Policy` value.
     pub fn policy(&self) -> HeaderValue {
-        HeaderValue::from_static(self.policy)
+        self.0.policy_value.clone()
     }
 
     /// The `X-RateLimit-Limit` value for a window of `limit` requests.
     fn limit(&self, limit: u32) -> HeaderValue {
-        match self.limits.iter().find(|(l, _)| *l == limit) {
-            Some((_, text)) => HeaderValue::from_static(text),
+        match self.0.limits.iter().find(|(l, _)| *l == limit) {
+            Some((_, value)) => value.clone(),
             None => HeaderValue::from(limit),
         }
     }
@@ -284,7 +291,7 @@ fn static_text(text: String) -> &'static str {
 /// response; `quota` holds the values that depend only on the limiter's
 /// quota. (A 2xx response gets them from [`QuotaHeaders::success`].)
 pub fn rate_limit(headers: &mut HeaderMap, decision: &Decision, quota: &QuotaHeaders) {
-    let ([remaining, reset, current], _) = changing_values(decision, |_| false);
+    let [remaining, reset, current] = changing_values(decision);
     headers.insert(X_RATELIMIT_LIMIT, quota.limit(decision.binding().limit));
     headers.insert(X_RATELIMIT_REMAINING, remaining);
     headers.insert(X_RATELIMIT_RESET, reset);
@@ -292,47 +299,169 @@ pub fn rate_limit(headers: &mut HeaderMap, decision: &Decision, quota: &QuotaHea
     headers.insert(RATELIMIT_POLICY, quota.policy());
 }
 
-/// The values of a response that change with every request:
-/// `X-RateLimit-Remaining`, `X-RateLimit-Reset`, `RateLimit`, and what
-/// `tail` writes (the operation's own `Link` or `Location`; `None` when
-/// it writes nothing, or not a valid header value). Written as digits,
-/// without `fmt`, into one reused buffer ([`buffers`]) and handed out as
-/// slices of it: one allocation for all of them, where a buffer each (and
-/// the reference count their slices share) cost three (`scripts/profile`).
-fn changing_values(
-    decision: &Decision,
-    tail: impl FnOnce(&mut Vec<u8>) -> bool,
-) -> ([HeaderValue; 3], Option<HeaderValue>) {
+/// What the values of [`changing_values`] are made of: equal inputs, equal
+/// values.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Changing {
+    name: &'static str,
+    remaining: u32,
+    reset: u64,
+    after: u64,
+}
+
+/// The `Link` of a next page: equal inputs (and the same `base_url`,
+/// which the value itself holds), equal values.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct NextLink {
+    base_len: usize,
+    next: ListQuery,
+}
+
+thread_local! {
+    /// The values this thread made last, by what they were made of.
+    ///
+    /// Why: a client below its limit finds its buckets (nearly) full on
+    /// each request, so its responses carry the same `Remaining`,
+    /// `RateLimit` and, within a second, `Reset` time after time, and a
+    /// client polling the first page gets the same next `Link`. Handing
+    /// out a clone of the last values (a reference count) skips their
+    /// digits, their validation as header values and their allocation:
+    /// about 1,200 instructions of a list response (`scripts/profile`).
+    /// A miss (a draining bucket, another page) costs a comparison and
+    /// the clones kept here. One entry each, per worker thread: bounded,
+    /// and no lock.
+    static LAST_CHANGING: RefCell<Option<(Changing, [HeaderValue; 3])>> =
+        const { RefCell::new(None) };
+    static LAST_NEXT: RefCell<Option<(NextLink, HeaderValue)>> = const { RefCell::new(None) };
+}
+
+/// The values of a response that change with the decision:
+/// `X-RateLimit-Remaining`, `X-RateLimit-Reset`, `RateLimit`. The last
+/// ones again when they are the same ([`LAST_CHANGING`]); else written as
+/// digits, without `fmt`, into one allocation ([`joined`]) and handed out
+/// as slices of it.
+fn changing_values(decision: &Decision) -> [HeaderValue; 3] {
     let binding = decision.binding();
+    let key = Changing {
+        name: binding.name,
+        remaining: binding.remaining,
+        reset: binding.reset_at.unix_secs_ceil(),
+        after: decision.reset_after_secs(),
+    };
+    let last = LAST_CHANGING.try_with(|last| match &*last.borrow() {
+        Some((made_of, values)) if *made_of == key => Some(values.clone()),
+        _ => None,
+    });
+    if let Ok(Some(values)) = last {
+        return values;
+    }
+    let values = make_changing(&key);
+    let _ = LAST_CHANGING.try_with(|last| *last.borrow_mut() = Some((key, values.clone())));
+    values
+}
+
+fn make_changing(key: &Changing) -> [HeaderValue; 3] {
     let mut remaining = itoa::Buffer::new();
-    let remaining = remaining.format(binding.remaining).as_bytes();
+    let remaining = remaining.format(key.remaining).as_bytes();
     let mut reset = itoa::Buffer::new();
-    let reset = reset.format(binding.reset_at.unix_secs_ceil()).as_bytes();
+    let reset = reset.format(key.reset).as_bytes();
     let mut after = itoa::Buffer::new();
-    let after = after.format(decision.reset_after_secs()).as_bytes();
-    let current: [&[u8]; 6] = [
+    let after = after.format(key.after).as_bytes();
+    let parts: [&[u8]; 8] = [
+        remaining,
+        reset,
         b"\"",
-        binding.name.as_bytes(),
+        key.name.as_bytes(),
         b"\";r=",
         remaining,
         b";t=",
         after,
     ];
-    let mut buf = buffers::take();
-    let mut ends = [0; 4];
-    for (end, parts) in ends.iter_mut().zip([&[remaining], &[reset], &current[..]]) {
-        parts.iter().for_each(|part| buf.extend_from_slice(part));
-        *end = buf.len();
-    }
-    let own = tail(&mut buf);
-    ends[3] = buf.len();
-    let buf = buffers::into_bytes(buf);
-    let value = |i: usize| {
-        let start = i.checked_sub(1).map_or(0, |before| ends[before]);
-        HeaderValue::from_maybe_shared(buf.slice(start..ends[i])).ok()
+    let bytes = joined(&parts);
+    let (a, b) = (remaining.len(), remaining.len() + reset.len());
+    let value = |range: std::ops::Range<usize>| {
+        bytes
+            .get(range.clone())
+            .and_then(|_| HeaderValue::from_maybe_shared(bytes.slice(range)).ok())
+            .unwrap_or_else(|| HeaderValue::from_static(""))
     };
-    let digits = |i| value(i).unwrap_or_else(|| HeaderValue::from_static(""));
-    ([digits(0), digits(1), digits(2)], value(3).filter(|_| own))
+    [value(0..a), value(a..b), value(b..bytes.len())]
+}
+
+impl Extra<'_> {
+    /// The value of the response's own last header (`Link` next,
+    /// `Location`); `None` when it has none that changes per request (or
+    /// it is not a valid header value). A next `Link` equal to the last
+    /// one this thread made is that one again ([`LAST_NEXT`]).
+    fn value(&self) -> Option<HeaderValue> {
+        let Extra::Next {
+            base_url,
+            next: Some(next),
+        } = *self
+        else {
+            return self.make_value();
+        };
+        let key = NextLink {
+            base_len: base_url.len(),
+            next,
+        };
+        // The value starts `<{base_url}`: a link of another base address
+        // (another server in the process) is not taken for this one.
+        let last = LAST_NEXT.try_with(|last| match &*last.borrow() {
+            Some((made_of, value))
+                if *made_of == key
+                    && value.as_bytes().get(1..1 + base_url.len()) == Some(base_url.as_bytes()) =>
+            {
+                Some(value.clone())
+            }
+            _ => None,
+        });
+        if let Ok(Some(value)) = last {
+            return Some(value);
+        }
+        let value = self.make_value()?;
+        let _ = LAST_NEXT.try_with(|last| *last.borrow_mut() = Some((key, value.clone())));
+        Some(value)
+    }
+}
+
+/// Bytes owned inline, so that the values of a response cost one
+/// allocation (the shared owner's), not one for the owner and one for
+/// its buffer.
+struct Inline {
+    len: usize,
+    buf: [u8; INLINE],
+}
+
+/// Room for the three changing values (at most 10 + 20 + 58 bytes and
+/// the window's name) and a next `Link` with a base address of up to 48
+/// bytes; longer ones go to the heap.
+const INLINE: usize = 136;
+
+impl AsRef<[u8]> for Inline {
+    fn as_ref(&self) -> &[u8] {
+        self.buf.get(..self.len).unwrap_or_default()
+    }
+}
+
+/// `parts` one after the other, in one allocation.
+fn joined(parts: &[&[u8]]) -> Bytes {
+    let len = parts.iter().map(|part| part.len()).sum();
+    if len > INLINE {
+        return Bytes::from(parts.concat());
+    }
+    let mut inline = Inline {
+        len,
+        buf: [0; INLINE],
+    };
+    let mut at = 0;
+    for part in parts {
+        if let Some(to) = inline.buf.get_mut(at..at + part.len()) {
+            to.copy_from_slice(part);
+        }
+        at += part.len();
+    }
+    Bytes::from_owner(inline)
 }
 
 /// The successor-version `Link` of `getPet`, built once at startup.
@@ -482,6 +611,45 @@ mod tests {
         for name in &base[1..] {
             assert_eq!(errors.get(*name), h.get(*name), "{name}");
         }
+    }
+
+    #[test]
+    fn values_made_again_or_remembered_are_the_same() {
+        let limiter = KeyLimiter::new(Quota::new(60, 1000).unwrap(), BanPolicy::default());
+        let t = Timestamp::from_unix_secs(1_000_000);
+        let quota = QuotaHeaders::of(&limiter.check(t));
+        let first = ListQuery::new().after(PetId::new(20).unwrap());
+        let page = |base_url, next| Extra::Next {
+            base_url,
+            next: Some(next),
+        };
+        // The same decision twice (a remembered value), then others.
+        let d = limiter.check(t);
+        for _ in 0..2 {
+            let h = quota.success(&d, page("/v1", first));
+            assert_eq!(h[&X_RATELIMIT_REMAINING], "58");
+            assert_eq!(h[&X_RATELIMIT_RESET], "1000002");
+            assert_eq!(h[&RATELIMIT], r#""minute";r=58;t=2"#);
+            assert_eq!(h[LINK], "</v1/pets?limit=20&after=20>; rel=\"next\"");
+        }
+        let d = limiter.check(t);
+        let h = quota.success(&d, page("/v1", first));
+        assert_eq!(h[&X_RATELIMIT_REMAINING], "57");
+        assert_eq!(h[&X_RATELIMIT_RESET], "1000003");
+        assert_eq!(h[&RATELIMIT], r#""minute";r=57;t=3"#);
+        // Another base address of the same length is not the last one's.
+        let h = quota.success(&d, page("/v2", first));
+        assert_eq!(h[LINK], "</v2/pets?limit=20&after=20>; rel=\"next\"");
+        let second = ListQuery::new().after(PetId::new(40).unwrap());
+        let h = quota.success(&d, page("/v2", second));
+        assert_eq!(h[LINK], "</v2/pets?limit=20&after=40>; rel=\"next\"");
+        // A value longer than the inline room.
+        let base = format!("https://{}.example/v1", "x".repeat(200));
+        let h = quota.success(&d, page(&base, second));
+        assert_eq!(
+            h[LINK],
+            format!("<{base}/pets?limit=20&after=40>; rel=\"next\"").as_str()
+        );
     }
 
     #[test]
