@@ -1,5 +1,6 @@
 //! The `Authorization: Bearer <key>` header (RFC 6750).
 
+#[cfg(test)]
 use hyper::header::{HeaderMap, AUTHORIZATION};
 
 /// The `Authorization` header of a request.
@@ -13,16 +14,29 @@ pub enum Authorization<'a> {
     Value(&'a [u8]),
 }
 
-/// The request's `Authorization` header, unread: a connection compares it
-/// whole with the one it saw last before paying to parse it (see
-/// `connection.rs`).
-pub fn authorization(headers: &HeaderMap) -> Authorization<'_> {
-    let mut values = headers.get_all(AUTHORIZATION).iter();
-    match (values.next(), values.next()) {
-        (None, _) => Authorization::Missing,
-        (Some(_), Some(_)) => Authorization::Several,
-        (Some(value), None) => Authorization::Value(value.as_bytes()),
+impl<'a> Authorization<'a> {
+    /// What the request sent, with one more `Authorization` value: the
+    /// value itself, unread (a connection compares it whole with the one
+    /// it saw last before paying to parse it; see `connection.rs`), or
+    /// several. The request's headers are scanned once for this and for
+    /// `Host` (`admit.rs`).
+    pub fn and(self, value: &'a [u8]) -> Self {
+        match self {
+            Authorization::Missing => Authorization::Value(value),
+            _ => Authorization::Several,
+        }
     }
+}
+
+/// The request's `Authorization` header, as `admit.rs` finds it.
+#[cfg(test)]
+fn authorization(headers: &HeaderMap) -> Authorization<'_> {
+    headers
+        .get_all(AUTHORIZATION)
+        .iter()
+        .fold(Authorization::Missing, |found, value| {
+            found.and(value.as_bytes())
+        })
 }
 
 /// The token of an `Authorization` value: `Bearer`, in any case, one or
