@@ -182,11 +182,24 @@ pub fn list_query(query: Option<&str>) -> Result<ListQuery, ApiError> {
 /// Plain decimal digits as a number; `None` for anything else, a leading
 /// zero (docs/contract.md, "Listing and paging": a number has one spelling, `020` is not 20) or
 /// overflow.
+///
+/// One pass that checks and adds up the digits together: `str::parse`
+/// after a check of its own read each digit twice, on every list request
+/// (`limit`) and every get (`petId`; `scripts/profile`).
 fn digits(s: &str) -> Option<u64> {
-    let plain = !s.is_empty()
-        && s.bytes().all(|b| b.is_ascii_digit())
-        && !(s.len() > 1 && s.starts_with('0'));
-    plain.then(|| s.parse().ok()).flatten()
+    let bytes = s.as_bytes();
+    if bytes.len() > 1 && bytes.first() == Some(&b'0') {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for b in bytes {
+        let digit = b.wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        n = n.checked_mul(10)?.checked_add(u64::from(digit))?;
+    }
+    (!bytes.is_empty()).then_some(n)
 }
 
 /// Parses the `petId` path segment.
@@ -197,6 +210,12 @@ pub fn pet_id(segment: &str) -> Result<PetId, ApiError> {
             quote(segment)
         ))
     };
+    // The one spelling of an id (`PetId`'s `FromStr`): plain digits, no
+    // escape, no leading zero. Anything else (an escape, an error) takes
+    // the general way below, which says what is wrong with it.
+    if let Some(id) = digits(segment).and_then(PetId::new) {
+        return Ok(id);
+    }
     let decoded = percent_decode(segment, false).ok_or_else(bad)?;
     decoded.parse().map_err(|_| bad())
 }
@@ -204,6 +223,47 @@ pub fn pet_id(segment: &str) -> Result<PetId, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn digits_are_one_spelling_of_a_number() {
+        for (text, n) in [("0", Some(0)), ("7", Some(7)), ("20", Some(20))] {
+            assert_eq!(digits(text), n, "{text}");
+        }
+        assert_eq!(digits("18446744073709551615"), Some(u64::MAX));
+        for bad in [
+            "",
+            "00",
+            "020",
+            "-1",
+            "+1",
+            " 1",
+            "1 ",
+            "1a",
+            "18446744073709551616",
+            "٣",
+        ] {
+            assert_eq!(digits(bad), None, "{bad}");
+        }
+        // The fast way of a pet id agrees with `PetId`'s own parse.
+        for text in [
+            "1",
+            "42",
+            "9223372036854775807",
+            "9223372036854775808",
+            "0",
+            "01",
+            "%31",
+        ] {
+            assert_eq!(
+                pet_id(text).ok(),
+                text.parse::<PetId>()
+                    .ok()
+                    .filter(|_| !text.contains('%'))
+                    .or_else(|| { percent_decode(text, false).and_then(|d| d.parse().ok()) }),
+                "{text}"
+            );
+        }
+    }
 
     fn code(r: Result<ListQuery, ApiError>) -> String {
         match r {
