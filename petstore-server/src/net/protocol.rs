@@ -220,6 +220,8 @@ async fn serve_io<I, H, F>(
         return;
     }
     let service = service_fn(handler);
+    // The first head gets what the header timeout has left after the
+    // PROXY header, the TLS handshake and the wait for the first byte.
     let mut connection = if left < protocols.limits.header_timeout {
         let mut shorter = protocols.http1.clone();
         shorter.header_read_timeout(left);
@@ -228,6 +230,8 @@ async fn serve_io<I, H, F>(
         pin!(protocols.http1.serve_connection(io, service))
     };
     tokio::select! {
+        // The connection first: no random pick on every wake-up.
+        biased;
         // Errors here are the client's (reset, timeout, bad framing);
         // hyper has already answered what could be answered.
         _ = connection.as_mut() => return,
