@@ -3,7 +3,8 @@
 //! ([`petstore_server::net::runtime`], [`petstore_server::net::serve`]),
 //! answering every request with one fixed, pre-encoded page of 20 pets and
 //! doing no other work. It is the physical limit the server is measured
-//! against, not a product.
+//! against, not a product. Through `serve` it speaks HTTP/2 with prior
+//! knowledge too, so it is also the ruler of `scripts/load-h2`.
 //!
 //! Run: `cargo run --release -p petstore-server --example baseline -- 127.0.0.1:0 [RESPONSE]`
 //! (prints `listening on http://IP:PORT` like the server).
