@@ -3,7 +3,8 @@
 //! would send them): the per-address cap, the idle timeout, a client that
 //! grants no flow-control window, streams cancelled at speed (rapid
 //! reset, CVE-2023-44487), a CONTINUATION flood, the concurrent streams
-//! and the header list bounds, and the drain's GOAWAY.
+//! and the header list bounds, the body timeout per stream, and the
+//! drain's GOAWAY.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -124,6 +125,37 @@ fn a_client_that_grants_no_window_is_dropped() {
         assert!(!matches!(data, Some(Ok(ref bytes)) if !bytes.is_empty()));
     });
     still_serves(&server);
+}
+
+#[test]
+fn a_stream_whose_body_never_comes_gets_408_and_the_connection_serves_on() {
+    let server = Server::start(&["--body-timeout", "1"]);
+    let rt = runtime();
+    rt.block_on(async {
+        let (send, _connection) = h2_connect(server.addr, &client::Builder::new()).await;
+        let mut send = send.ready().await.unwrap();
+        let started = Instant::now();
+        // Headers, then no DATA frame and no end of stream.
+        let (response, _body_left_open) = send
+            .send_request(request(server.addr, "POST", "/v1/pets", true), false)
+            .unwrap();
+        let response = tokio::time::timeout(Duration::from_secs(30), response)
+            .await
+            .expect("no answer to a body that never comes")
+            .unwrap();
+        assert_eq!(response.status(), 408);
+        assert!(started.elapsed() >= Duration::from_secs(1));
+        // Another stream on the same connection is served.
+        let mut send = send.ready().await.unwrap();
+        let (response, _) = send
+            .send_request(request(server.addr, "GET", "/v1/pets", true), true)
+            .unwrap();
+        let response = tokio::time::timeout(IO_TIMEOUT, response)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(response.status(), 200);
+    });
 }
 
 #[test]
