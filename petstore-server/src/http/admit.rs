@@ -28,7 +28,7 @@ use super::auth::Authorization;
 use super::body::MAX_BODY;
 use super::connection::Connection;
 use super::error::{ApiError, HttpResponse};
-use super::headers::QuotaHeaders;
+use super::headers::{Binding, QuotaHeaders};
 use super::reply::{decorate, empty, json, refusal};
 use super::route::{pet_segment, Operation, Route, UNKNOWN};
 use super::{cors, health, query_string};
@@ -112,7 +112,9 @@ struct Found {
 #[derive(Debug)]
 pub struct Admitted {
     pub(super) op: Checked,
-    pub(super) decision: Decision,
+    /// What the rate-limit headers say of the decision: all a response
+    /// needs of it once admitted ([`Binding`]'s why).
+    pub(super) binding: Binding,
     pub(super) quota: QuotaHeaders,
     pub(super) served: Served,
 }
@@ -385,14 +387,14 @@ fn limited(
     match checked {
         Ok(op) => Decided::Admitted(Admitted {
             op,
-            decision,
+            binding: Binding::from(&decision),
             quota,
             served,
         }),
         Err(error) => {
             let api = &*connection.api;
             let deprecated = matches!(op, Operation::GetPet);
-            let mut response = refusal(api, &error, &decision, &quota, deprecated);
+            let mut response = refusal(api, &error, Binding::from(&decision), &quota, deprecated);
             decorate(api, head, &mut response);
             Decided::Answered(response, served)
         }

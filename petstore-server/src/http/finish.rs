@@ -119,12 +119,12 @@ impl Admitted {
             Ok(success) => {
                 let mut response = Response::new(Full::new(success.body));
                 *response.status_mut() = success.status;
-                *response.headers_mut() = self.quota.success(&self.decision, success.extra);
+                *response.headers_mut() = self.quota.success(self.binding, success.extra);
                 response
             }
             Err(error) => {
                 let deprecated = matches!(self.op, Checked::GetPet(_));
-                refusal(api, &error, &self.decision, &self.quota, deprecated)
+                refusal(api, &error, self.binding, &self.quota, deprecated)
             }
         };
         decorate(api, head, &mut response);

@@ -6,12 +6,11 @@ use hyper::body::Bytes;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::http::request::Parts;
 use hyper::{Response, StatusCode};
-use petstore_core::Decision;
 
 use super::api::Api;
 use super::cors;
 use super::error::{ApiError, HttpResponse};
-use super::headers::{self, QuotaHeaders};
+use super::headers::{self, Binding, QuotaHeaders};
 
 /// The CORS headers every response carries when CORS is on.
 pub(super) fn decorate(api: &Api, head: &Parts, response: &mut HttpResponse) {
@@ -24,12 +23,12 @@ pub(super) fn decorate(api: &Api, head: &Parts, response: &mut HttpResponse) {
 pub(super) fn refusal(
     api: &Api,
     error: &ApiError,
-    decision: &Decision,
+    binding: Binding,
     quota: &QuotaHeaders,
     deprecated: bool,
 ) -> HttpResponse {
     let mut response = error.to_response();
-    headers::rate_limit(response.headers_mut(), decision, quota);
+    headers::rate_limit(response.headers_mut(), binding, quota);
     if deprecated {
         headers::deprecation(response.headers_mut(), api.successor_link());
     }
