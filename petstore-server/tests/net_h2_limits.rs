@@ -48,6 +48,19 @@ fn request(addr: SocketAddr, method: &str, path: &str, key: bool) -> hyper::Requ
     request.body(()).unwrap()
 }
 
+/// A GET of the pets, with the key, on `send`: its response head, within
+/// [`IO_TIMEOUT`] (a bound that only cuts off a hang).
+async fn get_pets(send: &SendRequest<Bytes>, addr: SocketAddr) -> hyper::Response<h2::RecvStream> {
+    let mut send = send.clone().ready().await.unwrap();
+    let (response, _) = send
+        .send_request(request(addr, "GET", "/v1/pets", true), true)
+        .unwrap();
+    tokio::time::timeout(IO_TIMEOUT, response)
+        .await
+        .expect("no response head in time")
+        .unwrap()
+}
+
 /// A plain HTTP/1.1 request still answers 200 on another connection.
 fn still_serves(server: &Server) {
     let resp = server.get("/v1/pets", Some(KEY));
@@ -146,15 +159,7 @@ fn a_stream_whose_body_never_comes_gets_408_and_the_connection_serves_on() {
         assert_eq!(response.status(), 408);
         assert!(started.elapsed() >= Duration::from_secs(1));
         // Another stream on the same connection is served.
-        let mut send = send.ready().await.unwrap();
-        let (response, _) = send
-            .send_request(request(server.addr, "GET", "/v1/pets", true), true)
-            .unwrap();
-        let response = tokio::time::timeout(IO_TIMEOUT, response)
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(response.status(), 200);
+        assert_eq!(get_pets(&send, server.addr).await.status(), 200);
     });
 }
 
@@ -251,15 +256,7 @@ fn concurrent_streams_and_the_header_list_are_bounded() {
     let rt = runtime();
     rt.block_on(async {
         let (send, _connection) = h2_connect(server.addr, &client::Builder::new()).await;
-        let mut send = send.ready().await.unwrap();
-        let (response, _) = send
-            .send_request(request(server.addr, "GET", "/v1/pets", true), true)
-            .unwrap();
-        let response = tokio::time::timeout(IO_TIMEOUT, response)
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(response.status(), 200);
+        assert_eq!(get_pets(&send, server.addr).await.status(), 200);
         // The server's SETTINGS have arrived with that response.
         assert_eq!(send.current_max_send_streams(), 100);
 
@@ -340,33 +337,18 @@ fn the_drain_sends_goaway_after_a_response_and_new_connections_are_served() {
     let rt = runtime();
     rt.block_on(async {
         let (send, connection) = h2_connect(server.addr, &client::Builder::new()).await;
-        let mut send = send.ready().await.unwrap();
+        let send = send.ready().await.unwrap();
         server.signal("TERM");
         assert!(wait_until(Duration::from_secs(30), || {
             server.get("/healthz", None).status == 503
         }));
         // A request on the open connection is answered, then GOAWAY.
-        let (response, _) = send
-            .send_request(request(server.addr, "GET", "/v1/pets", true), true)
-            .unwrap();
-        let response = tokio::time::timeout(IO_TIMEOUT, response)
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(response.status(), 200);
+        assert_eq!(get_pets(&send, server.addr).await.status(), 200);
         let ended = tokio::time::timeout(Duration::from_secs(30), connection).await;
         assert!(ended.is_ok(), "no GOAWAY during the drain");
         // A new connection is still served meanwhile.
         let (send, _connection) = h2_connect(server.addr, &client::Builder::new()).await;
-        let mut send = send.ready().await.unwrap();
-        let (response, _) = send
-            .send_request(request(server.addr, "GET", "/v1/pets", true), true)
-            .unwrap();
-        let response = tokio::time::timeout(IO_TIMEOUT, response)
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(response.status(), 200);
+        assert_eq!(get_pets(&send, server.addr).await.status(), 200);
     });
     server.signal("TERM");
     assert!(server.wait_exit(Duration::from_secs(60)).success());

@@ -86,20 +86,6 @@ fn wait_until_shared(server: &Server) {
     assert!(shared, "the replica did not go back to Redis within 60 s");
 }
 
-/// The server's stderr once `needle` is in it: the harness reads the pipe
-/// on a thread of its own, so a line the server wrote before answering
-/// may reach the test after the response. The bound only cuts off a hang.
-fn stderr_once_logged(server: &Server, needle: &str) -> String {
-    assert!(
-        wait_until(Duration::from_secs(30), || server
-            .stderr_text()
-            .contains(needle)),
-        "never logged {needle:?}:\n{}",
-        server.stderr_text()
-    );
-    server.stderr_text()
-}
-
 #[test]
 fn a_free_key_gets_exactly_its_quota_across_two_replicas() {
     let redis = RedisServer::start();
@@ -284,7 +270,7 @@ fn strikes_split_across_replicas_lead_to_a_ban_both_enforce() {
     let other = b.get("/v1/pets", Some(STRICT));
     assert_error(&other, 429, "key_banned");
     assert!(other.header_u64("retry-after") <= 600);
-    stderr_once_logged(&a, "key \"strict\" banned for 600 s");
+    a.stderr_once_logged("key \"strict\" banned for 600 s");
 }
 
 #[test]
@@ -359,7 +345,7 @@ fn redis_stopped_each_replica_limits_alone_then_one_limit_again() {
     }
     for server in &replicas {
         // The change of mode is logged once.
-        let log = stderr_once_logged(server, "each replica limits alone");
+        let log = server.stderr_once_logged("each replica limits alone");
         assert_eq!(log.matches("each replica limits alone").count(), 1, "{log}");
     }
     // Redis back (empty: no AOF): one shared limit again, 120 across both.
@@ -378,7 +364,7 @@ fn redis_stopped_each_replica_limits_alone_then_one_limit_again() {
         "rate_limited",
     );
     for server in &replicas {
-        stderr_once_logged(server, "Redis answers again");
+        server.stderr_once_logged("Redis answers again");
     }
 }
 
@@ -437,7 +423,7 @@ fn anonymous_limits_hold_across_replicas_by_the_address_of_the_proxy_header() {
     let r = anonymous_get(&replicas[1], &proxy_v2([203, 0, 113, 6]));
     assert_eq!(r.header_u64("x-ratelimit-remaining"), 3);
     // The logs name the client, not the balancer.
-    stderr_once_logged(&replicas[0], r#""client":"203.0.113.5""#);
+    replicas[0].stderr_once_logged(r#""client":"203.0.113.5""#);
 }
 
 #[test]
@@ -585,7 +571,7 @@ fn a_poisoned_state_is_reset_and_takes_no_other_key_off_the_shared_limits() {
     assert_eq!(kind, "string", "the state is the script's again");
     let state: String = ::redis::cmd("GET").arg(&name).query(&mut c).unwrap();
     assert_ne!(state, "garbage");
-    let log = stderr_once_logged(&server, &format!("the limiter state {name}"));
+    let log = server.stderr_once_logged(&format!("the limiter state {name}"));
     assert_eq!(
         log.matches(&format!("the limiter state {name}")).count(),
         1,

@@ -77,20 +77,6 @@ fn remaining(server: &Server, key: &str) -> u64 {
     x_ratelimit(&resp).1
 }
 
-/// Waits until the server's stderr holds `needle`: the harness reads the
-/// pipe on a thread of its own, so a line written before `listening on`
-/// may reach the test after the start returned. The bound only cuts off a
-/// line that never comes.
-fn assert_logged(server: &Server, needle: &str) {
-    assert!(
-        wait_until(Duration::from_secs(30), || server
-            .stderr_text()
-            .contains(needle)),
-        "never logged {needle:?}:\n{}",
-        server.stderr_text()
-    );
-}
-
 fn stop(mut server: Server) {
     server.signal("TERM");
     assert!(server.wait_exit(Duration::from_secs(20)).success());
@@ -142,7 +128,7 @@ fn a_day_quota_survives_a_graceful_restart() {
     assert_eq!(remaining(&server, DAILY), 5);
     // A key never seen before is fresh.
     assert_eq!(remaining(&server, OTHER), 19);
-    assert_logged(&server, "limits: restored 1 key(s)");
+    server.stderr_once_logged("limits: restored 1 key(s)");
 }
 
 #[test]
@@ -241,13 +227,10 @@ fn a_damaged_state_file_is_moved_aside_and_the_limits_start_fresh() {
     std::fs::create_dir_all(setup.data()).unwrap();
     std::fs::write(setup.state_file(), b"{\"version\":1,").unwrap();
     let server = setup.start();
-    assert_logged(
-        &server,
-        &format!(
-            "limiter state file {} is unreadable",
-            setup.state_file().display()
-        ),
-    );
+    server.stderr_once_logged(&format!(
+        "limiter state file {} is unreadable",
+        setup.state_file().display()
+    ));
     assert_eq!(remaining(&server, DAILY), 9);
     let aside = setup.data().join("limits.state.corrupt");
     assert_eq!(std::fs::read(aside).unwrap(), b"{\"version\":1,");

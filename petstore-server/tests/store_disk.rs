@@ -84,17 +84,6 @@ fn count(haystack: &str, needle: &str) -> usize {
     haystack.matches(needle).count()
 }
 
-/// The server's stderr once `needle` is in it (the test reads the pipe on
-/// a thread of its own, so a line the server wrote before answering may
-/// reach the test after the response); at most 30 s, a bound that only
-/// cuts off a line that never comes.
-fn stderr_once_logged(server: &Server, needle: &str) -> String {
-    wait_until(Duration::from_secs(30), || {
-        count(&server.stderr_text(), needle) > 0
-    });
-    server.stderr_text()
-}
-
 fn lines_of(bytes: &[u8]) -> Vec<Vec<u8>> {
     bytes
         .split_inclusive(|b| *b == b'\n')
@@ -151,7 +140,7 @@ fn a_journal_deleted_under_a_running_server_stops_creates_not_reads() {
         .any(|l| l == "petstore_storage_writable 0"));
 
     // The cause is logged once, with the path; no line per 503.
-    let stderr = stderr_once_logged(&server, "can no longer store pets");
+    let stderr = server.stderr_once_logged("can no longer store pets");
     assert_eq!(
         count(&stderr, "can no longer store pets"),
         1,
@@ -197,7 +186,7 @@ fn a_health_check_notices_a_replaced_journal_before_any_create() {
         lines_of(&fs::read(data.join("pets.journal")).unwrap()).len(),
         1
     );
-    let stderr = stderr_once_logged(&server, "can no longer store pets");
+    let stderr = server.stderr_once_logged("can no longer store pets");
     assert_eq!(count(&stderr, "can no longer store pets"), 1, "{stderr}");
     drop(server);
     fs::remove_dir_all(&dir).unwrap();
@@ -472,7 +461,7 @@ fn after_a_full_disk_and_kill_9_a_restart_needs_only_the_torn_bytes_free_and_kee
         &server,
         &json!({"name": "more", "categoryId": 1}),
     ));
-    let stderr = stderr_once_logged(&server, "No space left on device");
+    let stderr = server.stderr_once_logged("No space left on device");
     // The journal's failure, logged once. (The limiter state writer may
     // also meet the full disk, on a slow run, and says so in a line of
     // its own: not the journal's.)
@@ -510,7 +499,7 @@ fn after_a_full_disk_and_kill_9_a_restart_needs_only_the_torn_bytes_free_and_kee
         let got = server.get(&format!("/v1/pets/{id}"), Some(KEY));
         assert_eq!((got.status, got.json()), (200, pet.clone()), "pet {id}");
     }
-    let stderr = stderr_once_logged(&server, "WARNING: the journal ended in a torn record");
+    let stderr = server.stderr_once_logged("WARNING: the journal ended in a torn record");
     assert!(
         stderr.contains("WARNING: the journal ended in a torn record"),
         "{stderr}"

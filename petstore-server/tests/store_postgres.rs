@@ -46,21 +46,6 @@ fn replica(pg: &Postgres) -> Server {
     Server::builder().postgres(&pg.url()).start()
 }
 
-/// The server's stderr once `needle` is in it: the harness reads the pipe
-/// on a thread of its own, so a line the server wrote before answering
-/// may reach the test after the response. The bound only cuts off a line
-/// that never comes.
-fn stderr_once_logged(server: &Server, needle: &str) -> String {
-    assert!(
-        wait_until(Duration::from_secs(30), || server
-            .stderr_text()
-            .contains(needle)),
-        "never logged {needle:?}:\n{}",
-        server.stderr_text()
-    );
-    server.stderr_text()
-}
-
 /// POSTs a pet; the status and the body.
 fn create(server: &Server, name: &str) -> (u16, Vec<u8>) {
     let body = json!({"name": name, "categoryId": 7, "status": "pending"}).to_string();
@@ -629,7 +614,7 @@ fn a_counter_behind_the_table_is_named_once_and_ends_when_fixed() {
         reason.contains("counter and the table disagree"),
         "{reason}"
     );
-    let log = stderr_once_logged(&server, "the counter and the table disagree");
+    let log = server.stderr_once_logged("the counter and the table disagree");
     assert_eq!(
         log.matches("the counter and the table disagree").count(),
         1,
@@ -645,7 +630,7 @@ fn a_counter_behind_the_table_is_named_once_and_ends_when_fixed() {
     let pet: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(pet["id"], 3);
     assert_eq!(server.get("/healthz", None).status, 200);
-    stderr_once_logged(&server, "PostgreSQL stores creates again");
+    server.stderr_once_logged("PostgreSQL stores creates again");
 }
 
 #[test]
@@ -692,7 +677,7 @@ fn a_committed_row_the_copy_cannot_apply_is_one_persistent_degraded_state() {
     }
     assert_eq!(pet_rows(&pg), 2, "a refused create was stored");
     assert_eq!(server.get("/v1/pets/1", Some(KEY)).status, 200);
-    let log = stderr_once_logged(&server, "cannot apply a committed row");
+    let log = server.stderr_once_logged("cannot apply a committed row");
     assert_eq!(
         log.matches("cannot apply a committed row").count(),
         1,

@@ -372,6 +372,21 @@ impl Server {
         })
     }
 
+    /// Its stderr once `needle` is in it. The harness reads the pipe on a
+    /// thread of its own, so a line the server wrote before answering
+    /// may reach the test after the response: wait for it, at most 30 s,
+    /// a bound that only cuts off a line that never comes.
+    pub fn stderr_once_logged(&self, needle: &str) -> String {
+        assert!(
+            wait_until(Duration::from_secs(30), || self
+                .stderr_text()
+                .contains(needle)),
+            "never logged {needle:?}:\n{}",
+            self.stderr_text()
+        );
+        self.stderr_text()
+    }
+
     /// The keys file it was started with.
     pub fn keys_path(&self) -> &Path {
         self.keys_path.as_deref().expect("server has a keys file")
