@@ -8,7 +8,7 @@
 //! | room | holds | may use |
 //! |---|---|---|
 //! | [`cli`] | flags, the start-up wiring (the only place naming every backend), `keygen`, `journal check\|repair` | anything |
-//! | [`net`] | sockets: the accept loop and its limits, the one request driver, the per-address cap, the PROXY protocol, the write timeout | `http`, `state`, `telemetry`, `util` |
+//! | [`net`] | sockets: the accept loop and its limits, TLS, HTTP/1.1 or HTTP/2 per connection (and HTTP/2's watchdog), the one request driver, the per-address cap, the PROXY protocol, the write timeout | `http`, `state`, `telemetry`, `util` |
 //! | [`http`] | the contract: routes, the checks in their order, errors, headers, auth, CORS, query strings, OpenAPI, health | `state`, `keys`, the seams' `mod.rs`, `telemetry`, `util` |
 //! | `state` | `AppState`: the store, the rate limits, the keys in force, the clock, the metrics | the seams' `mod.rs`, `keys`, `telemetry`, `util` |
 //! | [`keys`] | the key table, the keys file, reloads, the external name of a key's limiter state | `util`, `telemetry`, `http/headers.rs` |
