@@ -73,15 +73,18 @@ impl Protocol {
     }
 }
 
+/// The slot of [`SERVED`] for `protocol` over TLS or not.
+fn served(protocol: Protocol, tls: bool) -> &'static AtomicU64 {
+    &SERVED[usize::from(protocol == Protocol::H2) * 2 + usize::from(tls)]
+}
+
 fn count(protocol: Protocol, tls: bool) {
-    let index = usize::from(protocol == Protocol::H2) * 2 + usize::from(tls);
-    SERVED[index].fetch_add(1, Ordering::Relaxed);
+    served(protocol, tls).fetch_add(1, Ordering::Relaxed);
 }
 
 /// Connections served so far with `protocol`, over TLS or not.
 pub fn served_total(protocol: Protocol, tls: bool) -> u64 {
-    let index = usize::from(protocol == Protocol::H2) * 2 + usize::from(tls);
-    SERVED[index].load(Ordering::Relaxed)
+    served(protocol, tls).load(Ordering::Relaxed)
 }
 
 /// `/metrics`' view of the connections served by protocol.
