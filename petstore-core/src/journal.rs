@@ -737,11 +737,7 @@ impl<R: Read> Lines<R> {
         self.line.clear();
         self.start = self.end;
         loop {
-            let buf = match self.reader.fill_buf() {
-                Ok(buf) => buf,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
+            let buf = fill(&mut self.reader)?;
             if buf.is_empty() {
                 return Ok((!self.line.is_empty()).then_some(Line::Unterminated(&self.line)));
             }
@@ -775,11 +771,7 @@ impl<R: Read> Lines<R> {
     /// (never holding it), and says whether it ended in a newline.
     pub(crate) fn skip_rest(&mut self) -> io::Result<bool> {
         loop {
-            let buf = match self.reader.fill_buf() {
-                Ok(buf) => buf,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
+            let buf = fill(&mut self.reader)?;
             if buf.is_empty() {
                 return Ok(false);
             }
@@ -792,6 +784,18 @@ impl<R: Read> Lines<R> {
             if newline {
                 return Ok(true);
             }
+        }
+    }
+}
+
+/// `reader`'s buffer, refilled if empty; a read interrupted by a signal
+/// (EINTR) is retried rather than taken for a failure of the journal.
+fn fill<R: Read>(reader: &mut BufReader<R>) -> io::Result<&[u8]> {
+    loop {
+        match reader.fill_buf() {
+            Ok(_) => return Ok(reader.buffer()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
         }
     }
 }
