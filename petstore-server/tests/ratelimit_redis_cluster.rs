@@ -1,8 +1,9 @@
 //! Replicas sharing one rate limit in a Redis Cluster (`--redis-cluster`):
 //! three masters of the harness's own, two server processes. The limit is
 //! as exact as on one Redis, bans are shared, the keys spread over every
-//! master, and a master that dies sends only the keys it holds to each
-//! replica's own limiter (no 5xx), until it is back.
+//! master, a master that dies sends only the keys it holds to each
+//! replica's own limiter (no 5xx) until it is back, and a state the
+//! previous version kept under its key's own hash tag is carried over.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use common::redis::RedisCluster;
 use common::*;
+use petstore_server::ratelimit::redis::{cluster_name, current_name};
 use serde_json::{json, Value};
 
 /// Keys of `perDay` 5: seven requests each give five 200s and two 429s.
@@ -61,10 +63,27 @@ fn replica(cluster: &RedisCluster) -> Server {
         .start()
 }
 
-/// The name of a key's state in Redis: its SHA-256 as the hash tag, and
-/// its quota (in the script's string form, `:v2`).
+/// The name of a key's state before its group: its SHA-256 as the hash
+/// tag, and its quota (where the previous version kept it: `:v2` for the
+/// string, without for the hash).
+fn own_name(key: &str, per_minute: u32, per_day: u32) -> String {
+    format!("{{{}}}:m{per_minute}/d{per_day}", sha256_hex(key))
+}
+
+/// The name of a key's state in the cluster: under its group's hash tag,
+/// in the script's string form.
 fn state_name(key: &str, per_minute: u32, per_day: u32) -> String {
-    format!("{{{}}}:m{per_minute}/d{per_day}:v2", sha256_hex(key))
+    current_name(&cluster_name(&own_name(key, per_minute, per_day)))
+}
+
+/// Runs `command` on the master that holds `name`'s slot (the others
+/// answer MOVED).
+fn on_owner(cluster: &RedisCluster, name: &str, command: &::redis::Cmd) {
+    let done = cluster.nodes.iter().any(|node| {
+        let mut c = node.connection();
+        command.exec(&mut c).is_ok()
+    });
+    assert!(done, "no master took {name}");
 }
 
 fn remaining(resp: &Response) -> u64 {
@@ -190,4 +209,75 @@ fn a_dead_master_sends_only_its_keys_to_each_replicas_own_limits_until_it_is_bac
         b.metric("petstore_redis_decisions_total") > before
     });
     assert!(shared_again, "{key} was never decided in Redis again");
+}
+
+#[test]
+fn a_state_where_the_previous_version_kept_it_is_carried_over_never_refilled_or_lifted() {
+    let cluster = RedisCluster::start();
+    let (seconds, micros): (String, String) = ::redis::cmd("TIME")
+        .query(&mut cluster.nodes[0].connection())
+        .unwrap();
+    let now_ms = seconds.parse::<u64>().unwrap() * 1000 + micros.parse::<u64>().unwrap() / 1000;
+    let ttl = 86_400_000u64;
+    // As the previous version left them, each under its key's own hash
+    // tag (another slot than its group's): tight0's day spent, in the
+    // string form; tight1 with one token of five left, in the hash form
+    // of the version before; the banned key banned for ten minutes.
+    let spent = own_name(&tight(0), 1000, 5);
+    let mut set = ::redis::cmd("SET");
+    set.arg(current_name(&spent))
+        .arg(format!("0:0:{}:0:::", now_ms + 86_400_000))
+        .arg("PX")
+        .arg(ttl);
+    on_owner(&cluster, &spent, &set);
+    let one_left = own_name(&tight(1), 1000, 5);
+    let mut hset = ::redis::cmd("HSET");
+    hset.arg(&one_left)
+        .arg("mm")
+        .arg(0)
+        .arg("mf")
+        .arg(0)
+        .arg("dm")
+        .arg(now_ms + 4 * 17_280_000)
+        .arg("df")
+        .arg(0)
+        .arg("r")
+        .arg("");
+    on_owner(&cluster, &one_left, &hset);
+    let banned = own_name(BANNED, 1, 1000);
+    let mut set = ::redis::cmd("SET");
+    set.arg(current_name(&banned))
+        .arg(format!("0:0:0:0:{}::", now_ms + 600_000))
+        .arg("PX")
+        .arg(ttl);
+    on_owner(&cluster, &banned, &set);
+
+    let (a, b) = (replica(&cluster), replica(&cluster));
+    let resp = a.get("/v1/pets", Some(&tight(0)));
+    assert_error(&resp, 429, "rate_limited");
+    let resp = a.get("/v1/pets", Some(&tight(1)));
+    assert_eq!(resp.status, 200, "{}", resp.describe());
+    assert_eq!(remaining(&resp), 0);
+    assert_error(&b.get("/v1/pets", Some(&tight(1))), 429, "rate_limited");
+    assert_error(&b.get("/v1/pets", Some(BANNED)), 429, "key_banned");
+    // A key the previous version never saw starts afresh.
+    let resp = b.get("/v1/pets", Some(&tight(2)));
+    assert_eq!(resp.status, 200, "{}", resp.describe());
+    assert_eq!(remaining(&resp), 4);
+    // Each state now lives under its group's tag; the previous forms are
+    // left as they were (a replica of the previous version, during a
+    // rolling deploy, goes on with them).
+    for (key, quota) in [(tight(1), (1000, 5)), (tight(2), (1000, 5))] {
+        assert!(
+            cluster
+                .node_holding(&state_name(&key, quota.0, quota.1))
+                .is_some(),
+            "{key}"
+        );
+    }
+    assert!(cluster.node_holding(&current_name(&spent)).is_some());
+    assert!(cluster.node_holding(&one_left).is_some());
+    for server in [&a, &b] {
+        assert_eq!(server.metric("petstore_redis_fallbacks_total"), 0);
+    }
 }

@@ -10,8 +10,12 @@
 //! of the states bring 2 to 5 requests (a busy key), compared with as
 //! many checks of the core at that instant. Between rounds, some states
 //! are rewritten in the previous encoding (a hash), so calls mix both
-//! forms, and a few are overwritten with garbage (the script must reset
-//! them, as the core starts a fresh limiter). And one table of limiter
+//! forms; some move elsewhere and come back as the text a cluster
+//! replica read from their previous slot (FROM `=`); some are asked for
+//! with their previous form unread (FROM `?`: decided when present, and
+//! when missing not decided at all); and a few are overwritten with
+//! garbage (the script must reset them, as the core starts a fresh
+//! limiter). And one table of limiter
 //! cases runs against both backends.
 //!
 //! The script runs in the harness's own Redis with the time passed in
@@ -29,7 +33,7 @@ use std::time::Duration;
 use common::redis::RedisServer;
 use petstore_core::{AnonymousLimiter, BanPolicy, Decision, KeyLimiter, Quota, Timestamp};
 use petstore_server::ratelimit::redis::{
-    current_name, decode_call, state_args, Params, Verdict, SCRIPT,
+    current_name, decode_call, state_args, Params, Previous, Verdict, CARRY, SCRIPT,
 };
 
 /// A small deterministic generator (xorshift64*): the same steps on every
@@ -66,6 +70,12 @@ struct Case {
     params: Params,
     now_ms: u64,
     last: Option<Decision>,
+    /// Where this round's call says the state's previous form is.
+    from: Previous,
+    /// The state's text as it was moved "elsewhere" (another slot), where
+    /// it stays: what a cluster replica reads whenever the state is
+    /// missing here.
+    elsewhere: Option<String>,
 }
 
 const ADDRESS: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7));
@@ -90,6 +100,8 @@ impl Case {
                 params: Params::anonymous(per_minute),
                 now_ms,
                 last: None,
+                from: Previous::Hash,
+                elsewhere: None,
             };
         }
         let per_minute = rng.pick(&[1u32, 2, 3, 5, 7, 60, 299, 100_000_000]);
@@ -107,6 +119,8 @@ impl Case {
             params: Params::key(quota, ban),
             now_ms,
             last: None,
+            from: Previous::Hash,
+            elsewhere: None,
         }
     }
 
@@ -281,8 +295,37 @@ fn compare(
         // Some states go back to the previous encoding, a few are
         // overwritten with garbage (and the core starts afresh).
         for case in &mut all {
+            case.from = Previous::Hash;
             match rng.below(64) {
-                0..=5 => seen.previous_form += usize::from(to_previous_form(redis, &case.name)),
+                // Here again, as a hash (one Redis's previous form).
+                0..=5 if to_previous_form(redis, &case.name) => {
+                    case.elsewhere = None;
+                    seen.previous_form += 1;
+                }
+                // The state moves elsewhere (a cluster's previous slot):
+                // read by carry.lua in either form, then gone from here;
+                // the call carries its text, as the replica read it.
+                7..=9 => {
+                    let text: String = redis::Script::new(CARRY)
+                        .key(current_name(&case.name))
+                        .key(&case.name)
+                        .invoke(redis)
+                        .unwrap();
+                    redis::cmd("DEL")
+                        .arg(current_name(&case.name))
+                        .arg(&case.name)
+                        .exec(redis)
+                        .unwrap();
+                    seen.carried += usize::from(!text.is_empty());
+                    // Nothing here: the state is still where it went
+                    // before, if it went (a call that wrote nothing).
+                    if !text.is_empty() || case.elsewhere.is_none() {
+                        case.elsewhere = Some(text);
+                    }
+                }
+                // Its previous form is elsewhere, unread: the script
+                // decides it only if it has its current form.
+                10 => case.from = Previous::Unread,
                 6 => {
                     redis::cmd("SET")
                         .arg(current_name(&case.name))
@@ -290,6 +333,7 @@ fn compare(
                         .exec(redis)
                         .unwrap();
                     case.restart();
+                    case.elsewhere = None;
                     seen.garbage += 1;
                 }
                 _ => {}
@@ -316,8 +360,22 @@ fn compare(
                     1..=4 => 2 + rng.below(4) as usize,
                     _ => 1,
                 };
-                pipe.arg(&state_args(&case.params, count, 0)[..]);
-                wants.push((0..count).map(|_| case.check()).collect::<Vec<_>>());
+                let missing = !redis::cmd("EXISTS")
+                    .arg(current_name(&case.name))
+                    .query::<bool>(redis)
+                    .unwrap();
+                if let (true, Previous::Hash, Some(text)) = (missing, &case.from, &case.elsewhere) {
+                    case.from = Previous::Read(text.clone());
+                }
+                let unread = case.from == Previous::Unread && missing;
+                pipe.arg(&state_args(&case.params, count, 0)[..])
+                    .arg(&*case.from.arg());
+                if unread {
+                    // Nothing decided, nothing charged: no core check.
+                    wants.push(None);
+                    continue;
+                }
+                wants.push(Some((0..count).map(|_| case.check()).collect::<Vec<_>>()));
             }
             expected.push(wants);
         }
@@ -326,13 +384,26 @@ fn compare(
             let cases = &all[call.clone()];
             let got = decode_call(
                 reply,
-                cases.iter().zip(wants).map(|(c, w)| (&c.params, w.len())),
+                cases
+                    .iter()
+                    .zip(wants)
+                    .map(|(c, w)| (&c.params, w.as_ref().map_or(0, Vec::len))),
             );
             seen.calls += 1;
             seen.multi += usize::from(call.len() > 1);
             for (k, (case, wants)) in cases.iter().zip(wants).enumerate() {
-                seen.batches += usize::from(wants.len() > 1);
                 let verdict = got.as_ref().and_then(|v| v.get(k));
+                let Some(wants) = wants else {
+                    if verdict == Some(&Verdict::Unread) {
+                        seen.unread += 1;
+                    } else {
+                        seen.mismatches += 1;
+                        seen.shown
+                            .push(format!("{}: {verdict:?}, not unread", case.name));
+                    }
+                    continue;
+                };
+                seen.batches += usize::from(wants.len() > 1);
                 let decisions = match verdict {
                     Some(Verdict::Decided(d)) => Some(d),
                     Some(Verdict::Reset(d)) => {
@@ -354,8 +425,9 @@ fn compare(
                         seen.mismatches += 1;
                         if seen.shown.len() < 5 {
                             seen.shown.push(format!(
-                                "{} at {} ms, request {} of {}: core {want:?}\n   script {got:?} (reply {reply:?})",
+                                "{} ({:?}) at {} ms, request {} of {}: core {want:?}\n   script {got:?} (reply {reply:?})",
                                 case.name,
+                                case.from,
                                 case.now_ms,
                                 i + 1,
                                 wants.len()
@@ -382,6 +454,10 @@ struct Comparison {
     /// States rewritten in the previous encoding before a call; states
     /// overwritten with garbage, and those the script said it reset.
     previous_form: usize,
+    /// States carried from elsewhere with their text, and states missing
+    /// with their previous form unread (so not decided).
+    carried: usize,
+    unread: usize,
     garbage: usize,
     resets: usize,
     allowed: usize,
@@ -423,7 +499,9 @@ fn the_script_decides_exactly_as_the_core_over_100_000_random_steps() {
             && seen.bans_started > 1_000
             && seen.batches > 10_000
             && seen.multi > 10_000
-            && seen.previous_form > 5_000,
+            && seen.previous_form > 5_000
+            && seen.carried > 2_000
+            && seen.unread > 50,
         "{seen:?}"
     );
     // Every state overwritten with garbage was reset, and no other.
@@ -508,6 +586,7 @@ impl Backend for InRedis<'_> {
             .key(&self.name)
             .arg(now_ms)
             .arg(&state_args(&self.params, 1, 0)[..])
+            .arg(&*Previous::Hash.arg())
             .invoke(self.connection)
             .unwrap();
         match decode_call(&reply, [(&self.params, 1)]).unwrap().pop() {

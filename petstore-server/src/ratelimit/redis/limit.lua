@@ -11,39 +11,50 @@
 -- "One flusher per shard"). Why one string per state: one GET and one SET
 -- with PX cost Redis about half of HMGET, HSET and PEXPIRE. In a Redis
 -- Cluster every state of one call lives in one hash slot (the server
--- groups calls by slot), so no call is CROSSSLOT.
+-- groups calls by slot, and the states' names share a few hash tags:
+-- groups.rs), so no call is CROSSSLOT.
 --
 -- KEYS[2i-1]   the i-th state, stored in this script's form:
 --              `{<sha256 hex>}:m<perMinute>/d<perDay>:v2` for a key,
---              `{anon:<address>}:m<perMinute>:v2` for a client address.
+--              `{anon:<address>}:m<perMinute>:v2` for a client address; in
+--              a cluster, `{<group tag>}:<sha256 hex or anon:address>...`.
 --              The same state may appear twice (a reload changed its ban
 --              policy between two requests); it is decided in turn.
--- KEYS[2i]     the same name without `:v2`: where the previous version of
---              this script kept the state, as a hash (same hash tag, so
---              the same Redis Cluster slot). Read once, when the state has
---              no `:v2` form yet, and carried over; never written.
+-- KEYS[2i]     the same name without `:v2`: on one Redis, where the
+--              previous version of this script kept the state, as a hash
+--              (same hash tag). Read once, when the state has no `:v2`
+--              form yet and its FROM is "", and carried over; never written.
 -- ARGV[1]      now in whole milliseconds since the Unix epoch, or "" (always,
 --              in production) for Redis TIME: one clock for every replica.
--- ARGV[2..]    seven numbers per state, in the order of KEYS' pairs: per minute; per day
---              ("0" for none: anonymous); strikes that earn a ban ("0" for
---              no bans: anonymous); the strikes' window, ms; the ban's
---              length, ms; COUNT, its requests in this call (0 to 1000);
---              and a ban's end, ms, that a replica started alone while
---              Redis was away ("0" for none): the state is banned until
---              then at least.
+-- ARGV[2..]    eight arguments per state, in the order of KEYS' pairs: per
+--              minute; per day ("0" for none: anonymous); strikes that
+--              earn a ban ("0" for no bans: anonymous); the strikes'
+--              window, ms; the ban's length, ms; COUNT, its requests in
+--              this call (0 to 1000); a ban's end, ms, that a replica
+--              started alone while Redis was away ("0" for none): the
+--              state is banned until then at least; and FROM, where a
+--              state with no `:v2` form yet takes its previous form: ""
+--              the hash at KEYS[2i]; "?" elsewhere, unknown yet (the
+--              state is not decided: flag 3, and the replica calls again
+--              with it); "=" and the previous form's text as the replica
+--              read it ("=" alone: there was none).
 --
 -- The stored state, one string with a TTL: `mm:mf:dm:df:bu:ra:r`, the
 -- minute and day buckets (ms and fraction, below), the ban's end and the
 -- last Retry-After (empty for none) and the strikes in their window (ms,
--- comma-separated). A state with no `:v2` form yet takes over the
--- previous version's hash (same fields) at the name without `:v2`, so a
--- deploy neither refills a quota nor lifts a ban; replicas of the
--- previous version go on with their hash meanwhile, untouched. Anything
--- else at a state's name is reset: decided as a fresh state, and reported.
+-- comma-separated). A state with no `:v2` form yet takes over its
+-- previous form (FROM): on one Redis the previous version's hash (same
+-- fields) at the name without `:v2`; in a cluster the state under its
+-- own hash tag, in another slot, which the replica reads (carry.lua). So
+-- a deploy neither refills a quota nor lifts a ban; replicas of the
+-- previous version go on with their previous form meanwhile, untouched.
+-- Anything else at a state's name is reset: decided as a fresh state,
+-- and reported.
 
 -- Returns the instant (ms), then per state a flag (0 decided; 1 decided
--- after resetting what was there; 2 not stored, so not decided) followed,
--- unless 2, by 11 integers per request: outcome (0 allowed, 1 limited, 2
+-- after resetting what was there; 2 not stored, so not decided; 3 missing,
+-- its previous form to be read by the replica, so not decided) followed,
+-- unless 2 or 3, by 11 integers per request: outcome (0 allowed, 1 limited, 2
 -- banned), ban started (0/1), then per window (minute, day) its remaining,
 -- the instant it is full again as ms and a fraction (numerator over the
 -- capacity) and, when refused by it, its wait as a numerator (ms times
@@ -133,18 +144,40 @@ local function window_reply(outcome, allowed, remaining, tms, tfrac, nms, nfrac)
   return 0, tms, tfrac
 end
 
--- The state at `key` (or, when there is none yet, the previous
--- version's at `old`): whether it was reset, then mm, mf, dm, df, the
+-- Parses a state in this script's form: mm, mf, dm, df, the ban's end,
+-- the last Retry-After (nil for none) and the strikes' text; nil when
+-- `text` is not one.
+local function parse(text)
+  local mm, mf, dm, df, bu, ra, r =
+    string.match(text, '^(%d+):(%d+):(%d+):(%d+):(%d*):(%d*):([%d,]*)$')
+  if mm then
+    return tonumber(mm), tonumber(mf), tonumber(dm), tonumber(df), tonumber(bu), tonumber(ra), r
+  end
+  return nil
+end
+
+-- The state at `key` or, when there is none yet, its previous form as
+-- `from` says (see ARGV): whether it was reset, then mm, mf, dm, df, the
 -- ban's end, the last Retry-After (nil for none) and the strikes' text.
-local function read(key, old)
+-- Returns nothing at all when the state is missing and `from` is '?'.
+local function read(key, old, from)
   local got = redis.pcall('GET', key)
   if type(got) == 'string' then
-    local mm, mf, dm, df, bu, ra, r =
-      string.match(got, '^(%d+):(%d+):(%d+):(%d+):(%d*):(%d*):([%d,]*)$')
+    local mm, mf, dm, df, bu, ra, r = parse(got)
     if mm then
-      return false, tonumber(mm), tonumber(mf), tonumber(dm), tonumber(df), tonumber(bu), tonumber(ra), r
+      return false, mm, mf, dm, df, bu, ra, r
     end
   elseif got == false then
+    if from == '?' then
+      return nil
+    elseif from ~= '' then
+      local mm, mf, dm, df, bu, ra, r = parse(string.sub(from, 2))
+      if mm then
+        return false, mm, mf, dm, df, bu, ra, r
+      end
+      -- '=' alone (nothing before), or not a state: a fresh one.
+      return false, 0, 0, 0, 0, nil, nil, ''
+    end
     local st = redis.pcall('HMGET', old, 'mm', 'mf', 'dm', 'df', 'bu', 'ra', 'r')
     if st.err then
       st = {}
@@ -163,14 +196,14 @@ else
   now = tonumber(ARGV[1])
 end
 local states = #KEYS / 2
-if #ARGV ~= 1 + 7 * states or #KEYS % 2 ~= 0 then
-  return redis.error_reply('expected two names and 7 arguments per state')
+if #ARGV ~= 1 + 8 * states or #KEYS % 2 ~= 0 then
+  return redis.error_reply('expected two names and 8 arguments per state')
 end
 
 local out = { now }
 for k = 1, states do
   local key = KEYS[2 * k - 1]
-  local a = 1 + 7 * (k - 1)
+  local a = 1 + 8 * (k - 1)
   local mcap = tonumber(ARGV[a + 1])
   local dcap = tonumber(ARGV[a + 2])
   local strikes = tonumber(ARGV[a + 3])
@@ -178,109 +211,116 @@ for k = 1, states do
   local ban = tonumber(ARGV[a + 5])
   local count = tonumber(ARGV[a + 6])
   local ban_at_least = tonumber(ARGV[a + 7])
+  local from = ARGV[a + 8]
   if not (mcap and dcap and strikes and window and ban and count and ban_at_least)
     or mcap < 1 or count < 0 or count > 1000 then
     return redis.error_reply('bad arguments for ' .. key)
   end
 
   -- The state, read once and written once for all its requests.
-  local reset, mm, mf, dm, df, banned_until, retry_at, refusals_text = read(key, KEYS[2 * k])
-  local charged, struck = false, false
-  local changed = reset
-  if ban_at_least > now and (not banned_until or banned_until < ban_at_least) then
-    banned_until = ban_at_least
-    changed = true
-  end
-
-  local flag = #out + 1
-  out[flag] = 0
-  if reset then
-    out[flag] = 1
-  end
-  for _ = 1, count do
-    local ma, mr, mtms, mtfrac, mnms, mnfrac, mwait = judge(mm, mf, mcap, MINUTE, now)
-    local da, dr, dtms, dtfrac, dnms, dnfrac, dwait = true, 0, 0, 0, 0, 0, 0
-    if dcap > 0 then
-      da, dr, dtms, dtfrac, dnms, dnfrac, dwait = judge(dm, df, dcap, DAY, now)
+  local reset, mm, mf, dm, df, banned_until, retry_at, refusals_text = read(key, KEYS[2 * k], from)
+  if reset == nil then
+    -- Missing, and its previous form is elsewhere: the replica reads it
+    -- and calls again with it. Nothing decided, nothing written.
+    out[#out + 1] = 3
+  else
+    local charged, struck = false, false
+    local changed = reset
+    if ban_at_least > now and (not banned_until or banned_until < ban_at_least) then
+      banned_until = ban_at_least
+      changed = true
     end
-    local outcome = 1
-    local started = 0
-    if banned_until and now < banned_until then
-      outcome = 2
-    elseif ma and da then
-      outcome = 0
-      mm, mf, dm, df = mnms, mnfrac, dnms, dnfrac
-      charged = true
-    elseif strikes > 0 then
-      -- The core's KeyLimiter::check: only a refusal that came back before
-      -- the previous refusal's Retry-After is a strike.
-      local secs = 0
-      if not ma then
-        secs = wait_secs(mwait, mcap)
+
+    local flag = #out + 1
+    out[flag] = 0
+    if reset then
+      out[flag] = 1
+    end
+    for _ = 1, count do
+      local ma, mr, mtms, mtfrac, mnms, mnfrac, mwait = judge(mm, mf, mcap, MINUTE, now)
+      local da, dr, dtms, dtfrac, dnms, dnfrac, dwait = true, 0, 0, 0, 0, 0, 0
+      if dcap > 0 then
+        da, dr, dtms, dtfrac, dnms, dnfrac, dwait = judge(dm, df, dcap, DAY, now)
       end
-      if not da then
-        secs = math.max(secs, wait_secs(dwait, dcap))
-      end
-      local ignored = retry_at and now < retry_at
-      retry_at = now + secs * 1000
-      struck = true
-      if ignored then
-        local refusals = {}
-        for t in string.gmatch(refusals_text, '%d+') do
-          local at = tonumber(t)
-          if window <= now - at then
-            -- out of the window: forgotten
-          else
-            refusals[#refusals + 1] = t
+      local outcome = 1
+      local started = 0
+      if banned_until and now < banned_until then
+        outcome = 2
+      elseif ma and da then
+        outcome = 0
+        mm, mf, dm, df = mnms, mnfrac, dnms, dnfrac
+        charged = true
+      elseif strikes > 0 then
+        -- The core's KeyLimiter::check: only a refusal that came back before
+        -- the previous refusal's Retry-After is a strike.
+        local secs = 0
+        if not ma then
+          secs = wait_secs(mwait, mcap)
+        end
+        if not da then
+          secs = math.max(secs, wait_secs(dwait, dcap))
+        end
+        local ignored = retry_at and now < retry_at
+        retry_at = now + secs * 1000
+        struck = true
+        if ignored then
+          local refusals = {}
+          for t in string.gmatch(refusals_text, '%d+') do
+            local at = tonumber(t)
+            if window <= now - at then
+              -- out of the window: forgotten
+            else
+              refusals[#refusals + 1] = t
+            end
           end
+          if strikes <= #refusals + 1 then
+            refusals = {}
+            banned_until = now + ban
+            outcome = 2
+            started = 1
+          else
+            refusals[#refusals + 1] = int(now)
+          end
+          refusals_text = table.concat(refusals, ',')
         end
-        if strikes <= #refusals + 1 then
-          refusals = {}
-          banned_until = now + ban
-          outcome = 2
-          started = 1
-        else
-          refusals[#refusals + 1] = int(now)
-        end
-        refusals_text = table.concat(refusals, ',')
+      end
+      local n = #out
+      out[n + 1] = outcome
+      out[n + 2] = started
+      out[n + 3], out[n + 4], out[n + 5] = window_reply(outcome, ma, mr, mtms, mtfrac, mnms, mnfrac)
+      out[n + 6] = mwait
+      out[n + 7], out[n + 8], out[n + 9] = window_reply(outcome, da, dr, dtms, dtfrac, dnms, dnfrac)
+      out[n + 10] = dwait
+      if outcome == 2 then
+        out[n + 11] = banned_until
+      else
+        out[n + 11] = 0
       end
     end
-    local n = #out
-    out[n + 1] = outcome
-    out[n + 2] = started
-    out[n + 3], out[n + 4], out[n + 5] = window_reply(outcome, ma, mr, mtms, mtfrac, mnms, mnfrac)
-    out[n + 6] = mwait
-    out[n + 7], out[n + 8], out[n + 9] = window_reply(outcome, da, dr, dtms, dtfrac, dnms, dnfrac)
-    out[n + 10] = dwait
-    if outcome == 2 then
-      out[n + 11] = banned_until
-    else
-      out[n + 11] = 0
-    end
-  end
 
-  -- One write for the state: when a request went ahead, one was refused
-  -- (its strike fields), a ban was carried in, or what was there was not
-  -- a state. A TTL on every write, outliving every field: the buckets
-  -- full again, the ban over, the Retry-After passed, the last strike out
-  -- of its window. Past that, a missing state is exactly a fresh limiter.
-  if charged or struck or changed then
-    local keep = math.max(mm + 1, dm + 1, retry_at or 0, banned_until or 0)
-    local last = string.match(refusals_text, '(%d+)$')
-    if last then
-      keep = math.max(keep, tonumber(last) + window)
-    end
-    local value = int(mm) .. ':' .. int(mf) .. ':' .. int(dm) .. ':' .. int(df) .. ':'
-      .. (banned_until and int(banned_until) or '') .. ':'
-      .. (retry_at and int(retry_at) or '') .. ':' .. refusals_text
-    local set = redis.pcall('SET', key, value, 'PX', int(math.max(keep - now + 1000, 1000)))
-    if type(set) == 'table' and set.err then
-      -- Not stored (out of memory, say): these requests were not
-      -- charged, so their replica decides them alone.
-      for i = #out, flag + 1, -1 do
-        out[i] = nil
+    -- One write for the state: when a request went ahead, one was refused
+    -- (its strike fields), a ban was carried in, or what was there was not
+    -- a state. A TTL on every write, outliving every field: the buckets
+    -- full again, the ban over, the Retry-After passed, the last strike out
+    -- of its window. Past that, a missing state is exactly a fresh limiter.
+    if charged or struck or changed then
+      local keep = math.max(mm + 1, dm + 1, retry_at or 0, banned_until or 0)
+      local last = string.match(refusals_text, '(%d+)$')
+      if last then
+        keep = math.max(keep, tonumber(last) + window)
       end
-      out[flag] = 2
+      local value = int(mm) .. ':' .. int(mf) .. ':' .. int(dm) .. ':' .. int(df) .. ':'
+        .. (banned_until and int(banned_until) or '') .. ':'
+        .. (retry_at and int(retry_at) or '') .. ':' .. refusals_text
+      local set = redis.pcall('SET', key, value, 'PX', int(math.max(keep - now + 1000, 1000)))
+      if type(set) == 'table' and set.err then
+        -- Not stored (out of memory, say): these requests were not
+        -- charged, so their replica decides them alone.
+        for i = #out, flag + 1, -1 do
+          out[i] = nil
+        end
+        out[flag] = 2
+      end
     end
   end
 end

@@ -6,11 +6,14 @@ use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::cluster::{ClusterClient, ClusterConfig};
 use ::redis::cluster_async::ClusterConnection;
 use ::redis::cluster_routing::Slot;
-use ::redis::{RedisResult, ScriptInvocation};
+use ::redis::{FromRedisValue, RedisResult, ScriptInvocation};
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use super::breaker::{Shard, BREAKER};
+use super::groups::{cluster_name, cluster_slot};
+use super::script::Previous;
 
 /// The longest a request waits for Redis before its replica decides
 /// alone, unless `--redis-timeout` says otherwise: Redis on the same
@@ -64,11 +67,31 @@ impl Link {
         ))
     }
 
-    /// The shard of the state named `name`: its hash slot in a cluster.
+    /// The shard of the state named `name`: its group's hash slot in a
+    /// cluster (`groups.rs`).
     pub(super) fn shard(&self, name: &str) -> Shard {
         match self {
             Link::Single(_) => None,
-            Link::Cluster(_) => Some(Slot::for_key(name)),
+            Link::Cluster(_) => Slot::new(cluster_slot(name)),
+        }
+    }
+
+    /// Where the state `name` is kept: at `name` on one Redis, at its
+    /// group's name in a cluster ([`cluster_name`]).
+    pub(super) fn place<'a>(&self, name: &'a str) -> Cow<'a, str> {
+        match self {
+            Link::Single(_) => Cow::Borrowed(name),
+            Link::Cluster(_) => Cow::Owned(cluster_name(name)),
+        }
+    }
+
+    /// Where a state missing at its place has its previous form: the
+    /// hash beside it on one Redis; in a cluster, under its own hash tag
+    /// (another slot), for the replica to read.
+    pub(super) fn previous(&self) -> Previous {
+        match self {
+            Link::Single(_) => Previous::Hash,
+            Link::Cluster(_) => Previous::Unread,
         }
     }
 
@@ -85,7 +108,10 @@ impl Link {
 
     /// Runs the script `invocation` (EVALSHA, loading the script on
     /// `NOSCRIPT`) where its key lives.
-    pub(super) async fn invoke(&self, invocation: &ScriptInvocation<'_>) -> RedisResult<Vec<i64>> {
+    pub(super) async fn invoke<T: FromRedisValue>(
+        &self,
+        invocation: &ScriptInvocation<'_>,
+    ) -> RedisResult<T> {
         match self {
             Link::Single(connection) => invocation.invoke_async(&mut connection.clone()).await,
             Link::Cluster(connection) => invocation.invoke_async(&mut connection.clone()).await,

@@ -30,8 +30,8 @@
 //! - **Names:** `{<sha256 hex>}:m<perMinute>/d<perDay>` for a key (the
 //!   braces are a Redis Cluster hash tag: a key's state has one slot;
 //!   the quota in the name makes a changed quota start fresh), and
-//!   `{anon:<IPv4 or IPv6 /64>}:m<perMinute>` for a client address. Never
-//!   the raw key. Every write sets a TTL that outlives the state.
+//!   `{anon:<IPv4 or IPv6 /64>}:m<perMinute>` for a client address (in a
+//!   cluster, behind a group's hash tag: below). Never the raw key. Every write sets a TTL that outlives the state.
 //! - **Redis unreachable or slow:** every call has a [`TIMEOUT`]; on a
 //!   failure the request is decided by the replica's in-process limiter
 //!   at the full plan (the state the local backend keeps), and a circuit
@@ -44,10 +44,17 @@
 //!   Redis: a limiter that fails open per replica (each still enforcing
 //!   the plan) is the lesser harm than refusing every request (Kong's
 //!   `fault_tolerant`, Envoy's `failure_mode_deny=false`).
-//! - **Redis Cluster** (`--redis-cluster`, `link.rs`): redis-rs's cluster
-//!   client sends each call to the master of its key's slot and follows
-//!   MOVED and ASK. The replica groups calls by slot (a state's name's
-//!   hash tag is the key's SHA-256), so a call never spans two slots.
+//! - **Redis Cluster** (`--redis-cluster`, `link.rs`, `groups.rs`):
+//!   redis-rs's cluster client sends each call to the master of its
+//!   key's slot and follows MOVED and ASK. A state's name there carries
+//!   one of [`GROUPS`] hash tags (`{ps3.17}:<sha256 hex>:m60/d1000`), so
+//!   that a call carries the queued requests of many states of one slot
+//!   instead of one state per call; the replica groups calls by slot, so
+//!   a call never spans two. A state missing there takes over the form
+//!   the previous version kept under the key's own hash tag, in another
+//!   slot: the script answers "unread" for it, the replica reads it
+//!   (`carry.lua`, read only) and calls again with its text, once per
+//!   state, so a deploy neither refills a quota nor lifts a ban.
 //! - **Bans outlive an outage:** a ban Redis reports is remembered by the
 //!   key's own limiter (the fallback keeps enforcing it), and a ban the
 //!   fallback starts alone rides along in the shard's next call once
@@ -59,9 +66,11 @@
 //! | `link.rs` | the connection: one Redis or a Redis Cluster |
 //! | `breaker.rs` | the circuit breaker of each shard |
 //! | `script.rs` | `limit.lua`, its arguments, the states' names, its reply decoded |
+//! | `groups.rs` | the hash-tag groups of a cluster's states |
 //! | `metrics.rs` | its latency, decisions and fallbacks in `/metrics` |
 
 mod breaker;
+mod groups;
 mod link;
 mod metrics;
 mod script;
@@ -77,10 +86,11 @@ use petstore_core::{Clock, Decision, Outcome};
 use prometheus_client::collector::Collector;
 use tokio::sync::oneshot;
 
+pub use groups::{cluster_name, GROUPS};
 pub use metrics::{Stats, LATENCY_BOUNDS};
 pub use script::{
-    anonymous_name, current_name, decode_call, state_args, Params, Verdict, MAX_BAN_MS, MAX_CALL,
-    SCRIPT,
+    anonymous_name, current_name, decode_call, state_args, Params, Previous, Verdict, CARRY,
+    MAX_BAN_MS, MAX_CALL, SCRIPT,
 };
 
 use super::charge::Charge;
@@ -99,6 +109,8 @@ pub struct RedisLimits {
     /// The longest a call may take ([`TIMEOUT`] unless `--redis-timeout`).
     timeout: Duration,
     script: Arc<::redis::Script>,
+    /// `carry.lua`, which reads a cluster state's previous form.
+    carry: Arc<::redis::Script>,
     inner: Arc<Inner>,
     /// The clock of the fallback decisions (Redis decides on its own
     /// `TIME`).
@@ -131,6 +143,8 @@ struct Part {
     /// The end (ms since the Unix epoch) of a ban this replica started
     /// alone, 0 for none.
     ban_until_ms: u64,
+    /// Where the state's previous form is, should it have no `:v2` form.
+    previous: Previous,
 }
 
 #[derive(Debug)]
@@ -192,6 +206,7 @@ impl RedisLimits {
             link,
             timeout,
             script: Arc::new(::redis::Script::new(SCRIPT)),
+            carry: Arc::new(::redis::Script::new(CARRY)),
             inner: Arc::new(Inner {
                 breakers: Breakers::new(BREAKER),
                 troubled: Mutex::new(HashSet::new()),
@@ -360,42 +375,115 @@ impl RedisLimits {
                 }
             }
             let mut parts = self.parts(shard, &mut taken);
-            let verdicts = if self.inner.breakers.may_try(shard) {
-                self.call(shard, &parts).await
-            } else {
-                None
-            };
-            let Some(verdicts) = verdicts else {
-                // Not decided: the bans carried go back for the next call.
-                let mut bans = self.inner.local_bans.lock();
-                for part in parts.iter().filter(|p| p.ban_until_ms > 0) {
-                    bans.entry(part.name.clone())
-                        .or_insert((part.params, part.ban_until_ms));
-                }
-                continue; // the waiters' channels close: they fall back
-            };
-            for (part, verdict) in parts.iter_mut().zip(verdicts) {
-                let decisions = match verdict {
-                    Verdict::Decided(decisions) => decisions,
-                    Verdict::Reset(decisions) => {
-                        self.state_trouble(
-                            &current_name(&part.name),
-                            "it held something that is not a limiter state; it was reset",
-                        );
-                        decisions
-                    }
-                    Verdict::NotStored => {
-                        self.state_trouble(&current_name(&part.name), "Redis could not store it");
-                        continue;
-                    }
+            // At most twice: a cluster state missing at its group's name
+            // comes back unread, and goes again with its previous form.
+            for attempt in 0..2 {
+                let verdicts = if self.inner.breakers.may_try(shard) {
+                    self.call(shard, &parts).await
+                } else {
+                    None
                 };
-                for (waiter, decision) in part.waiters.drain(..).zip(decisions) {
-                    // A waiter gone (its connection closed) was charged
-                    // all the same, as a request the client abandoned.
-                    let _ = waiter.send(Some(decision));
+                let Some(verdicts) = verdicts else {
+                    // The waiters' channels close: they fall back.
+                    self.give_back_bans(&parts);
+                    break;
+                };
+                parts = self.answer(parts, verdicts);
+                if parts.is_empty() {
+                    break;
+                }
+                if attempt == 1 || !self.read_previous(&mut parts).await {
+                    self.give_back_bans(&parts);
+                    break;
                 }
             }
         }
+    }
+
+    /// Sends each part's decisions to its waiters; returns the parts left
+    /// undecided because their previous form is unread.
+    fn answer(&self, parts: Vec<Part>, verdicts: Vec<Verdict>) -> Vec<Part> {
+        let mut unread = Vec::new();
+        for (mut part, verdict) in parts.into_iter().zip(verdicts) {
+            let decisions = match verdict {
+                Verdict::Decided(decisions) => decisions,
+                Verdict::Reset(decisions) => {
+                    self.state_trouble(
+                        &part.name,
+                        "it held something that is not a limiter state; it was reset",
+                    );
+                    decisions
+                }
+                Verdict::NotStored => {
+                    self.state_trouble(&part.name, "Redis could not store it");
+                    continue;
+                }
+                Verdict::Unread => {
+                    unread.push(part);
+                    continue;
+                }
+            };
+            for (waiter, decision) in part.waiters.drain(..).zip(decisions) {
+                // A waiter gone (its connection closed) was charged
+                // all the same, as a request the client abandoned.
+                let _ = waiter.send(Some(decision));
+            }
+        }
+        unread
+    }
+
+    /// The bans carried by `parts`, not decided, go back for the next call.
+    fn give_back_bans(&self, parts: &[Part]) {
+        let mut bans = self.inner.local_bans.lock();
+        for part in parts.iter().filter(|p| p.ban_until_ms > 0) {
+            bans.entry(part.name.clone())
+                .or_insert((part.params, part.ban_until_ms));
+        }
+    }
+
+    /// Reads the previous form of each of `parts` (a cluster's states
+    /// missing at their group's name: under their own hash tag, each in
+    /// its own slot, all at once) into its [`Previous::Read`]. False when
+    /// one could not be read within the timeout: their requests fall back
+    /// (a state's previous form is never skipped, or a deploy would
+    /// refill its quota or lift its ban).
+    async fn read_previous(&self, parts: &mut [Part]) -> bool {
+        let mut reads = tokio::task::JoinSet::new();
+        for (i, part) in parts.iter().enumerate() {
+            let (link, carry, timeout) = (self.link.clone(), self.carry.clone(), self.timeout);
+            let keys = [current_name(&part.name), part.name.to_string()];
+            reads.spawn(async move {
+                let mut invocation = carry.prepare_invoke();
+                invocation.key(&keys[0]).key(&keys[1]);
+                let read = tokio::time::timeout(timeout, link.invoke::<String>(&invocation)).await;
+                (i, read)
+            });
+        }
+        let mut all_read = true;
+        while let Some(joined) = reads.join_next().await {
+            let Ok((i, read)) = joined else {
+                all_read = false;
+                continue;
+            };
+            match read {
+                Ok(Ok(text)) => parts[i].previous = Previous::Read(text),
+                Ok(Err(e)) => {
+                    all_read = false;
+                    self.state_trouble(
+                        &parts[i].name,
+                        &format!("its previous form could not be read: {e}"),
+                    );
+                }
+                Err(_) => {
+                    all_read = false;
+                    self.state_trouble(
+                        &parts[i].name,
+                        "its previous form could not be read in time",
+                    );
+                }
+            }
+        }
+        all_read
     }
 
     /// `taken`'s requests grouped by state (and arguments: a reload that
@@ -416,6 +504,7 @@ impl RedisLimits {
                     params: queued.params,
                     waiters: vec![queued.waiter],
                     ban_until_ms: 0,
+                    previous: self.link.previous(),
                 }),
             }
         }
@@ -432,6 +521,7 @@ impl RedisLimits {
                         params: *params,
                         waiters: Vec::new(),
                         ban_until_ms: *until,
+                        previous: self.link.previous(),
                     }),
                 }
                 false
@@ -449,29 +539,34 @@ impl RedisLimits {
         let mut invocation = self.script.prepare_invoke();
         invocation.arg("");
         for part in parts {
+            let place = self.link.place(&part.name);
             invocation
-                .key(current_name(&part.name))
-                .key(&*part.name)
-                .arg(&state_args(&part.params, part.waiters.len(), part.ban_until_ms)[..]);
+                .key(current_name(&place))
+                .key(&*place)
+                .arg(&state_args(&part.params, part.waiters.len(), part.ban_until_ms)[..])
+                .arg(&*part.previous.arg());
         }
-        let reply = match tokio::time::timeout(self.timeout, self.link.invoke(&invocation)).await {
-            Err(_) => Err(Failure::Unreachable(format!(
-                "no answer within {} ms",
-                self.timeout.as_millis()
-            ))),
-            Ok(Err(e)) => Err(Failure::of(&e)),
-            Ok(Ok(reply)) => {
-                decode_call(&reply, parts.iter().map(|p| (&p.params, p.waiters.len())))
-                    .ok_or_else(|| Failure::Call(format!("unexpected script reply {reply:?}")))
-            }
-        };
+        let reply =
+            match tokio::time::timeout(self.timeout, self.link.invoke::<Vec<i64>>(&invocation))
+                .await
+            {
+                Err(_) => Err(Failure::Unreachable(format!(
+                    "no answer within {} ms",
+                    self.timeout.as_millis()
+                ))),
+                Ok(Err(e)) => Err(Failure::of(&e)),
+                Ok(Ok(reply)) => {
+                    decode_call(&reply, parts.iter().map(|p| (&p.params, p.waiters.len())))
+                        .ok_or_else(|| Failure::Call(format!("unexpected script reply {reply:?}")))
+                }
+            };
         match reply {
             Ok(verdicts) => {
                 self.inner.stats.latency.observe(started.elapsed());
                 let decided: usize = parts
                     .iter()
                     .zip(&verdicts)
-                    .filter(|(_, v)| !matches!(v, Verdict::NotStored))
+                    .filter(|(_, v)| !matches!(v, Verdict::NotStored | Verdict::Unread))
                     .map(|(p, _)| p.waiters.len())
                     .sum();
                 self.inner
@@ -487,7 +582,7 @@ impl RedisLimits {
             // requests fall back, the breaker stays as it is.
             Err(Failure::Call(why)) => {
                 for part in parts {
-                    self.state_trouble(&current_name(&part.name), &why);
+                    self.state_trouble(&part.name, &why);
                 }
                 None
             }
@@ -507,12 +602,13 @@ impl RedisLimits {
     /// most [`MAX_TROUBLED`] names are remembered; past them a problem is
     /// counted, not logged).
     fn state_trouble(&self, name: &str, why: &str) {
+        let name = current_name(&self.link.place(name));
         self.inner
             .stats
             .state_errors
             .fetch_add(1, Ordering::Relaxed);
         let mut logged = self.inner.troubled.lock();
-        if logged.len() < MAX_TROUBLED && logged.insert(Box::from(name)) {
+        if logged.len() < MAX_TROUBLED && logged.insert(Box::from(&*name)) {
             log_error!(
                 "Redis: the limiter state {name}: {why}; its requests are decided by each replica alone meanwhile, every other state stays shared"
             );

@@ -10,6 +10,9 @@ use petstore_core::{client_key, BanPolicy, Decision, Outcome, Quota, Timestamp, 
 /// The script, `limit.lua`.
 pub const SCRIPT: &str = include_str!("limit.lua");
 
+/// The script that reads a cluster state's previous form, `carry.lua`.
+pub const CARRY: &str = include_str!("carry.lua");
+
 /// The longest ban window or ban the script is given, 10^12 ms (about 31
 /// years): with a Unix time in ms (about 1.8 * 10^12) the sum stays far
 /// below 2^53. A keys file may say more; it changes nothing in practice.
@@ -107,11 +110,38 @@ pub fn current_name(name: &str) -> String {
     format!("{name}:v2")
 }
 
-/// The script's seven arguments for one state of a call: its
+/// Where a state with no `:v2` form yet takes its previous form (the
+/// script's FROM argument).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Previous {
+    /// The previous version's hash at the name without `:v2`, in the same
+    /// slot (one Redis).
+    Hash,
+    /// Elsewhere, not read yet (a cluster: under the state's own hash
+    /// tag, another slot): the script decides nothing for the state and
+    /// says so ([`Verdict::Unread`]).
+    Unread,
+    /// As the replica read it (`carry.lua`): the state's text, or empty
+    /// when there was none.
+    Read(String),
+}
+
+impl Previous {
+    /// The script's FROM argument.
+    pub fn arg(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            Previous::Hash => "".into(),
+            Previous::Unread => "?".into(),
+            Previous::Read(text) => format!("={text}").into(),
+        }
+    }
+}
+
+/// The script's first seven arguments for one state of a call: its
 /// [`Params::args`], the number of its requests in the call, and the end
 /// (ms since the Unix epoch, 0 for none) of a ban this replica started
 /// alone while Redis was away, which the state takes on if it ends later
-/// than its own.
+/// than its own. Its eighth is [`Previous::arg`].
 pub fn state_args(params: &Params, count: usize, ban_until_ms: u64) -> [u64; 7] {
     let [m, d, strikes, window, ban] = params.args();
     [m, d, strikes, window, ban, count as u64, ban_until_ms]
@@ -128,6 +158,10 @@ pub enum Verdict {
     /// Redis could not store it (out of memory, say): nothing was charged,
     /// and its requests are for the replica to decide alone.
     NotStored,
+    /// Nothing decided: the state is missing and its previous form is
+    /// elsewhere ([`Previous::Unread`]); the replica reads it and calls
+    /// again.
+    Unread,
 }
 
 /// The script's reply to a call whose states had these parameters and
@@ -158,6 +192,10 @@ pub fn decode_call<'a>(
             }
             2 => {
                 verdicts.push(Verdict::NotStored);
+                continue;
+            }
+            3 => {
+                verdicts.push(Verdict::Unread);
                 continue;
             }
             _ => return None,
@@ -262,18 +300,21 @@ mod tests {
             }
             r
         };
-        // Two states: one request each, then one state not stored.
-        let call = reply(&[&[0], &one, &[1], &two, &[2]]);
-        let verdicts = decode_call(&call, [(&p, 1), (&p, 1), (&p, 3)]).unwrap();
+        // Two states: one request each, then one state not stored, one
+        // whose previous form is unread.
+        let call = reply(&[&[0], &one, &[1], &two, &[2], &[3]]);
+        let verdicts = decode_call(&call, [(&p, 1), (&p, 1), (&p, 3), (&p, 2)]).unwrap();
         assert!(matches!(&verdicts[0], Verdict::Decided(d) if d[0].minute.remaining == 59));
         assert!(matches!(&verdicts[1], Verdict::Reset(d) if d[0].minute.remaining == 58));
         assert_eq!(verdicts[2], Verdict::NotStored);
+        assert_eq!(verdicts[3], Verdict::Unread);
         // The reply must hold exactly the call's requests.
-        assert!(decode_call(&call, [(&p, 1), (&p, 1)]).is_none());
-        assert!(decode_call(&call, [(&p, 2), (&p, 1), (&p, 3)]).is_none());
+        assert!(decode_call(&call, [(&p, 1), (&p, 1), (&p, 3)]).is_none());
+        assert!(decode_call(&call, [(&p, 2), (&p, 1), (&p, 3), (&p, 2)]).is_none());
         assert!(decode_call(&reply(&[&[0], &one]), [(&p, 2)]).is_none());
         assert!(decode_call(&reply(&[&[0], &one[..10]]), [(&p, 1)]).is_none());
         // Not the script's numbers: an unknown flag or outcome, a negative.
+        assert!(decode_call(&reply(&[&[4], &one]), [(&p, 1)]).is_none());
         assert!(decode_call(&reply(&[&[3], &one]), [(&p, 1)]).is_none());
         let mut bad = one;
         bad[0] = 3;
