@@ -132,7 +132,7 @@ fn a_free_key_gets_exactly_its_quota_across_two_replicas() {
         .unwrap();
     assert_eq!(
         names,
-        [format!("{{{}}}:m100000/d{PER_DAY}:v2", sha256_hex(FREE))]
+        [format!("{{{}}}:m100000/d{PER_DAY}:v3", sha256_hex(FREE))]
     );
     let ttl: i64 = ::redis::cmd("PTTL")
         .arg(&names[0])
@@ -547,7 +547,7 @@ fn a_poisoned_state_is_reset_and_takes_no_other_key_off_the_shared_limits() {
     // global breaker used to send them all to each replica alone.
     let redis = RedisServer::start();
     let server = replica(&redis);
-    let name = format!("{{{}}}:m100000/d{PER_DAY}:v2", sha256_hex(FREE));
+    let name = format!("{{{}}}:m100000/d{PER_DAY}:v3", sha256_hex(FREE));
     let mut c = redis.connection();
     let _: () = ::redis::cmd("SET")
         .arg(&name)
@@ -569,8 +569,8 @@ fn a_poisoned_state_is_reset_and_takes_no_other_key_off_the_shared_limits() {
     assert_eq!(server.metric("petstore_redis_state_errors_total"), 1);
     let kind: String = ::redis::cmd("TYPE").arg(&name).query(&mut c).unwrap();
     assert_eq!(kind, "string", "the state is the script's again");
-    let state: String = ::redis::cmd("GET").arg(&name).query(&mut c).unwrap();
-    assert_ne!(state, "garbage");
+    let state: Vec<u8> = ::redis::cmd("GET").arg(&name).query(&mut c).unwrap();
+    assert_ne!(state, b"garbage");
     let log = server.stderr_once_logged(&format!("the limiter state {name}"));
     assert_eq!(
         log.matches(&format!("the limiter state {name}")).count(),
@@ -647,4 +647,39 @@ fn a_ban_a_replica_started_alone_is_shared_once_redis_is_back() {
         fallbacks,
         "`b` was told by Redis"
     );
+}
+
+#[test]
+fn a_state_the_previous_version_kept_as_text_is_carried_over_on_deploy() {
+    // What the previous version left (`:v2`, text): the free key with two
+    // day tokens left. A deploy must not refill it (the ban's carry-over
+    // is in the script's differential test and the cluster's test).
+    let redis = RedisServer::start();
+    let mut c = redis.connection();
+    let (seconds, micros): (String, String) = ::redis::cmd("TIME").query(&mut c).unwrap();
+    let now_ms = seconds.parse::<u64>().unwrap() * 1000 + micros.parse::<u64>().unwrap() / 1000;
+    let day_token_ms = DAY_TOKEN_SECS * 1000;
+    let free = format!("{{{}}}:m100000/d{PER_DAY}", sha256_hex(FREE));
+    let _: () = ::redis::cmd("SET")
+        .arg(format!("{free}:v2"))
+        .arg(format!(
+            "0:0:{}:0:::",
+            now_ms + (PER_DAY - 2) * day_token_ms
+        ))
+        .arg("PX")
+        .arg(86_400_000)
+        .query(&mut c)
+        .unwrap();
+    let server = replica(&redis);
+    let r = server.get("/v1/pets", Some(FREE));
+    assert_eq!(r.status, 200, "{}", r.describe());
+    assert_eq!(x_ratelimit(&r).1, 1, "two tokens were left, one is taken");
+    assert_eq!(server.get("/v1/pets", Some(FREE)).status, 200);
+    assert_error(&server.get("/v1/pets", Some(FREE)), 429, "rate_limited");
+    assert_eq!(server.metric("petstore_redis_fallbacks_total"), 0);
+    // The state is in this version's form now; the text is left as it
+    // was, for the previous version's replicas during a rolling deploy.
+    let mut names: Vec<String> = ::redis::cmd("KEYS").arg("*").query(&mut c).unwrap();
+    names.sort();
+    assert_eq!(names, [format!("{free}:v2"), format!("{free}:v3")]);
 }

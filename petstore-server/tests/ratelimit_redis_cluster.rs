@@ -71,7 +71,7 @@ fn own_name(key: &str, per_minute: u32, per_day: u32) -> String {
 }
 
 /// The name of a key's state in the cluster: under its group's hash tag,
-/// in the script's string form.
+/// in the script's form.
 fn state_name(key: &str, per_minute: u32, per_day: u32) -> String {
     current_name(&cluster_name(&own_name(key, per_minute, per_day)))
 }
@@ -225,7 +225,7 @@ fn a_state_where_the_previous_version_kept_it_is_carried_over_never_refilled_or_
     // of the version before; the banned key banned for ten minutes.
     let spent = own_name(&tight(0), 1000, 5);
     let mut set = ::redis::cmd("SET");
-    set.arg(current_name(&spent))
+    set.arg(format!("{spent}:v2"))
         .arg(format!("0:0:{}:0:::", now_ms + 86_400_000))
         .arg("PX")
         .arg(ttl);
@@ -246,7 +246,7 @@ fn a_state_where_the_previous_version_kept_it_is_carried_over_never_refilled_or_
     on_owner(&cluster, &one_left, &hset);
     let banned = own_name(BANNED, 1, 1000);
     let mut set = ::redis::cmd("SET");
-    set.arg(current_name(&banned))
+    set.arg(format!("{banned}:v2"))
         .arg(format!("0:0:0:0:{}::", now_ms + 600_000))
         .arg("PX")
         .arg(ttl);
@@ -275,7 +275,7 @@ fn a_state_where_the_previous_version_kept_it_is_carried_over_never_refilled_or_
             "{key}"
         );
     }
-    assert!(cluster.node_holding(&current_name(&spent)).is_some());
+    assert!(cluster.node_holding(&format!("{spent}:v2")).is_some());
     assert!(cluster.node_holding(&one_left).is_some());
     for server in [&a, &b] {
         assert_eq!(server.metric("petstore_redis_fallbacks_total"), 0);

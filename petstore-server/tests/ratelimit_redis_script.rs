@@ -33,7 +33,7 @@ use std::time::Duration;
 use common::redis::RedisServer;
 use petstore_core::{AnonymousLimiter, BanPolicy, Decision, KeyLimiter, Quota, Timestamp};
 use petstore_server::ratelimit::redis::{
-    current_name, decode_call, state_args, Params, Previous, Verdict, CARRY, SCRIPT,
+    current_name, decode_call, state_args, text_name, Params, Previous, Verdict, CARRY, SCRIPT,
 };
 
 /// A small deterministic generator (xorshift64*): the same steps on every
@@ -212,39 +212,70 @@ impl Case {
     }
 }
 
-/// Rewrites the state `name` as the script's previous version kept it: a
-/// hash with the same fields and TTL at `name`, nothing at its `:v2` name
-/// (what a replica finds after a deploy). Whether there was a state to
-/// rewrite.
-fn to_previous_form(redis: &mut redis::Connection, name: &str) -> bool {
+/// The state's stored form (`:v3`: a version byte, six little-endian
+/// 64-bit integers, the strikes' text) as the previous version's text,
+/// `mm:mf:dm:df:bu:ra:r` (empty for no ban, no Retry-After).
+fn as_text(bytes: &[u8]) -> String {
+    assert!(bytes.len() >= 49 && bytes[0] == 3, "not a state: {bytes:?}");
+    let n = |i: usize| i64::from_le_bytes(bytes[1 + 8 * i..9 + 8 * i].try_into().unwrap());
+    let opt = |v: i64| if v == 0 { String::new() } else { v.to_string() };
+    format!(
+        "{}:{}:{}:{}:{}:{}:{}",
+        n(0),
+        n(1),
+        n(2),
+        n(3),
+        opt(n(4)),
+        opt(n(5)),
+        std::str::from_utf8(&bytes[49..]).unwrap()
+    )
+}
+
+/// Rewrites the state `name` as a previous version kept it: the text at
+/// `:v2` (`hash` false) or a hash at `name` (`hash` true), with the same
+/// fields and TTL, and nothing at its `:v3` name (what a replica finds
+/// after a deploy). Whether there was a state to rewrite.
+fn to_previous_form(redis: &mut redis::Connection, name: &str, hash: bool) -> bool {
     let current = current_name(name);
-    // Not a string: no state yet (or only the previous form).
+    // Not a string: no state yet (or only a previous form).
     let Ok(Some(value)) = redis::cmd("GET")
         .arg(&current)
-        .query::<Option<String>>(redis)
+        .query::<Option<Vec<u8>>>(redis)
     else {
         return false;
     };
     let ttl: i64 = redis::cmd("PTTL").arg(&current).query(redis).unwrap();
-    let fields: Vec<&str> = value.split(':').collect();
-    assert_eq!(fields.len(), 7, "{name} = {value:?}");
+    let text = as_text(&value);
+    redis::cmd("DEL")
+        .arg(name)
+        .arg(text_name(name))
+        .arg(&current)
+        .exec(redis)
+        .unwrap();
+    if !hash {
+        redis::cmd("SET")
+            .arg(text_name(name))
+            .arg(&text)
+            .arg("PX")
+            .arg(ttl)
+            .exec(redis)
+            .unwrap();
+        return true;
+    }
+    let fields: Vec<&str> = text.split(':').collect();
+    assert_eq!(fields.len(), 7, "{name} = {text:?}");
     let mut hset = redis::cmd("HSET");
     hset.arg(name);
     for (field, v) in ["mm", "mf", "dm", "df", "bu", "ra", "r"]
         .iter()
         .zip(&fields)
     {
-        // The previous script wrote the ban's end and Retry-After only once
+        // The hash's script wrote the ban's end and Retry-After only once
         // there was one.
         if !v.is_empty() || *field == "r" {
             hset.arg(*field).arg(*v);
         }
     }
-    redis::cmd("DEL")
-        .arg(name)
-        .arg(&current)
-        .exec(redis)
-        .unwrap();
     hset.exec(redis).unwrap();
     redis::cmd("PEXPIRE")
         .arg(name)
@@ -297,8 +328,8 @@ fn compare(
         for case in &mut all {
             case.from = Previous::Hash;
             match rng.below(64) {
-                // Here again, as a hash (one Redis's previous form).
-                0..=5 if to_previous_form(redis, &case.name) => {
+                // Here again, in a previous form: the text, or the hash.
+                0..=5 if to_previous_form(redis, &case.name, rng.below(2) == 0) => {
                     case.elsewhere = None;
                     seen.previous_form += 1;
                 }
@@ -306,13 +337,17 @@ fn compare(
                 // read by carry.lua in either form, then gone from here;
                 // the call carries its text, as the replica read it.
                 7..=9 => {
+                    // Before it went, the previous version wrote it in a
+                    // previous form, which carry.lua reads.
+                    to_previous_form(redis, &case.name, rng.below(2) == 0);
                     let text: String = redis::Script::new(CARRY)
-                        .key(current_name(&case.name))
+                        .key(text_name(&case.name))
                         .key(&case.name)
                         .invoke(redis)
                         .unwrap();
                     redis::cmd("DEL")
                         .arg(current_name(&case.name))
+                        .arg(text_name(&case.name))
                         .arg(&case.name)
                         .exec(redis)
                         .unwrap();
@@ -345,9 +380,11 @@ fn compare(
             // The call's instant: an edge of one of its states.
             let lead = call.start + rng.below(call.len() as u64) as usize;
             let now = all[lead].next_instant(&mut rng);
-            pipe.cmd("EVALSHA").arg(&sha).arg(2 * call.len());
+            pipe.cmd("EVALSHA").arg(&sha).arg(3 * call.len());
             for case in &all[call.clone()] {
-                pipe.arg(current_name(&case.name)).arg(&case.name);
+                pipe.arg(current_name(&case.name))
+                    .arg(text_name(&case.name))
+                    .arg(&case.name);
             }
             pipe.arg(now);
             let mut wants = Vec::with_capacity(call.len());
@@ -360,10 +397,13 @@ fn compare(
                     1..=4 => 2 + rng.below(4) as usize,
                     _ => 1,
                 };
-                let missing = !redis::cmd("EXISTS")
+                // Neither its form nor the previous version's text.
+                let missing = redis::cmd("EXISTS")
                     .arg(current_name(&case.name))
-                    .query::<bool>(redis)
-                    .unwrap();
+                    .arg(text_name(&case.name))
+                    .query::<u32>(redis)
+                    .unwrap()
+                    == 0;
                 if let (true, Previous::Hash, Some(text)) = (missing, &case.from, &case.elsewhere) {
                     case.from = Previous::Read(text.clone());
                 }
@@ -583,6 +623,7 @@ impl Backend for InRedis<'_> {
     fn decide(&mut self, now_ms: u64) -> Decision {
         let reply: Vec<i64> = redis::Script::new(SCRIPT)
             .key(current_name(&self.name))
+            .key(text_name(&self.name))
             .key(&self.name)
             .arg(now_ms)
             .arg(&state_args(&self.params, 1, 0)[..])

@@ -8,43 +8,52 @@
 -- Why many states per call: Redis runs scripts on one thread, and a
 -- call's fixed costs (the script's start, TIME, the reply) are paid once
 -- for everything the replica queued during its previous call (redis.rs,
--- "One flusher per shard"). Why one string per state: one GET and one SET
--- with PX cost Redis about half of HMGET, HSET and PEXPIRE. In a Redis
--- Cluster every state of one call lives in one hash slot (the server
--- groups calls by slot, and the states' names share a few hash tags:
--- groups.rs), so no call is CROSSSLOT.
+-- "One flusher per shard"). Why one binary string per state: one GET and
+-- one SET with PX cost Redis about half of HMGET, HSET and PEXPIRE, and
+-- struct.unpack and struct.pack cost far less than parsing and printing
+-- decimal text (strtod and sprintf were a third of the script's time);
+-- the arguments are packed for the same reason. In a Redis Cluster every
+-- state of one call lives in one hash slot (the server groups calls by
+-- slot, and the states' names share a few hash tags: groups.rs), so no
+-- call is CROSSSLOT.
 --
--- KEYS[2i-1]   the i-th state, stored in this script's form:
---              `{<sha256 hex>}:m<perMinute>/d<perDay>:v2` for a key,
---              `{anon:<address>}:m<perMinute>:v2` for a client address; in
+-- KEYS[3i-2]   the i-th state, stored in this script's form:
+--              `{<sha256 hex>}:m<perMinute>/d<perDay>:v3` for a key,
+--              `{anon:<address>}:m<perMinute>:v3` for a client address; in
 --              a cluster, `{<group tag>}:<sha256 hex or anon:address>...`.
 --              The same state may appear twice (a reload changed its ban
 --              policy between two requests); it is decided in turn.
--- KEYS[2i]     the same name without `:v2`: on one Redis, where the
---              previous version of this script kept the state, as a hash
---              (same hash tag). Read once, when the state has no `:v2`
---              form yet and its FROM is "", and carried over; never written.
+-- KEYS[3i-1]   the same name with `:v2`: where the previous version kept
+--              the state, as text (same hash tag). Read once, when the
+--              state has no `:v3` form yet, and carried over; never written.
+-- KEYS[3i]     the same name without a suffix: where the version before
+--              that kept it, as a hash. Read once, when the state has
+--              neither form yet and its FROM is "", and carried over.
 -- ARGV[1]      now in whole milliseconds since the Unix epoch, or "" (always,
 --              in production) for Redis TIME: one clock for every replica.
--- ARGV[2..]    eight arguments per state, in the order of KEYS' pairs: per
---              minute; per day ("0" for none: anonymous); strikes that
---              earn a ban ("0" for no bans: anonymous); the strikes'
---              window, ms; the ban's length, ms; COUNT, its requests in
---              this call (0 to 1000); a ban's end, ms, that a replica
---              started alone while Redis was away ("0" for none): the
---              state is banned until then at least; and FROM, where a
---              state with no `:v2` form yet takes its previous form: ""
---              the hash at KEYS[2i]; "?" elsewhere, unknown yet (the
---              state is not decided: flag 3, and the replica calls again
---              with it); "=" and the previous form's text as the replica
---              read it ("=" alone: there was none).
+-- ARGV[2..]    two arguments per state, in the order of KEYS' triples:
+--              seven little-endian 64-bit integers packed (56 bytes): per
+--              minute; per day (0 for none: anonymous); strikes that earn
+--              a ban (0 for no bans: anonymous); the strikes' window, ms;
+--              the ban's length, ms; COUNT, its requests in this call (0
+--              to 1000); a ban's end, ms, that a replica started alone
+--              while Redis was away (0 for none): the state is banned
+--              until then at least. Then FROM, where a state with neither
+--              form takes its previous form: "" the hash at KEYS[3i]; "?"
+--              elsewhere, unknown yet (the state is not decided: flag 3,
+--              and the replica calls again with it); "=" and the previous
+--              form's text as the replica read it ("=" alone: there was
+--              none).
 --
--- The stored state, one string with a TTL: `mm:mf:dm:df:bu:ra:r`, the
--- minute and day buckets (ms and fraction, below), the ban's end and the
--- last Retry-After (empty for none) and the strikes in their window (ms,
--- comma-separated). A state with no `:v2` form yet takes over its
--- previous form (FROM): on one Redis the previous version's hash (same
--- fields) at the name without `:v2`; in a cluster the state under its
+-- The stored state, one string with a TTL: a version byte (3), six
+-- little-endian 64-bit integers, mm, mf, dm, df (the minute and day
+-- buckets, ms and fraction, below), the ban's end and the last
+-- Retry-After (0 for none), then the strikes in their window as text (ms,
+-- comma-separated). The previous forms hold the same fields: the text
+-- `mm:mf:dm:df:bu:ra:r` (empty for none) at `:v2`, the hash's fields
+-- mm, mf, dm, df, bu, ra, r. A state with no `:v3` form yet takes over
+-- its `:v2` text, else its previous form as FROM says: on one Redis the
+-- hash at the name without a suffix; in a cluster the state under its
 -- own hash tag, in another slot, which the replica reads (carry.lua). So
 -- a deploy neither refills a quota nor lifts a ban; replicas of the
 -- previous version go on with their previous form meanwhile, untouched.
@@ -144,7 +153,7 @@ local function window_reply(outcome, allowed, remaining, tms, tfrac, nms, nfrac)
   return 0, tms, tfrac
 end
 
--- Parses a state in this script's form: mm, mf, dm, df, the ban's end,
+-- Parses a state in the previous version's text form: mm, mf, dm, df, the ban's end,
 -- the last Retry-After (nil for none) and the strikes' text; nil when
 -- `text` is not one.
 local function parse(text)
@@ -156,36 +165,73 @@ local function parse(text)
   return nil
 end
 
--- The state at `key` or, when there is none yet, its previous form as
--- `from` says (see ARGV): whether it was reset, then mm, mf, dm, df, the
--- ban's end, the last Retry-After (nil for none) and the strikes' text.
--- Returns nothing at all when the state is missing and `from` is '?'.
-local function read(key, old, from)
+-- The stored form: its version byte, then mm, mf, dm, df, the ban's end
+-- and the last Retry-After; the strikes' text follows.
+local STATE = '<Bi8i8i8i8i8i8'
+local STATE_LEN = 49
+
+-- A state in the stored form: mm, mf, dm, df, the ban's end, the last
+-- Retry-After (nil for none) and the strikes' text; nil when `bytes` is
+-- not one.
+local function unpack_state(bytes)
+  if #bytes < STATE_LEN or string.byte(bytes, 1) ~= 3 then
+    return nil
+  end
+  local _, mm, mf, dm, df, bu, ra, rest = struct.unpack(STATE, bytes)
+  local r = string.sub(bytes, rest)
+  if mm < 0 or mf < 0 or dm < 0 or df < 0 or bu < 0 or ra < 0
+    or not string.find(r, '^[%d,]*$') then
+    return nil
+  end
+  if bu == 0 then
+    bu = nil
+  end
+  if ra == 0 then
+    ra = nil
+  end
+  return mm, mf, dm, df, bu, ra, r
+end
+
+-- The state at `keys[1]` or, when there is none yet, its previous form:
+-- the text at `keys[2]`, else as `from` says (see ARGV) the hash at
+-- `keys[3]` or the replica's text. Returns whether it was reset, then
+-- mm, mf, dm, df, the ban's end, the last Retry-After (nil for none) and
+-- the strikes' text; nothing at all when the state is missing and
+-- `from` is '?'.
+local function read(key, text_key, hash_key, from)
   local got = redis.pcall('GET', key)
   if type(got) == 'string' then
-    local mm, mf, dm, df, bu, ra, r = parse(got)
+    local mm, mf, dm, df, bu, ra, r = unpack_state(got)
     if mm then
       return false, mm, mf, dm, df, bu, ra, r
     end
-  elseif got == false then
-    if from == '?' then
-      return nil
-    elseif from ~= '' then
-      local mm, mf, dm, df, bu, ra, r = parse(string.sub(from, 2))
-      if mm then
-        return false, mm, mf, dm, df, bu, ra, r
-      end
-      -- '=' alone (nothing before), or not a state: a fresh one.
-      return false, 0, 0, 0, 0, nil, nil, ''
-    end
-    local st = redis.pcall('HMGET', old, 'mm', 'mf', 'dm', 'df', 'bu', 'ra', 'r')
-    if st.err then
-      st = {}
-    end
-    return false, tonumber(st[1]) or 0, tonumber(st[2]) or 0, tonumber(st[3]) or 0,
-      tonumber(st[4]) or 0, tonumber(st[5]), tonumber(st[6]), st[7] or ''
+    return true, 0, 0, 0, 0, nil, nil, ''
+  elseif got ~= false then
+    return true, 0, 0, 0, 0, nil, nil, ''
   end
-  return true, 0, 0, 0, 0, nil, nil, ''
+  local text = redis.pcall('GET', text_key)
+  if type(text) == 'string' then
+    local mm, mf, dm, df, bu, ra, r = parse(text)
+    if mm then
+      return false, mm, mf, dm, df, bu, ra, r
+    end
+  end
+  if from == '?' then
+    return nil
+  elseif from ~= '' then
+    local mm, mf, dm, df, bu, ra, r = parse(string.sub(from, 2))
+    if mm then
+      return false, mm, mf, dm, df, bu, ra, r
+    end
+    -- '=' alone (nothing before), or not a state: a fresh one.
+    return false, 0, 0, 0, 0, nil, nil, ''
+  end
+  local st = redis.pcall('HMGET', hash_key, 'mm', 'mf', 'dm', 'df', 'bu', 'ra', 'r')
+  if st.err then
+    st = {}
+  end
+  return false, tonumber(st[1]) or 0, tonumber(st[2]) or 0, tonumber(st[3]) or 0,
+    tonumber(st[4]) or 0, tonumber(st[5]), tonumber(st[6]), st[7] or ''
 end
 
 local now
@@ -195,30 +241,28 @@ if ARGV[1] == '' then
 else
   now = tonumber(ARGV[1])
 end
-local states = #KEYS / 2
-if #ARGV ~= 1 + 8 * states or #KEYS % 2 ~= 0 then
-  return redis.error_reply('expected two names and 8 arguments per state')
+local states = #KEYS / 3
+if #ARGV ~= 1 + 2 * states or #KEYS % 3 ~= 0 then
+  return redis.error_reply('expected three names and 2 arguments per state')
 end
 
 local out = { now }
 for k = 1, states do
-  local key = KEYS[2 * k - 1]
-  local a = 1 + 8 * (k - 1)
-  local mcap = tonumber(ARGV[a + 1])
-  local dcap = tonumber(ARGV[a + 2])
-  local strikes = tonumber(ARGV[a + 3])
-  local window = tonumber(ARGV[a + 4])
-  local ban = tonumber(ARGV[a + 5])
-  local count = tonumber(ARGV[a + 6])
-  local ban_at_least = tonumber(ARGV[a + 7])
-  local from = ARGV[a + 8]
-  if not (mcap and dcap and strikes and window and ban and count and ban_at_least)
-    or mcap < 1 or count < 0 or count > 1000 then
+  local key = KEYS[3 * k - 2]
+  local a = 2 * k
+  if #ARGV[a] ~= 56 then
+    return redis.error_reply('bad arguments for ' .. key)
+  end
+  local mcap, dcap, strikes, window, ban, count, ban_at_least =
+    struct.unpack('<i8i8i8i8i8i8i8', ARGV[a])
+  local from = ARGV[a + 1]
+  if mcap < 1 or dcap < 0 or strikes < 0 or window < 0 or ban < 0 or count < 0
+    or count > 1000 or ban_at_least < 0 then
     return redis.error_reply('bad arguments for ' .. key)
   end
 
   -- The state, read once and written once for all its requests.
-  local reset, mm, mf, dm, df, banned_until, retry_at, refusals_text = read(key, KEYS[2 * k], from)
+  local reset, mm, mf, dm, df, banned_until, retry_at, refusals_text = read(key, KEYS[3 * k - 1], KEYS[3 * k], from)
   if reset == nil then
     -- Missing, and its previous form is elsewhere: the replica reads it
     -- and calls again with it. Nothing decided, nothing written.
@@ -309,9 +353,8 @@ for k = 1, states do
       if last then
         keep = math.max(keep, tonumber(last) + window)
       end
-      local value = int(mm) .. ':' .. int(mf) .. ':' .. int(dm) .. ':' .. int(df) .. ':'
-        .. (banned_until and int(banned_until) or '') .. ':'
-        .. (retry_at and int(retry_at) or '') .. ':' .. refusals_text
+      local value = struct.pack(STATE, 3, mm, mf, dm, df, banned_until or 0, retry_at or 0)
+        .. refusals_text
       local set = redis.pcall('SET', key, value, 'PX', int(math.max(keep - now + 1000, 1000)))
       if type(set) == 'table' and set.err then
         -- Not stored (out of memory, say): these requests were not

@@ -89,8 +89,8 @@ use tokio::sync::oneshot;
 pub use groups::{cluster_name, GROUPS};
 pub use metrics::{Stats, LATENCY_BOUNDS};
 pub use script::{
-    anonymous_name, current_name, decode_call, state_args, Params, Previous, Verdict, CARRY,
-    MAX_BAN_MS, MAX_CALL, SCRIPT,
+    anonymous_name, current_name, decode_call, state_args, text_name, Params, Previous, Verdict,
+    CARRY, MAX_BAN_MS, MAX_CALL, SCRIPT,
 };
 
 use super::charge::Charge;
@@ -451,7 +451,7 @@ impl RedisLimits {
         let mut reads = tokio::task::JoinSet::new();
         for (i, part) in parts.iter().enumerate() {
             let (link, carry, timeout) = (self.link.clone(), self.carry.clone(), self.timeout);
-            let keys = [current_name(&part.name), part.name.to_string()];
+            let keys = [text_name(&part.name), part.name.to_string()];
             reads.spawn(async move {
                 let mut invocation = carry.prepare_invoke();
                 invocation.key(&keys[0]).key(&keys[1]);
@@ -542,6 +542,7 @@ impl RedisLimits {
             let place = self.link.place(&part.name);
             invocation
                 .key(current_name(&place))
+                .key(text_name(&place))
                 .key(&*place)
                 .arg(&state_args(&part.params, part.waiters.len(), part.ban_until_ms)[..])
                 .arg(&*part.previous.arg());

@@ -102,20 +102,27 @@ pub fn anonymous_name(ip: IpAddr, per_minute: u32) -> String {
     format!("{{anon:{client}}}:m{per_minute}")
 }
 
-/// The name of the state `name` in the script's form (a string): `name`
-/// with `:v2`. The script is given both, and takes over the previous
-/// version's hash at `name` when the state has no `:v2` form yet. The
-/// hash tag is the same, and so is the Redis Cluster slot.
+/// The name of the state `name` in the script's form (a binary string):
+/// `name` with `:v3`. The script is also given [`text_name`] and `name`,
+/// and takes over the previous versions' forms there when the state has
+/// no `:v3` form yet. The hash tag is the same, and so is the Redis
+/// Cluster slot.
 pub fn current_name(name: &str) -> String {
+    format!("{name}:v3")
+}
+
+/// The name of the state `name` in the previous version's form (text):
+/// `name` with `:v2`.
+pub fn text_name(name: &str) -> String {
     format!("{name}:v2")
 }
 
-/// Where a state with no `:v2` form yet takes its previous form (the
-/// script's FROM argument).
+/// Where a state with neither a `:v3` nor a `:v2` form takes its previous
+/// form (the script's FROM argument).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Previous {
-    /// The previous version's hash at the name without `:v2`, in the same
-    /// slot (one Redis).
+    /// The hash of the version before the previous one, at the name
+    /// without a suffix, in the same slot (one Redis).
     Hash,
     /// Elsewhere, not read yet (a cluster: under the state's own hash
     /// tag, another slot): the script decides nothing for the state and
@@ -137,14 +144,22 @@ impl Previous {
     }
 }
 
-/// The script's first seven arguments for one state of a call: its
-/// [`Params::args`], the number of its requests in the call, and the end
-/// (ms since the Unix epoch, 0 for none) of a ban this replica started
-/// alone while Redis was away, which the state takes on if it ends later
-/// than its own. Its eighth is [`Previous::arg`].
-pub fn state_args(params: &Params, count: usize, ban_until_ms: u64) -> [u64; 7] {
+/// The script's first argument for one state of a call, seven
+/// little-endian 64-bit integers packed (the script unpacks them in one
+/// call, where parsing seven decimals cost it more than the rest of its
+/// argument handling): its [`Params::args`], the number of its requests
+/// in the call, and the end (ms since the Unix epoch, 0 for none) of a
+/// ban this replica started alone while Redis was away, which the state
+/// takes on if it ends later than its own. Its second is
+/// [`Previous::arg`].
+pub fn state_args(params: &Params, count: usize, ban_until_ms: u64) -> [u8; 56] {
     let [m, d, strikes, window, ban] = params.args();
-    [m, d, strikes, window, ban, count as u64, ban_until_ms]
+    let mut packed = [0u8; 56];
+    let all = [m, d, strikes, window, ban, count as u64, ban_until_ms];
+    for (chunk, n) in packed.chunks_exact_mut(8).zip(all) {
+        chunk.copy_from_slice(&n.to_le_bytes());
+    }
+    packed
 }
 
 /// What the script said about one state of a call.
