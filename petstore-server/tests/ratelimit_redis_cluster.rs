@@ -281,3 +281,60 @@ fn a_state_where_the_previous_version_kept_it_is_carried_over_never_refilled_or_
         assert_eq!(server.metric("petstore_redis_fallbacks_total"), 0);
     }
 }
+
+/// The master whose slots hold `name` (the others answer MOVED).
+fn owner_of(cluster: &RedisCluster, name: &str) -> usize {
+    (0..cluster.nodes.len())
+        .find(|i| {
+            ::redis::cmd("EXISTS")
+                .arg(name)
+                .query::<u64>(&mut cluster.nodes[*i].connection())
+                .is_ok()
+        })
+        .unwrap_or_else(|| panic!("no master owns {name}"))
+}
+
+#[test]
+fn a_dead_master_holding_only_a_states_previous_form_sends_that_state_to_the_replicas_own_limits() {
+    let mut cluster = RedisCluster::start();
+    let a = replica(&cluster);
+    // A key whose previous form's slot is on another master than its
+    // group's, and a key with both on the living masters.
+    let home = |i: usize| owner_of(&cluster, &own_name(&roomy(i), 1000, 100_000));
+    let group = |i: usize| owner_of(&cluster, &state_name(&roomy(i), 1000, 100_000));
+    let split = (0..KEYS)
+        .find(|i| home(*i) != group(*i))
+        .expect("a key whose two slots are on two masters");
+    let (dead, living) = (home(split), group(split));
+    let whole = (0..KEYS)
+        .find(|i| home(*i) != dead && group(*i) != dead)
+        .expect("a key away from the dead master");
+    cluster.nodes[dead].kill();
+
+    // Never a 5xx: the state whose previous form cannot be read is
+    // limited by the replica alone (it must not start afresh in Redis,
+    // or the deploy would refill it)...
+    let fallbacks = a.metric("petstore_redis_fallbacks_total");
+    for _ in 0..5 {
+        let resp = a.get("/v1/pets", Some(&roomy(split)));
+        assert_eq!(resp.status, 200, "{}", resp.describe());
+    }
+    assert_eq!(a.metric("petstore_redis_fallbacks_total"), fallbacks + 5);
+    a.stderr_once_logged("reading a limiter state's previous form");
+    // ...while a state away from the dead master stays shared. (Once the
+    // cluster client has noticed the dead node: a topology refresh can
+    // hold a call for a moment.)
+    let shared = wait_until(Duration::from_secs(60), || {
+        let decided = a.metric("petstore_redis_decisions_total");
+        let resp = a.get("/v1/pets", Some(&roomy(whole)));
+        assert_eq!(resp.status, 200, "{}", resp.describe());
+        a.metric("petstore_redis_decisions_total") > decided
+    });
+    assert!(shared, "{} was never decided in Redis", roomy(whole));
+    // Nothing was written for it under its group.
+    let written: u64 = ::redis::cmd("EXISTS")
+        .arg(state_name(&roomy(split), 1000, 100_000))
+        .query(&mut cluster.nodes[living].connection())
+        .unwrap();
+    assert_eq!(written, 0);
+}

@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use super::breaker::{Shard, BREAKER};
-use super::groups::{cluster_name, cluster_slot};
+use super::groups::{cluster_name, cluster_slot, slot};
 use super::script::Previous;
 
 /// The longest a request waits for Redis before its replica decides
@@ -73,6 +73,15 @@ impl Link {
         match self {
             Link::Single(_) => None,
             Link::Cluster(_) => Slot::new(cluster_slot(name)),
+        }
+    }
+
+    /// The shard of the slot of `name`'s own hash tag: where, in a
+    /// cluster, earlier versions kept the state (`{<sha256>}...`).
+    pub(super) fn home_shard(&self, name: &str) -> Shard {
+        match self {
+            Link::Single(_) => None,
+            Link::Cluster(_) => Slot::new(slot(name)),
         }
     }
 

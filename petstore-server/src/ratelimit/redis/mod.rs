@@ -389,11 +389,16 @@ impl RedisLimits {
                     break;
                 };
                 parts = self.answer(parts, verdicts);
-                if parts.is_empty() {
+                if attempt == 1 {
+                    // Still unread with their previous form given: not
+                    // the script's answer. They fall back.
+                    self.give_back_bans(&parts);
                     break;
                 }
-                if attempt == 1 || !self.read_previous(&mut parts).await {
-                    self.give_back_bans(&parts);
+                if !parts.is_empty() {
+                    parts = self.read_previous(parts).await;
+                }
+                if parts.is_empty() {
                     break;
                 }
             }
@@ -442,48 +447,80 @@ impl RedisLimits {
     }
 
     /// Reads the previous form of each of `parts` (a cluster's states
-    /// missing at their group's name: under their own hash tag, each in
-    /// its own slot, all at once) into its [`Previous::Read`]. False when
-    /// one could not be read within the timeout: their requests fall back
-    /// (a state's previous form is never skipped, or a deploy would
-    /// refill its quota or lift its ban).
-    async fn read_previous(&self, parts: &mut [Part]) -> bool {
+    /// missing under their group's tag: kept under their own hash tag,
+    /// each in its own slot; all read at once) into its
+    /// [`Previous::Read`], and returns the parts read. A part whose form
+    /// could not be read within the timeout is dropped, so its requests
+    /// fall back (a state's previous form is never skipped, or a deploy
+    /// would refill its quota or lift its ban). The slot it is read from
+    /// has its own breaker: a master that is down costs one timeout, then
+    /// the states whose previous form it holds fall back at once, as its
+    /// own keys do.
+    async fn read_previous(&self, parts: Vec<Part>) -> Vec<Part> {
         let mut reads = tokio::task::JoinSet::new();
-        for (i, part) in parts.iter().enumerate() {
+        let mut slots: Vec<Option<Part>> = Vec::with_capacity(parts.len());
+        for part in parts {
+            let home = self.link.home_shard(&part.name);
+            if !self.inner.breakers.may_try(home) {
+                self.give_back_bans(std::slice::from_ref(&part));
+                continue;
+            }
             let (link, carry, timeout) = (self.link.clone(), self.carry.clone(), self.timeout);
             let keys = [text_name(&part.name), part.name.to_string()];
+            let i = slots.len();
+            slots.push(Some(part));
             reads.spawn(async move {
                 let mut invocation = carry.prepare_invoke();
                 invocation.key(&keys[0]).key(&keys[1]);
                 let read = tokio::time::timeout(timeout, link.invoke::<String>(&invocation)).await;
-                (i, read)
+                (i, home, read)
             });
         }
-        let mut all_read = true;
+        let mut read = Vec::with_capacity(slots.len());
         while let Some(joined) = reads.join_next().await {
-            let Ok((i, read)) = joined else {
-                all_read = false;
+            // A read task cannot panic short of a bug; its part is then
+            // left in `slots` and dropped below, so its requests fall back.
+            let Ok((i, home, outcome)) = joined else {
                 continue;
             };
-            match read {
-                Ok(Ok(text)) => parts[i].previous = Previous::Read(text),
-                Ok(Err(e)) => {
-                    all_read = false;
-                    self.state_trouble(
-                        &parts[i].name,
-                        &format!("its previous form could not be read: {e}"),
-                    );
+            let Some(mut part) = slots.get_mut(i).and_then(Option::take) else {
+                continue;
+            };
+            let failure = match outcome {
+                Ok(Ok(text)) => {
+                    if self.inner.breakers.succeeded(home) {
+                        log_info!("Redis answers again: one rate limit across replicas");
+                    }
+                    part.previous = Previous::Read(text);
+                    read.push(part);
+                    continue;
                 }
-                Err(_) => {
-                    all_read = false;
-                    self.state_trouble(
-                        &parts[i].name,
-                        "its previous form could not be read in time",
-                    );
+                Ok(Err(e)) => Failure::of(&e),
+                Err(_) => Failure::Unreachable(format!(
+                    "no answer within {} ms",
+                    self.timeout.as_millis()
+                )),
+            };
+            self.give_back_bans(std::slice::from_ref(&part));
+            match failure {
+                Failure::Call(why) => self.state_trouble(
+                    &part.name,
+                    &format!("its previous form could not be read: {why}"),
+                ),
+                Failure::Unreachable(e) => {
+                    if self.inner.breakers.failed(home) {
+                        log_error!(
+                            "Redis: {e} (reading a limiter state's previous form); the states it holds are limited by each replica alone until it answers (probing every {} s)",
+                            BREAKER.as_secs()
+                        );
+                    }
                 }
             }
         }
-        all_read
+        for part in slots.into_iter().flatten() {
+            self.give_back_bans(std::slice::from_ref(&part));
+        }
+        read
     }
 
     /// `taken`'s requests grouped by state (and arguments: a reload that
