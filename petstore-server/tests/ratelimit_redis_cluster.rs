@@ -218,18 +218,21 @@ fn a_state_where_the_previous_version_kept_it_is_carried_over_never_refilled_or_
         .query(&mut cluster.nodes[0].connection())
         .unwrap();
     let now_ms = seconds.parse::<u64>().unwrap() * 1000 + micros.parse::<u64>().unwrap() / 1000;
-    let ttl = 86_400_000u64;
+    // The previous version's text form (`:v2`), for a day.
+    let set_text = |name: &str, text: String| {
+        let mut set = ::redis::cmd("SET");
+        set.arg(format!("{name}:v2"))
+            .arg(text)
+            .arg("PX")
+            .arg(86_400_000u64);
+        on_owner(&cluster, name, &set);
+    };
     // As the previous version left them, each under its key's own hash
     // tag (another slot than its group's): tight0's day spent, in the
-    // string form; tight1 with one token of five left, in the hash form
+    // text form; tight1 with one token of five left, in the hash form
     // of the version before; the banned key banned for ten minutes.
     let spent = own_name(&tight(0), 1000, 5);
-    let mut set = ::redis::cmd("SET");
-    set.arg(format!("{spent}:v2"))
-        .arg(format!("0:0:{}:0:::", now_ms + 86_400_000))
-        .arg("PX")
-        .arg(ttl);
-    on_owner(&cluster, &spent, &set);
+    set_text(&spent, format!("0:0:{}:0:::", now_ms + 86_400_000));
     let one_left = own_name(&tight(1), 1000, 5);
     let mut hset = ::redis::cmd("HSET");
     hset.arg(&one_left)
@@ -244,13 +247,10 @@ fn a_state_where_the_previous_version_kept_it_is_carried_over_never_refilled_or_
         .arg("r")
         .arg("");
     on_owner(&cluster, &one_left, &hset);
-    let banned = own_name(BANNED, 1, 1000);
-    let mut set = ::redis::cmd("SET");
-    set.arg(format!("{banned}:v2"))
-        .arg(format!("0:0:0:0:{}::", now_ms + 600_000))
-        .arg("PX")
-        .arg(ttl);
-    on_owner(&cluster, &banned, &set);
+    set_text(
+        &own_name(BANNED, 1, 1000),
+        format!("0:0:0:0:{}::", now_ms + 600_000),
+    );
 
     let (a, b) = (replica(&cluster), replica(&cluster));
     let resp = a.get("/v1/pets", Some(&tight(0)));
