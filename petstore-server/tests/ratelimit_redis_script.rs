@@ -419,7 +419,7 @@ fn compare(
             }
             expected.push(wants);
         }
-        let replies: Vec<Vec<i64>> = pipe.query(redis).unwrap();
+        let replies: Vec<Vec<u8>> = pipe.query(redis).unwrap();
         for ((call, wants), reply) in calls.iter().zip(&expected).zip(&replies) {
             let cases = &all[call.clone()];
             let got = decode_call(
@@ -621,7 +621,7 @@ struct InRedis<'a> {
 
 impl Backend for InRedis<'_> {
     fn decide(&mut self, now_ms: u64) -> Decision {
-        let reply: Vec<i64> = redis::Script::new(SCRIPT)
+        let reply: Vec<u8> = redis::Script::new(SCRIPT)
             .key(current_name(&self.name))
             .key(text_name(&self.name))
             .key(&self.name)

@@ -60,14 +60,18 @@
 -- Anything else at a state's name is reset: decided as a fresh state,
 -- and reported.
 
--- Returns the instant (ms), then per state a flag (0 decided; 1 decided
--- after resetting what was there; 2 not stored, so not decided; 3 missing,
--- its previous form to be read by the replica, so not decided) followed,
--- unless 2 or 3, by 11 integers per request: outcome (0 allowed, 1 limited, 2
--- banned), ban started (0/1), then per window (minute, day) its remaining,
--- the instant it is full again as ms and a fraction (numerator over the
--- capacity) and, when refused by it, its wait as a numerator (ms times
--- 1/capacity); then when the ban ends (ms, 0 for none).
+-- Returns one binary string (a reply of hundreds of integers cost the
+-- replica's client more to parse than the rest of the call): the instant
+-- (ms) as a little-endian 64-bit integer, then per state a flag byte (0
+-- decided; 1 decided after resetting what was there; 2 not stored, so
+-- not decided; 3 missing, its previous form to be read by the replica,
+-- so not decided) followed, unless 2 or 3, by 74 bytes per request: the
+-- outcome (0 allowed, 1 limited, 2 banned) and whether a ban started
+-- (0/1) as bytes, then nine little-endian 64-bit integers: per window
+-- (minute, day) its remaining, the instant it is full again as ms and a
+-- fraction (numerator over the capacity) and, when refused by it, its
+-- wait as a numerator (ms times 1/capacity); then when the ban ends (ms,
+-- 0 for none).
 --
 -- Exact arithmetic in doubles: Lua numbers are doubles, exact for
 -- integers below 2^53. A bucket's theoretical arrival time (TAT) is kept
@@ -165,6 +169,10 @@ local function parse(text)
   return nil
 end
 
+-- One request's part of the reply: outcome and ban started as bytes, then
+-- nine little-endian 64-bit integers (see the header).
+local REPLY = '<BBi8i8i8i8i8i8i8i8i8'
+
 -- The stored form: its version byte, then mm, mf, dm, df, the ban's end
 -- and the last Retry-After; the strikes' text follows.
 local STATE = '<Bi8i8i8i8i8i8'
@@ -246,7 +254,7 @@ if #ARGV ~= 1 + 2 * states or #KEYS % 3 ~= 0 then
   return redis.error_reply('expected three names and 2 arguments per state')
 end
 
-local out = { now }
+local out = { struct.pack('<i8', now) }
 for k = 1, states do
   local key = KEYS[3 * k - 2]
   local a = 2 * k
@@ -266,7 +274,7 @@ for k = 1, states do
   if reset == nil then
     -- Missing, and its previous form is elsewhere: the replica reads it
     -- and calls again with it. Nothing decided, nothing written.
-    out[#out + 1] = 3
+    out[#out + 1] = '\3'
   else
     local charged, struck = false, false
     local changed = reset
@@ -276,9 +284,9 @@ for k = 1, states do
     end
 
     local flag = #out + 1
-    out[flag] = 0
+    out[flag] = '\0'
     if reset then
-      out[flag] = 1
+      out[flag] = '\1'
     end
     for _ = 1, count do
       local ma, mr, mtms, mtfrac, mnms, mnfrac, mwait = judge(mm, mf, mcap, MINUTE, now)
@@ -328,18 +336,13 @@ for k = 1, states do
           refusals_text = table.concat(refusals, ',')
         end
       end
-      local n = #out
-      out[n + 1] = outcome
-      out[n + 2] = started
-      out[n + 3], out[n + 4], out[n + 5] = window_reply(outcome, ma, mr, mtms, mtfrac, mnms, mnfrac)
-      out[n + 6] = mwait
-      out[n + 7], out[n + 8], out[n + 9] = window_reply(outcome, da, dr, dtms, dtfrac, dnms, dnfrac)
-      out[n + 10] = dwait
+      local m1, m2, m3 = window_reply(outcome, ma, mr, mtms, mtfrac, mnms, mnfrac)
+      local d1, d2, d3 = window_reply(outcome, da, dr, dtms, dtfrac, dnms, dnfrac)
+      local ends = 0
       if outcome == 2 then
-        out[n + 11] = banned_until
-      else
-        out[n + 11] = 0
+        ends = banned_until
       end
+      out[#out + 1] = struct.pack(REPLY, outcome, started, m1, m2, m3, mwait, d1, d2, d3, dwait, ends)
     end
 
     -- One write for the state: when a request went ahead, one was refused
@@ -362,10 +365,10 @@ for k = 1, states do
         for i = #out, flag + 1, -1 do
           out[i] = nil
         end
-        out[flag] = 2
+        out[flag] = '\2'
       end
     end
   end
 end
 
-return out
+return table.concat(out)

@@ -584,20 +584,22 @@ impl RedisLimits {
                 .arg(&state_args(&part.params, part.waiters.len(), part.ban_until_ms)[..])
                 .arg(&*part.previous.arg());
         }
-        let reply =
-            match tokio::time::timeout(self.timeout, self.link.invoke::<Vec<i64>>(&invocation))
-                .await
-            {
-                Err(_) => Err(Failure::Unreachable(format!(
-                    "no answer within {} ms",
-                    self.timeout.as_millis()
-                ))),
-                Ok(Err(e)) => Err(Failure::of(&e)),
-                Ok(Ok(reply)) => {
-                    decode_call(&reply, parts.iter().map(|p| (&p.params, p.waiters.len())))
-                        .ok_or_else(|| Failure::Call(format!("unexpected script reply {reply:?}")))
-                }
-            };
+        let reply = match tokio::time::timeout(
+            self.timeout,
+            self.link.invoke::<Vec<u8>>(&invocation),
+        )
+        .await
+        {
+            Err(_) => Err(Failure::Unreachable(format!(
+                "no answer within {} ms",
+                self.timeout.as_millis()
+            ))),
+            Ok(Err(e)) => Err(Failure::of(&e)),
+            Ok(Ok(reply)) => {
+                decode_call(&reply, parts.iter().map(|p| (&p.params, p.waiters.len())))
+                    .ok_or_else(|| Failure::Call(format!("unexpected script reply {reply:?}")))
+            }
+        };
         match reply {
             Ok(verdicts) => {
                 self.inner.stats.latency.observe(started.elapsed());

@@ -25,8 +25,11 @@ pub const MAX_BAN_MS: u64 = 1_000_000_000_000;
 /// requests go in the next call.
 pub const MAX_CALL: usize = 128;
 
-/// The integers of the reply per request.
+/// The numbers of the reply per request.
 const PER_REQUEST: usize = 11;
+
+/// The bytes of the reply per request: two bytes, nine 64-bit integers.
+const REQUEST_BYTES: usize = 2 + 9 * 8;
 
 const MINUTE: Duration = Duration::from_secs(60);
 const DAY: Duration = Duration::from_secs(86_400);
@@ -184,25 +187,25 @@ pub enum Verdict {
 /// that is not the script's (its length, a negative number, an unknown
 /// outcome or flag).
 pub fn decode_call<'a>(
-    reply: &[i64],
+    reply: &[u8],
     states: impl IntoIterator<Item = (&'a Params, usize)>,
 ) -> Option<Vec<Verdict>> {
-    let (&now, mut rest) = reply.split_first()?;
-    let now = u64::try_from(now).ok()?;
+    let (now, mut rest) = reply.split_first_chunk::<8>()?;
+    let now = u64::try_from(i64::from_le_bytes(*now)).ok()?;
     let mut verdicts = Vec::new();
     for (params, count) in states {
         let (&flag, after) = rest.split_first()?;
         rest = after;
         let decided = match flag {
             0 | 1 => {
-                let len = count.checked_mul(PER_REQUEST)?;
+                let len = count.checked_mul(REQUEST_BYTES)?;
                 if rest.len() < len {
                     return None;
                 }
                 let (mine, after) = rest.split_at(len);
                 rest = after;
-                mine.chunks_exact(PER_REQUEST)
-                    .map(|one| decode(one, now, params))
+                mine.chunks_exact(REQUEST_BYTES)
+                    .map(|one| decode(&numbers(one)?, now, params))
                     .collect::<Option<Vec<_>>>()?
             }
             2 => {
@@ -224,7 +227,29 @@ pub fn decode_call<'a>(
     rest.is_empty().then_some(verdicts)
 }
 
-/// One request's 11 integers as the core's [`Decision`] at `now_ms`.
+/// One request's [`REQUEST_BYTES`] as its 11 numbers.
+fn numbers(bytes: &[u8]) -> Option<[i64; PER_REQUEST]> {
+    let (head, ints) = bytes.split_first_chunk::<2>()?;
+    let mut out = [
+        i64::from(head[0]),
+        i64::from(head[1]),
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+    ];
+    for (slot, chunk) in out[2..].iter_mut().zip(ints.chunks_exact(8)) {
+        *slot = i64::from_le_bytes(chunk.try_into().ok()?);
+    }
+    Some(out)
+}
+
+/// One request's 11 numbers as the core's [`Decision`] at `now_ms`.
 fn decode(reply: &[i64], now_ms: u64, params: &Params) -> Option<Decision> {
     let r: [i64; PER_REQUEST] = reply.try_into().ok()?;
     if r.iter().any(|n| *n < 0) {
@@ -308,8 +333,18 @@ mod tests {
         let p = Params::anonymous(60);
         let one = [0, 0, 59, 1, 0, 0, 0, 0, 0, 0, 0];
         let two = [0, 0, 58, 2, 0, 0, 0, 0, 0, 0, 0];
-        let reply = |parts: &[&[i64]]| -> Vec<i64> {
-            let mut r = vec![1_700_000_000_000];
+        // As the script packs them: a flag is one byte, a request two
+        // bytes and nine integers.
+        let flag = |f: u8| vec![f];
+        let request = |r: &[i64; 11]| {
+            let mut bytes = vec![r[0] as u8, r[1] as u8];
+            for n in &r[2..] {
+                bytes.extend_from_slice(&n.to_le_bytes());
+            }
+            bytes
+        };
+        let reply = |parts: &[Vec<u8>]| -> Vec<u8> {
+            let mut r = 1_700_000_000_000i64.to_le_bytes().to_vec();
             for part in parts {
                 r.extend_from_slice(part);
             }
@@ -317,7 +352,14 @@ mod tests {
         };
         // Two states: one request each, then one state not stored, one
         // whose previous form is unread.
-        let call = reply(&[&[0], &one, &[1], &two, &[2], &[3]]);
+        let call = reply(&[
+            flag(0),
+            request(&one),
+            flag(1),
+            request(&two),
+            flag(2),
+            flag(3),
+        ]);
         let verdicts = decode_call(&call, [(&p, 1), (&p, 1), (&p, 3), (&p, 2)]).unwrap();
         assert!(matches!(&verdicts[0], Verdict::Decided(d) if d[0].minute.remaining == 59));
         assert!(matches!(&verdicts[1], Verdict::Reset(d) if d[0].minute.remaining == 58));
@@ -326,16 +368,20 @@ mod tests {
         // The reply must hold exactly the call's requests.
         assert!(decode_call(&call, [(&p, 1), (&p, 1), (&p, 3)]).is_none());
         assert!(decode_call(&call, [(&p, 2), (&p, 1), (&p, 3), (&p, 2)]).is_none());
-        assert!(decode_call(&reply(&[&[0], &one]), [(&p, 2)]).is_none());
-        assert!(decode_call(&reply(&[&[0], &one[..10]]), [(&p, 1)]).is_none());
+        assert!(decode_call(&reply(&[flag(0), request(&one)]), [(&p, 2)]).is_none());
+        let mut short = reply(&[flag(0), request(&one)]);
+        short.pop();
+        assert!(decode_call(&short, [(&p, 1)]).is_none());
         // Not the script's numbers: an unknown flag or outcome, a negative.
-        assert!(decode_call(&reply(&[&[4], &one]), [(&p, 1)]).is_none());
-        assert!(decode_call(&reply(&[&[3], &one]), [(&p, 1)]).is_none());
+        assert!(decode_call(&reply(&[flag(4), request(&one)]), [(&p, 1)]).is_none());
+        assert!(decode_call(&reply(&[flag(3), request(&one)]), [(&p, 1)]).is_none());
         let mut bad = one;
         bad[0] = 3;
-        assert!(decode_call(&reply(&[&[0], &bad]), [(&p, 1)]).is_none());
-        bad[0] = -1;
-        assert!(decode_call(&reply(&[&[0], &bad]), [(&p, 1)]).is_none());
+        assert!(decode_call(&reply(&[flag(0), request(&bad)]), [(&p, 1)]).is_none());
+        bad = one;
+        bad[4] = -1;
+        assert!(decode_call(&reply(&[flag(0), request(&bad)]), [(&p, 1)]).is_none());
         assert!(decode_call(&[], [(&p, 1)]).is_none());
+        assert!(decode_call(&(-1i64).to_le_bytes(), [(&p, 0)]).is_none());
     }
 }
