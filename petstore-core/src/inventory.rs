@@ -356,32 +356,14 @@ impl Inventory {
             };
         }
         // The matches' bytes first, so that the body is allocated once,
-        // exactly. Pets next to each other in the arena (runs of one
-        // status) become one range, one copy.
-        let mut ranges = [(0usize, 0usize); Limit::MAX.get()];
-        let mut runs = 0usize;
+        // exactly ([`Runs`]).
+        let mut runs = Runs::new();
         let mut count = 0;
-        let mut span = 0;
         let next_after = records.select(query, |index| {
-            let (start, end) = (records.start(index), records.end(index));
             count += 1;
-            span += end - start;
-            match runs.checked_sub(1).and_then(|last| ranges.get_mut(last)) {
-                Some(last) if last.1 == start => last.1 = end,
-                _ => {
-                    if let Some(slot) = ranges.get_mut(runs) {
-                        *slot = (start, end);
-                        runs += 1;
-                    }
-                }
-            }
+            runs.push(&records, index);
         });
-        body.reserve_exact((1 + span).max(2));
-        body.push(b'[');
-        for &(start, end) in &ranges[..runs] {
-            body.extend_from_slice(&records.arena[start..end]);
-        }
-        close_array(&mut body);
+        runs.write(&records.arena, &mut body);
         JsonPage {
             body,
             count,
@@ -397,6 +379,61 @@ impl Inventory {
     /// Whether the inventory holds no pet.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// The arena's bytes of at most a page of pets ([`Limit::MAX`]), as runs:
+/// pets next to each other in the arena (consecutive ids, a run of one
+/// status) become one range and one copy, and the page's length is known
+/// before its body grows, so that it grows once, exactly.
+///
+/// Why one pass for the runs and one for the copies: every pet's bounds
+/// are looked up once, where a pass for the length and a pass for the
+/// copies each looked them up again (a filtered first page, whose pets
+/// are rarely neighbours, is about 20 runs of one pet; `scripts/profile`).
+/// The filtered page of a cursor and the first page of a status share it.
+struct Runs {
+    ranges: [(usize, usize); Limit::MAX.get()],
+    len: usize,
+    span: usize,
+}
+
+impl Runs {
+    fn new() -> Self {
+        Runs {
+            ranges: [(0, 0); Limit::MAX.get()],
+            len: 0,
+            span: 0,
+        }
+    }
+
+    /// Adds the pet at `index` (after the ones added before it).
+    fn push(&mut self, records: &Records, index: usize) {
+        let (start, end) = (records.start(index), records.end(index));
+        self.span += end - start;
+        match self
+            .len
+            .checked_sub(1)
+            .and_then(|last| self.ranges.get_mut(last))
+        {
+            Some(last) if last.1 == start => last.1 = end,
+            _ => {
+                if let Some(slot) = self.ranges.get_mut(self.len) {
+                    *slot = (start, end);
+                    self.len += 1;
+                }
+            }
+        }
+    }
+
+    /// The JSON array of the pets added, into `body`.
+    fn write(&self, arena: &[u8], body: &mut Vec<u8>) {
+        body.reserve_exact((1 + self.span).max(2));
+        body.push(b'[');
+        for &(start, end) in &self.ranges[..self.len] {
+            body.extend_from_slice(&arena[start..end]);
+        }
+        close_array(body);
     }
 }
 
@@ -474,40 +511,14 @@ impl Records {
 
     /// Writes the JSON array of the pets `ids` (ascending, at most a
     /// page: [`Limit::MAX`]) into `body`, growing it at most once, to
-    /// exactly its length. Pets next to each other in the arena are
-    /// copied as one run.
-    ///
-    /// Why one pass for the runs and one for the copies: every pet's
-    /// bounds are looked up once, where the pass for the length and the
-    /// pass for the copies each looked them up again (a filtered first
-    /// page, whose pets are rarely neighbours, is about 20 runs of one
-    /// pet; `scripts/profile`).
+    /// exactly its length ([`Runs`]).
     fn write_pets(&self, ids: &[PetId], body: &mut Vec<u8>) {
         debug_assert!(ids.len() <= Limit::MAX.get());
-        let mut runs = [(0, 0); Limit::MAX.get()];
-        let mut count = 0usize;
-        let mut span = 0;
-        let mut previous_end = usize::MAX;
+        let mut runs = Runs::new();
         for id in ids {
-            let index = id.get() as usize - 1;
-            let (start, end) = (self.start(index), self.end(index));
-            span += end - start;
-            if start == previous_end {
-                if let Some(last) = count.checked_sub(1).and_then(|l| runs.get_mut(l)) {
-                    last.1 = end;
-                }
-            } else if let Some(slot) = runs.get_mut(count) {
-                *slot = (start, end);
-                count += 1;
-            }
-            previous_end = end;
+            runs.push(self, id.get() as usize - 1);
         }
-        body.reserve_exact((1 + span).max(2));
-        body.push(b'[');
-        for &(start, end) in &runs[..count] {
-            body.extend_from_slice(&self.arena[start..end]);
-        }
-        close_array(body);
+        runs.write(&self.arena, body);
     }
 
     /// Indices of the first page of all pets (no status filter).
