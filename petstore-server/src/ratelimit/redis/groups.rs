@@ -33,8 +33,10 @@ const SLOTS: u16 = 16_384;
 
 /// The slot of `key` as Redis Cluster computes it: CRC16 (XModem) of the
 /// hash tag (the text in the first `{...}`, when not empty) or else the
-/// whole key, modulo 16,384.
-pub fn slot(key: &str) -> u16 {
+/// whole key, modulo 16,384. redis-rs's `Slot::for_key` computes the same
+/// (the test checks) but does not show the number, which the tags'
+/// search needs; the shards use redis-rs's.
+fn slot(key: &str) -> u16 {
     let key = key.as_bytes();
     let tagged = key.iter().position(|b| *b == b'{').and_then(|open| {
         let close = key[open + 1..].iter().position(|b| *b == b'}')?;
@@ -44,21 +46,36 @@ pub fn slot(key: &str) -> u16 {
     crc16(tagged.unwrap_or(key)) % SLOTS
 }
 
-/// CRC16-CCITT (XModem), the checksum of Redis Cluster's key slots.
+/// CRC16-CCITT (XModem), the checksum of Redis Cluster's key slots, a
+/// byte at a time from [`CRC16`]: it runs on every request of a cluster
+/// (a state's group, from its 64-digit SHA-256), where a bit at a time
+/// cost eight steps a byte.
 fn crc16(bytes: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for b in bytes {
-        crc ^= u16::from(*b) << 8;
-        for _ in 0..8 {
+    bytes.iter().fold(0, |crc, b| {
+        (crc << 8) ^ CRC16[usize::from((crc >> 8) as u8 ^ b)]
+    })
+}
+
+/// [`crc16`]'s table: the CRC of each byte value (polynomial 0x1021).
+const CRC16: [u16; 256] = {
+    let mut table = [0u16; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let mut crc = (byte as u16) << 8;
+        let mut bit = 0;
+        while bit < 8 {
             crc = if crc & 0x8000 != 0 {
                 (crc << 1) ^ 0x1021
             } else {
                 crc << 1
             };
+            bit += 1;
         }
+        table[byte] = crc;
+        byte += 1;
     }
-    crc
-}
+    table
+};
 
 /// The group whose share of the slot space holds `slot`.
 fn share(slot: u16) -> u16 {
@@ -96,17 +113,17 @@ fn group(name: &str) -> usize {
     usize::from(crc16(split(name).0.as_bytes()) % GROUPS)
 }
 
+/// The hash tag of the state `name`'s group: its slot is the slot of
+/// [`cluster_name`]`(name)`, found without writing the name.
+pub fn group_tag(name: &str) -> &'static str {
+    tags().get(group(name)).map_or("", String::as_str)
+}
+
 /// The name of the state `name` in a cluster: `{<group tag>}:<own
 /// tag><rest>`, e.g. `{ps3.17}:<sha256 hex>:m60/d1000`.
 pub fn cluster_name(name: &str) -> String {
     let (own, rest) = split(name);
-    let tag = tags().get(group(name)).map_or("", String::as_str);
-    format!("{{{tag}}}:{own}{rest}")
-}
-
-/// The slot of [`cluster_name`]`(name)`, without writing it.
-pub fn cluster_slot(name: &str) -> u16 {
-    tags().get(group(name)).map_or(0, |tag| slot(tag))
+    format!("{{{}}}:{own}{rest}", group_tag(name))
 }
 
 #[cfg(test)]
@@ -127,6 +144,11 @@ mod tests {
             "é{ü}",
         ] {
             assert_eq!(Slot::new(slot(key)), Some(Slot::for_key(key)), "{key}");
+        }
+        // Every byte value, in states' names as they are written.
+        for i in 0..=255u8 {
+            let key = format!("{{{}{}}}:m60/d1000", char::from(i), "ab".repeat(32));
+            assert_eq!(Slot::new(slot(&key)), Some(Slot::for_key(&key)), "{key}");
         }
         // Redis Cluster's specification: CRC16 of "123456789" is 0x31C3.
         assert_eq!(crc16(b"123456789"), 0x31c3);
@@ -151,7 +173,7 @@ mod tests {
     fn a_cluster_name_keeps_the_name_and_takes_its_groups_tag() {
         let name = format!("{{{}}}:m60/d1000", "ab".repeat(32));
         let placed = cluster_name(&name);
-        assert_eq!(slot(&placed), cluster_slot(&name));
+        assert_eq!(slot(&placed), slot(group_tag(&name)));
         assert!(placed.ends_with(&format!(":{}:m60/d1000", "ab".repeat(32))));
         assert!(tags()
             .iter()
@@ -160,8 +182,8 @@ mod tests {
         let mut used = std::collections::HashSet::new();
         for i in 0..1000 {
             let name = format!("{{anon:10.0.{}.{}}}:m60", i / 256, i % 256);
-            assert_eq!(slot(&cluster_name(&name)), cluster_slot(&name));
-            used.insert(cluster_slot(&name));
+            assert_eq!(slot(&cluster_name(&name)), slot(group_tag(&name)));
+            used.insert(slot(group_tag(&name)));
         }
         assert_eq!(used.len(), usize::from(GROUPS));
     }

@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use super::breaker::{Shard, BREAKER};
-use super::groups::{cluster_name, cluster_slot, slot};
+use super::groups::{cluster_name, group_tag};
 use super::script::Previous;
 
 /// The longest a request waits for Redis before its replica decides
@@ -72,7 +72,7 @@ impl Link {
     pub(super) fn shard(&self, name: &str) -> Shard {
         match self {
             Link::Single(_) => None,
-            Link::Cluster(_) => Slot::new(cluster_slot(name)),
+            Link::Cluster(_) => Some(Slot::for_key(group_tag(name))),
         }
     }
 
@@ -81,7 +81,7 @@ impl Link {
     pub(super) fn home_shard(&self, name: &str) -> Shard {
         match self {
             Link::Single(_) => None,
-            Link::Cluster(_) => Slot::new(slot(name)),
+            Link::Cluster(_) => Some(Slot::for_key(name)),
         }
     }
 
