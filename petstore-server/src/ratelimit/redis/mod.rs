@@ -37,7 +37,9 @@
 //!   braces are a Redis Cluster hash tag: a key's state has one slot;
 //!   the quota in the name makes a changed quota start fresh), and
 //!   `{anon:<IPv4 or IPv6 /64>}:m<perMinute>` for a client address (in a
-//!   cluster, behind a group's hash tag: below). Never the raw key. Every write sets a TTL that outlives the state.
+//!   cluster, behind a group's hash tag: below), each with its form's
+//!   suffix (`:v3`). Never the raw key. Every write sets a TTL that
+//!   outlives the state.
 //! - **Redis unreachable or slow:** every call has a [`TIMEOUT`]; on a
 //!   failure the request is decided by the replica's in-process limiter
 //!   at the full plan (the state the local backend keeps), and a circuit
@@ -149,7 +151,8 @@ struct Part {
     /// The end (ms since the Unix epoch) of a ban this replica started
     /// alone, 0 for none.
     ban_until_ms: u64,
-    /// Where the state's previous form is, should it have no `:v2` form.
+    /// Where the state's previous form is, should it have no `:v3` (or
+    /// `:v2`) form.
     previous: Previous,
 }
 
@@ -380,33 +383,43 @@ impl RedisLimits {
                     }
                 }
             }
-            let mut parts = self.parts(shard, &mut taken);
-            // At most twice: a cluster state missing at its group's name
-            // comes back unread, and goes again with its previous form.
-            for attempt in 0..2 {
-                let verdicts = if self.inner.breakers.may_try(shard) {
-                    self.call(shard, &parts).await
-                } else {
-                    None
-                };
-                let Some(verdicts) = verdicts else {
-                    // The waiters' channels close: they fall back.
-                    self.give_back_bans(&parts);
-                    break;
-                };
-                parts = self.answer(parts, verdicts);
-                if attempt == 1 {
-                    // Still unread with their previous form given: not
-                    // the script's answer. They fall back.
-                    self.give_back_bans(&parts);
-                    break;
-                }
-                if !parts.is_empty() {
-                    parts = self.read_previous(parts).await;
-                }
-                if parts.is_empty() {
-                    break;
-                }
+            let parts = self.parts(shard, &mut taken);
+            // A cluster state missing under its group comes back unread:
+            // its previous form is read, and it goes once more with it.
+            let Some(unread) = self.decide_parts(shard, parts).await else {
+                continue;
+            };
+            if unread.is_empty() {
+                continue;
+            }
+            let read = self.read_previous(unread).await;
+            if read.is_empty() {
+                continue;
+            }
+            if let Some(still) = self.decide_parts(shard, read).await {
+                // Unread with their previous form given: not the script's
+                // answer. They fall back.
+                self.give_back_bans(&still);
+            }
+        }
+    }
+
+    /// One call of `shard` deciding `parts`, its decisions sent to their
+    /// waiters: the parts left unread ([`Verdict::Unread`]), or `None`
+    /// when Redis decided nothing (the breaker open, or the call failed:
+    /// the waiters' channels close, so they fall back, and the bans the
+    /// parts carried go back for the next call).
+    async fn decide_parts(&self, shard: Shard, parts: Vec<Part>) -> Option<Vec<Part>> {
+        let verdicts = if self.inner.breakers.may_try(shard) {
+            self.call(shard, &parts).await
+        } else {
+            None
+        };
+        match verdicts {
+            Some(verdicts) => Some(self.answer(parts, verdicts)),
+            None => {
+                self.give_back_bans(&parts);
+                None
             }
         }
     }
@@ -494,18 +507,13 @@ impl RedisLimits {
             };
             let failure = match outcome {
                 Ok(Ok(text)) => {
-                    if self.inner.breakers.succeeded(home) {
-                        log_info!("Redis answers again: one rate limit across replicas");
-                    }
+                    self.answered(home);
                     part.previous = Previous::Read(text);
                     read.push(part);
                     continue;
                 }
                 Ok(Err(e)) => Failure::of(&e),
-                Err(_) => Failure::Unreachable(format!(
-                    "no answer within {} ms",
-                    self.timeout.as_millis()
-                )),
+                Err(_) => Failure::timed_out(self.timeout),
             };
             self.give_back_bans(std::slice::from_ref(&part));
             match failure {
@@ -596,10 +604,7 @@ impl RedisLimits {
         )
         .await
         {
-            Err(_) => Err(Failure::Unreachable(format!(
-                "no answer within {} ms",
-                self.timeout.as_millis()
-            ))),
+            Err(_) => Err(Failure::timed_out(self.timeout)),
             Ok(Err(e)) => Err(Failure::of(&e)),
             Ok(Ok(reply)) => {
                 decode_call(&reply, parts.iter().map(|p| (&p.params, p.waiters.len())))
@@ -619,9 +624,7 @@ impl RedisLimits {
                     .stats
                     .decisions
                     .fetch_add(decided as u64, Ordering::Relaxed);
-                if self.inner.breakers.succeeded(shard) {
-                    log_info!("Redis answers again: one rate limit across replicas");
-                }
+                self.answered(shard);
                 Some(verdicts)
             }
             // Redis answered, but not with the script's reply: only these
@@ -641,6 +644,14 @@ impl RedisLimits {
                 }
                 None
             }
+        }
+    }
+
+    /// `shard` answered: its breaker closes, and the last one to close
+    /// says so in the log.
+    fn answered(&self, shard: Shard) {
+        if self.inner.breakers.succeeded(shard) {
+            log_info!("Redis answers again: one rate limit across replicas");
         }
     }
 
@@ -677,6 +688,11 @@ enum Failure {
 }
 
 impl Failure {
+    /// No answer within `timeout`.
+    fn timed_out(timeout: Duration) -> Failure {
+        Failure::Unreachable(format!("no answer within {} ms", timeout.as_millis()))
+    }
+
     fn of(e: &::redis::RedisError) -> Failure {
         use ::redis::{ErrorKind, ServerErrorKind};
         match e.kind() {
