@@ -258,14 +258,11 @@ fn host_and_authorization(headers: &HeaderMap) -> (u8, Authorization<'_>) {
 /// of `gzip, chunked` and would hand over gzip bytes as the body).
 /// `hosts` is the request's number of `Host` headers (2 for more).
 fn framing(head: &Parts, body_empty: bool, hosts: u8) -> Result<(), ApiError> {
-    if head.version == Version::HTTP_11 {
-        let count = hosts;
-        if count != 1 {
-            return Err(ApiError::InvalidHeader(format!(
-                "an HTTP/1.1 request needs exactly one Host header, and this one has {}",
-                if count == 0 { "none" } else { "more than one" }
-            )));
-        }
+    if head.version == Version::HTTP_11 && hosts != 1 {
+        return Err(ApiError::InvalidHeader(format!(
+            "an HTTP/1.1 request needs exactly one Host header, and this one has {}",
+            if hosts == 0 { "none" } else { "more than one" }
+        )));
     }
     // A request without a body has no transfer coding (hyper reads a
     // chunked body, even an empty one, as a body that is not yet ended):
