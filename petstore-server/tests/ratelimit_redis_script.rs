@@ -253,6 +253,11 @@ fn to_previous_form(redis: &mut redis::Connection, name: &str, hash: bool) -> bo
         return false;
     };
     let ttl: i64 = redis::cmd("PTTL").arg(&current).query(redis).unwrap();
+    if ttl <= 0 {
+        // Its TTL ran out since the GET (a busy machine is slow): no
+        // state to rewrite, as if the GET had come a moment later.
+        return false;
+    }
     let text = as_text(&value);
     redis::cmd("DEL")
         .arg(name)
