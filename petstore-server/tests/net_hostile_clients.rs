@@ -250,6 +250,24 @@ fn a_reconnecting_slowloris_from_one_address_does_not_delay_others() {
 }
 
 #[test]
+fn a_late_first_request_leaves_the_next_head_the_whole_header_timeout() {
+    // The first head has what is left of the header timeout since the
+    // accept; every later head has the whole timeout again. A first
+    // request sent 4 s into a 6 s timeout is served; the next, sent 3.5 s
+    // after its response, must be too (the bug: the 2 s left held for
+    // every head of the connection, so it was closed at 2 s). Margins of
+    // 2 s and 2.5 s on a busy machine.
+    let server = Server::start(&["--header-timeout", "6"]);
+    let mut conn = server.connect();
+    thread::sleep(Duration::from_secs(4));
+    conn.send(HEALTH).unwrap();
+    assert_eq!(conn.read_response().status, 200);
+    thread::sleep(Duration::from_millis(3_500));
+    conn.send(HEALTH).unwrap();
+    assert_eq!(conn.read_response().status, 200);
+}
+
+#[test]
 fn an_idle_keep_alive_connection_is_closed_after_the_header_timeout() {
     let server = Server::start(&["--header-timeout", "2"]);
     let mut conn = server.connect();

@@ -20,7 +20,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -222,23 +222,39 @@ async fn serve_io<I, H, F>(
     if left.is_zero() {
         return;
     }
-    let service = service_fn(handler);
     // The first head gets what the header timeout has left after the
-    // PROXY header, the TLS handshake and the wait for the first byte.
-    let mut connection = if left < protocols.limits.header_timeout {
-        let mut shorter = protocols.http1.clone();
-        shorter.header_read_timeout(left);
-        pin!(shorter.serve_connection(io, service))
-    } else {
-        pin!(protocols.http1.serve_connection(io, service))
-    };
-    tokio::select! {
-        // The connection first: no random pick on every wake-up.
-        biased;
-        // Errors here are the client's (reset, timeout, bad framing);
-        // hyper has already answered what could be answered.
-        _ = connection.as_mut() => return,
-        _ = stop.wait_for(|stop| *stop) => {}
+    // PROXY header, the TLS handshake and the wait for the first byte;
+    // every later head gets the whole timeout (hyper's, armed when the
+    // previous response is written). Hence a timer of our own for the
+    // first head only: a shorter hyper timeout would hold for every head
+    // of the connection, and a client that took most of the timeout to
+    // send its first request would see its later ones cut short.
+    let first_seen = Arc::new(AtomicBool::new(false));
+    let seen = first_seen.clone();
+    let service = service_fn(move |request| {
+        seen.store(true, Ordering::Relaxed);
+        handler(request)
+    });
+    let mut connection = pin!(protocols.http1.serve_connection(io, service));
+    let first_head = pin!(tokio::time::sleep_until(deadline));
+    let mut first_head = Some(first_head).filter(|_| left < protocols.limits.header_timeout);
+    loop {
+        tokio::select! {
+            // The connection first: no random pick on every wake-up.
+            biased;
+            // Errors here are the client's (reset, timeout, bad framing);
+            // hyper has already answered what could be answered.
+            _ = connection.as_mut() => return,
+            _ = async { first_head.as_mut()?.as_mut().await; Some(()) }, if first_head.is_some() => {
+                if !first_seen.load(Ordering::Relaxed) {
+                    // No first head in time: closed, as hyper's timeout
+                    // closes a connection.
+                    return;
+                }
+                first_head = None;
+            }
+            _ = stop.wait_for(|stop| *stop) => break,
+        }
     }
     connection.as_mut().graceful_shutdown();
     let _ = connection.await;
