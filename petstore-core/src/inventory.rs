@@ -18,6 +18,13 @@
 //!   a filtered page of a rare status is a binary search for the cursor
 //!   plus `limit` steps, never a long scan over pets of other statuses.
 //!
+//! - `final_pages`: the first page of each status filter (or none) and
+//!   limit, encoded once it can no longer change: ids only grow and pets
+//!   never change, so a first page with more matching pets after it is
+//!   final. A client polling the first page gets it without a copy
+//!   ([`Inventory::final_page`]). At most 4 x 100 pages (about 1.3 MB
+//!   with 10-character names).
+//!
 //! `get` reads name and category back out of the pet's JSON, whose layout
 //! this module alone writes. That keeps a pet at about 89 bytes (1,000,000
 //! pets with 10-character names in under 100 MB) instead of holding every
@@ -28,6 +35,7 @@
 //! nanoseconds, and never poisoned.
 
 use std::path::Path;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::RwLock;
 
@@ -35,7 +43,7 @@ use crate::error::{ApplyError, CreateError, OpenError, StorageFailure};
 use crate::journal::{Journal, JournalOptions, JournalStats, Recovery};
 use crate::json::{decode, encode};
 use crate::pet::{NewPet, Pet, PetId, PetStatus};
-use crate::query::{JsonPage, Limit, ListQuery, Page};
+use crate::query::{FinalPage, JsonPage, Limit, ListQuery, Page};
 
 /// The pet inventory. `Send + Sync`: share it with an `Arc` and call it
 /// through `&self` from any thread.
@@ -62,6 +70,26 @@ pub struct Inventory {
     /// `None`: in memory only.
     journal: Option<Journal>,
     recovery: Option<Recovery>,
+    final_pages: FinalPages,
+}
+
+/// The first pages that can no longer change, by status filter and limit
+/// (the module's "Layout and why"). Set once each, then read without a
+/// lock.
+#[derive(Debug)]
+struct FinalPages([[OnceLock<Arc<FinalPage>>; Limit::MAX.get()]; 1 + PetStatus::ALL.len()]);
+
+impl Default for FinalPages {
+    fn default() -> Self {
+        FinalPages(std::array::from_fn(|_| std::array::from_fn(|_| OnceLock::new())))
+    }
+}
+
+impl FinalPages {
+    fn slot(&self, query: &ListQuery) -> Option<&OnceLock<Arc<FinalPage>>> {
+        let filter = query.status.map_or(0, |status| 1 + status.index());
+        self.0.get(filter)?.get(query.limit.get() - 1)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -107,6 +135,7 @@ impl Inventory {
             records: RwLock::new(records),
             journal: Some(journal),
             recovery: Some(recovery),
+            final_pages: FinalPages::default(),
         })
     }
 
@@ -326,9 +355,80 @@ impl Inventory {
     /// assert_eq!(page.body, inventory.list_json(&ListQuery::new()).body);
     /// assert_eq!(page.body.capacity(), 4096);
     /// ```
-    pub fn list_json_into(&self, query: &ListQuery, mut body: Vec<u8>) -> JsonPage {
+    pub fn list_json_into(&self, query: &ListQuery, body: Vec<u8>) -> JsonPage {
+        self.records.read().json_page(query, body)
+    }
+
+    /// The page of `query` when it is a first page (no cursor) that can
+    /// never change again, encoded once and shared: `None` for a page with
+    /// a cursor, or while no more pets match than the page holds (a pet
+    /// created later could still join it, or give it a next page).
+    ///
+    /// Why it cannot change: ids only grow and pets never change, so the
+    /// first `limit` pets matching a filter stay the first once another
+    /// one matches after them. Its body is byte for byte
+    /// [`list_json`](Self::list_json)'s, then and for ever.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use petstore_core::{CategoryId, Inventory, Limit, ListQuery, NewPet};
+    /// let inventory = Inventory::in_memory();
+    /// let first_two = ListQuery::new().limit(Limit::new(2).unwrap());
+    /// for name in ["Rex", "Tom"] {
+    ///     inventory.create(NewPet::new(name, CategoryId::MIN).unwrap()).unwrap();
+    /// }
+    /// // A third pet could still give the page a next page.
+    /// assert!(inventory.final_page(&first_two).is_none());
+    /// inventory.create(NewPet::new("Kitty", CategoryId::MIN).unwrap()).unwrap();
+    /// let page = inventory.final_page(&first_two).unwrap();
+    /// assert_eq!(*page.body, *inventory.list_json(&first_two).body);
+    /// assert_eq!(page.next_after.get(), 2);
+    /// ```
+    pub fn final_page(&self, query: &ListQuery) -> Option<Arc<FinalPage>> {
+        if query.after.is_some() {
+            return None;
+        }
+        let slot = self.final_pages.slot(query)?;
+        if let Some(page) = slot.get() {
+            return Some(page.clone());
+        }
+        let page = {
+            let records = self.records.read();
+            let matching = match query.status {
+                None => records.ends.len(),
+                Some(status) => records.by_status[status.index()].len(),
+            };
+            if matching <= query.limit.get() {
+                return None;
+            }
+            records.json_page(query, Vec::new())
+        };
+        let final_page = FinalPage {
+            body: page.body.into_boxed_slice(),
+            count: page.count,
+            next_after: page.next_after?,
+        };
+        // Two threads may build it at once: both built the same bytes.
+        Some(slot.get_or_init(|| Arc::new(final_page)).clone())
+    }
+
+    /// How many pets the inventory holds.
+    pub fn len(&self) -> usize {
+        self.records.read().ends.len()
+    }
+
+    /// Whether the inventory holds no pet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Records {
+    /// [`Inventory::list_json_into`] under the lock.
+    fn json_page(&self, query: &ListQuery, mut body: Vec<u8>) -> JsonPage {
         body.clear();
-        let records = self.records.read();
+        let records = self;
         if query.status.is_none() {
             // Consecutive ids are consecutive in the arena: one copy.
             let (range, next_after) = records.all_range(query);
@@ -369,16 +469,6 @@ impl Inventory {
             count,
             next_after,
         }
-    }
-
-    /// How many pets the inventory holds.
-    pub fn len(&self) -> usize {
-        self.records.read().ends.len()
-    }
-
-    /// Whether the inventory holds no pet.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -879,6 +969,57 @@ mod tests {
                     .map(Pet::id)
                     .collect();
                 prop_assert_eq!(seen, matching);
+            }
+        }
+
+        /// Creates interleaved with asks for first pages: a final page is
+        /// given only when more pets match than it holds, equals the
+        /// naive page then, and still equals it after every later create.
+        #[test]
+        fn final_pages_equal_the_naive_page_then_and_for_ever(
+            steps in prop::collection::vec(
+                prop_oneof![
+                    3 => prop::sample::select(PetStatus::ALL.to_vec()).prop_map(Ok),
+                    1 => (1..=6u64, prop::option::of(prop::sample::select(PetStatus::ALL.to_vec())))
+                        .prop_map(Err),
+                ],
+                1..120,
+            ),
+        ) {
+            let inv = Inventory::in_memory();
+            let mut all = Vec::new();
+            let mut given = Vec::new();
+            for step in steps {
+                match step {
+                    Ok(status) => {
+                        let new = NewPet::new(format!("p{}", all.len()), CategoryId::MIN)
+                            .map_err(|e| TestCaseError::fail(e.to_string()))?
+                            .with_status(status);
+                        all.push(inv.create(new).map_err(|e| TestCaseError::fail(e.to_string()))?);
+                    }
+                    Err((limit, status)) => {
+                        let q = ListQuery {
+                            limit: Limit::new(limit).unwrap_or_default(),
+                            status,
+                            after: None,
+                        };
+                        let matching = all.iter().filter(|p| status.is_none_or(|s| p.status() == s)).count();
+                        let page = inv.final_page(&q);
+                        prop_assert_eq!(page.is_some(), matching > q.limit.get());
+                        if let Some(page) = page {
+                            given.push((q, page));
+                        }
+                        // A cursor is never a final page.
+                        prop_assert!(inv.final_page(&q.after(PetId::MIN)).is_none());
+                    }
+                }
+                for (q, page) in &given {
+                    let want = naive(&all, q);
+                    prop_assert_eq!(Some(page.body.to_vec()), serde_json::to_vec(&want.pets).ok());
+                    prop_assert_eq!(page.count, want.pets.len());
+                    prop_assert_eq!(Some(page.next_after), want.next_after);
+                    prop_assert_eq!(&inv.final_page(q), &Some(page.clone()));
+                }
             }
         }
 

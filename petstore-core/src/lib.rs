@@ -80,7 +80,7 @@ pub use pet::{
     name_rules, validate_name, CategoryId, NameRules, NewPet, Pet, PetId, PetStatus, UnknownStatus,
     MAX_NAME_CHARS,
 };
-pub use query::{JsonPage, Limit, ListQuery, Page};
+pub use query::{FinalPage, JsonPage, Limit, ListQuery, Page};
 pub use quota::{BanPolicy, Plan, Plans, Quota, UnknownPlan};
 pub use quote::{quote, Quoted, MAX_QUOTED_CHARS};
 pub use repair::{check_journal, repair_journal, BadLine, JournalCheck, JournalRepair, MAX_LISTED};

@@ -109,6 +109,27 @@ pub struct Page {
     pub next_after: Option<PetId>,
 }
 
+/// A page that can never change again, encoded once as the JSON body of
+/// the response and shared ([`Inventory::final_page`]).
+///
+/// [`Inventory::final_page`]: crate::Inventory::final_page
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FinalPage {
+    /// The response body: `[{"id":1,...},...]`.
+    pub body: Box<[u8]>,
+    /// How many pets the body holds: the query's limit.
+    pub count: usize,
+    /// The last id on the page: more pets match, so there is always a
+    /// next page.
+    pub next_after: PetId,
+}
+
+impl AsRef<[u8]> for FinalPage {
+    fn as_ref(&self) -> &[u8] {
+        &self.body
+    }
+}
+
 /// One page already encoded as the JSON body of the response (a bare array
 /// of Pet), and where the next page starts.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -11,6 +11,9 @@
 //! the bytes (after writing them), the buffer goes back on the free list
 //! of the thread that dropped it. Each list keeps at most [`KEEP`]
 //! buffers of at most [`MAX_KEPT`] bytes, so the memory held is bounded.
+//!
+//! A body made once and shared (a final page of the inventory) needs no
+//! buffer: [`Shared`] hands it to hyper as it is.
 
 use std::cell::RefCell;
 
@@ -55,6 +58,18 @@ pub fn into_bytes(buf: Vec<u8>) -> Bytes {
 
 /// Owns a buffer while it is bytes; gives it back on drop.
 struct Returned(Vec<u8>);
+
+/// A body shared by every response that sends it (an `Arc` of bytes
+/// made once, such as a final page of the inventory): [`Bytes::from_owner`]
+/// takes it without a copy.
+#[derive(Debug)]
+pub struct Shared<T>(pub std::sync::Arc<T>);
+
+impl<T: AsRef<[u8]>> AsRef<[u8]> for Shared<T> {
+    fn as_ref(&self) -> &[u8] {
+        (*self.0).as_ref()
+    }
+}
 
 impl AsRef<[u8]> for Returned {
     fn as_ref(&self) -> &[u8] {
