@@ -167,6 +167,27 @@ fn bench_list(c: &mut Criterion) {
     }
 }
 
+/// A first page that can no longer change (`Inventory::final_page`): the
+/// unfiltered one and each status's in turn, shared, not copied.
+fn bench_final_pages(c: &mut Criterion) {
+    let mut group = c.benchmark_group("final_page");
+    group.throughput(Throughput::Elements(1));
+    let queries: Vec<ListQuery> = std::iter::once(ListQuery::new())
+        .chain(PetStatus::ALL.map(|status| ListQuery::new().status(status)))
+        .collect();
+    for n in SIZES {
+        let inv = inventory(n);
+        for q in &queries {
+            assert_eq!(inv.final_page(q).map(|page| page.count), Some(20));
+        }
+        let mut turn = queries.iter().cycle();
+        group.bench_function(BenchmarkId::from_parameter(n), |b| {
+            b.iter(|| inv.final_page(black_box(turn.next().unwrap())))
+        });
+    }
+    group.finish();
+}
+
 fn bench_create(c: &mut Criterion) {
     let mut group = c.benchmark_group("create");
     group.throughput(Throughput::Elements(1));
@@ -310,6 +331,7 @@ criterion_group!(
     benches,
     bench_get,
     bench_list,
+    bench_final_pages,
     bench_create,
     bench_limiters,
     bench_concurrent_reads

@@ -76,12 +76,26 @@ pub struct Inventory {
 /// The first pages that can no longer change, by status filter and limit
 /// (the module's "Layout and why"). Set once each, then read without a
 /// lock.
-#[derive(Debug)]
 struct FinalPages([[OnceLock<Arc<FinalPage>>; Limit::MAX.get()]; 1 + PetStatus::ALL.len()]);
+
+impl std::fmt::Debug for FinalPages {
+    /// How many are kept, not 400 slots.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kept = self
+            .0
+            .iter()
+            .flatten()
+            .filter(|slot| slot.get().is_some())
+            .count();
+        f.debug_struct("FinalPages").field("kept", &kept).finish()
+    }
+}
 
 impl Default for FinalPages {
     fn default() -> Self {
-        FinalPages(std::array::from_fn(|_| std::array::from_fn(|_| OnceLock::new())))
+        FinalPages(std::array::from_fn(|_| {
+            std::array::from_fn(|_| OnceLock::new())
+        }))
     }
 }
 
@@ -428,17 +442,16 @@ impl Records {
     /// [`Inventory::list_json_into`] under the lock.
     fn json_page(&self, query: &ListQuery, mut body: Vec<u8>) -> JsonPage {
         body.clear();
-        let records = self;
         if query.status.is_none() {
             // Consecutive ids are consecutive in the arena: one copy.
-            let (range, next_after) = records.all_range(query);
+            let (range, next_after) = self.all_range(query);
             // `[`, the pets with their commas, the last comma becoming `]`.
-            body.reserve_exact((1 + records.arena_span(&range)).max(2));
+            body.reserve_exact((1 + self.arena_span(&range)).max(2));
             body.push(b'[');
             if !range.is_empty() {
-                let start = records.start(range.start);
-                let end = records.end(range.end - 1);
-                body.extend_from_slice(&records.arena[start..end]);
+                let start = self.start(range.start);
+                let end = self.end(range.end - 1);
+                body.extend_from_slice(&self.arena[start..end]);
             }
             close_array(&mut body);
             return JsonPage {
@@ -447,8 +460,8 @@ impl Records {
                 next_after,
             };
         }
-        if let Some((ids, next_after)) = records.first_page_of_status(query) {
-            records.write_pets(ids, &mut body);
+        if let Some((ids, next_after)) = self.first_page_of_status(query) {
+            self.write_pets(ids, &mut body);
             return JsonPage {
                 body,
                 count: ids.len(),
@@ -459,11 +472,11 @@ impl Records {
         // exactly ([`Runs`]).
         let mut runs = Runs::new();
         let mut count = 0;
-        let next_after = records.select(query, |index| {
+        let next_after = self.select(query, |index| {
             count += 1;
-            runs.push(&records, index);
+            runs.push(self, index);
         });
-        runs.write(&records.arena, &mut body);
+        runs.write(&self.arena, &mut body);
         JsonPage {
             body,
             count,
