@@ -169,6 +169,20 @@ fn cors_answers_preflight_for_configured_origins_only() {
     let resp = server.request("GET", "/v1/pets", &[("Origin", local)], None);
     assert_error(&resp, 401, "unauthorized");
     assert_eq!(resp.single("access-control-allow-origin"), local);
+    // A create is answered after its body is read, when the request head
+    // is gone: the allowed origin was kept (a copy) for its answer.
+    let resp = server.request(
+        "POST",
+        "/v1/pets",
+        &[
+            ("Origin", local),
+            ("Authorization", &format!("Bearer {KEY}")),
+            ("Content-Type", "application/json"),
+        ],
+        Some(br#"{"name":"Rex","categoryId":1}"#),
+    );
+    assert_eq!(resp.status, 201, "{}", resp.describe());
+    assert_eq!(resp.single("access-control-allow-origin"), local);
 
     // Unknown origins get no CORS headers at all.
     for origin in [

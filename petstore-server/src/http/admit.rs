@@ -27,6 +27,7 @@ use petstore_core::{quote, Decision, ListQuery, Outcome, PetError, PetId};
 use super::auth::Authorization;
 use super::body::MAX_BODY;
 use super::connection::Connection;
+use super::cors::Origin;
 use super::error::{ApiError, HttpResponse};
 use super::headers::{Binding, QuotaHeaders};
 use super::reply::{decorate, empty, json, refusal};
@@ -79,6 +80,10 @@ pub enum Decided {
 pub struct Pending {
     later: Later,
     found: Found,
+    /// The checks after the rate limit, made before it is awaited (they
+    /// need the request head, which a waiting request does not keep:
+    /// [`Origin`]'s why) and applied once it is decided, in their order.
+    checked: Result<Checked, ApiError>,
 }
 
 impl Pending {
@@ -93,6 +98,11 @@ impl Pending {
     pub fn decide_here(&self, state: &AppState) -> Decision {
         self.later.decide_here(state.clock.now())
     }
+
+    /// The route template, for a log line.
+    pub fn route(&self) -> &'static str {
+        self.found.served.route
+    }
 }
 
 /// What the checks before the rate limit found: the operation, what the
@@ -104,6 +114,7 @@ struct Found {
     served: Served,
     quota: QuotaHeaders,
     caller: Result<&'static str, ApiError>,
+    origin: Origin,
 }
 
 /// A request to an operation that passed route, method, key, rate limit,
@@ -117,6 +128,15 @@ pub struct Admitted {
     pub(super) binding: Binding,
     pub(super) quota: QuotaHeaders,
     pub(super) served: Served,
+    /// For the CORS headers of its answer: the request head is not kept.
+    pub(super) origin: Origin,
+}
+
+impl Admitted {
+    /// The route template, for a log line.
+    pub fn route(&self) -> &'static str {
+        self.served.route
+    }
 }
 
 /// An operation whose query and path are parsed.
@@ -140,13 +160,14 @@ pub fn admit(connection: &Connection, head: &Parts, body_empty: bool) -> Admissi
         ..Served::default()
     };
     let (hosts, authorization) = host_and_authorization(&head.headers);
+    let origin = Origin::of(&api.options.cors_origins, &head.headers);
     if let Err(error) = framing(head, body_empty, hosts) {
-        return answered(connection, head, error.to_response(), served);
+        return answered(connection, &origin, error.to_response(), served);
     }
     let Some(route) = route else {
         let response =
             ApiError::NotFound(format!("no route for {}", quote(head.uri.path()))).to_response();
-        return answered(connection, head, response, served);
+        return answered(connection, &origin, response, served);
     };
     let cors_on = api.cors_on();
     // HEAD is GET without the body (docs/contract.md, "HTTP"): the same
@@ -168,6 +189,7 @@ pub fn admit(connection: &Connection, head: &Parts, body_empty: bool) -> Admissi
                 Operation::ListPets,
                 served,
                 authorization,
+                origin,
             )
         }
         (&Method::POST, Route::Pets) => {
@@ -178,6 +200,7 @@ pub fn admit(connection: &Connection, head: &Parts, body_empty: bool) -> Admissi
                 Operation::CreatePet,
                 served,
                 authorization,
+                origin,
             )
         }
         (_, Route::Pet(_)) if get => {
@@ -188,6 +211,7 @@ pub fn admit(connection: &Connection, head: &Parts, body_empty: bool) -> Admissi
                 Operation::GetPet,
                 served,
                 authorization,
+                origin,
             )
         }
         (_, Route::Orders) if get => {
@@ -198,6 +222,7 @@ pub fn admit(connection: &Connection, head: &Parts, body_empty: bool) -> Admissi
                 Operation::ListOrders,
                 served,
                 authorization,
+                origin,
             )
         }
         (&Method::OPTIONS, route) if cors_on => {
@@ -206,7 +231,7 @@ pub fn admit(connection: &Connection, head: &Parts, body_empty: bool) -> Admissi
             response
                 .headers_mut()
                 .insert(hyper::header::ALLOW, HeaderValue::from_static(allow));
-            if cors::allowed_origin(&api.options.cors_origins, &head.headers).is_some() {
+            if origin.is_allowed() {
                 cors::preflight(response.headers_mut(), allow);
             }
             response
@@ -217,17 +242,17 @@ pub fn admit(connection: &Connection, head: &Parts, body_empty: bool) -> Admissi
         .to_response(),
     };
     served.route = route.template();
-    answered(connection, head, response, served)
+    answered(connection, &origin, response, served)
 }
 
 /// `response` with the CORS headers, as the answer of [`admit`].
 fn answered(
     connection: &Connection,
-    head: &Parts,
+    origin: &Origin,
     mut response: HttpResponse,
     served: Served,
 ) -> Admission {
-    decorate(&connection.api, head, &mut response);
+    decorate(&connection.api, origin, &mut response);
     Admission::Answered(response, served)
 }
 
@@ -312,6 +337,7 @@ fn operation(
     op: Operation,
     served: Served,
     authorization: Authorization<'_>,
+    origin: Origin,
 ) -> Admission {
     let (charged, quota, caller) = authorize(connection, authorization);
     let found = Found {
@@ -319,43 +345,45 @@ fn operation(
         served,
         quota,
         caller,
+        origin,
     };
     match charged {
-        Charged::Now(decision) => match limited(connection, head, body_empty, found, decision) {
-            Decided::Admitted(admitted) => Admission::Admitted(admitted),
-            Decided::Answered(response, served) => Admission::Answered(response, served),
-        },
-        Charged::Later(later) => Admission::Charge(Pending { later, found }),
+        Charged::Now(decision) => {
+            match limited(connection, found, decision, || check(head, body_empty, op)) {
+                Decided::Admitted(admitted) => Admission::Admitted(admitted),
+                Decided::Answered(response, served) => Admission::Answered(response, served),
+            }
+        }
+        Charged::Later(later) => Admission::Charge(Pending {
+            later,
+            found,
+            checked: check(head, body_empty, op),
+        }),
     }
 }
 
 /// [`admit`] once the awaited rate-limit decision of
 /// [`Admission::Charge`] is in: the checks after the rate limit, with
 /// `decision` as its answer. Admitted, or answered (a refusal).
-pub fn admit_decided(
-    connection: &Connection,
-    head: &Parts,
-    body_empty: bool,
-    pending: Pending,
-    decision: Decision,
-) -> Decided {
-    limited(connection, head, body_empty, pending.found, decision)
+pub fn admit_decided(connection: &Connection, pending: Pending, decision: Decision) -> Decided {
+    let Pending { found, checked, .. } = pending;
+    limited(connection, found, decision, || checked)
 }
 
 /// The rate limit's `decision` applied, then the checks of the operation
-/// that need no body.
+/// that need no body (`check`, made only when they count).
 fn limited(
     connection: &Connection,
-    head: &Parts,
-    body_empty: bool,
     found: Found,
     decision: Decision,
+    check: impl FnOnce() -> Result<Checked, ApiError>,
 ) -> Decided {
     let Found {
         op,
         mut served,
         quota,
         caller,
+        origin,
     } = found;
     let checked = match decision.outcome {
         Outcome::Limited { retry_after } => {
@@ -377,7 +405,7 @@ fn limited(
         }
         Outcome::Allowed => match &caller {
             Err(error) => Err(error.clone()),
-            Ok(_) => check(head, body_empty, op),
+            Ok(_) => check(),
         },
     };
     served.key = caller.ok();
@@ -387,12 +415,13 @@ fn limited(
             binding: Binding::from(&decision),
             quota,
             served,
+            origin,
         }),
         Err(error) => {
             let api = &*connection.api;
             let deprecated = matches!(op, Operation::GetPet);
             let mut response = refusal(api, &error, Binding::from(&decision), &quota, deprecated);
-            decorate(api, head, &mut response);
+            decorate(api, &origin, &mut response);
             Decided::Answered(response, served)
         }
     }

@@ -5,7 +5,6 @@
 
 use http_body_util::Full;
 use hyper::body::Bytes;
-use hyper::http::request::Parts;
 use hyper::{Response, StatusCode};
 use petstore_core::{ListQuery, NewPet, Pet, PetId};
 
@@ -48,8 +47,13 @@ enum Work {
 }
 
 impl Waiting {
+    /// The route template, for a log line.
+    pub fn route(&self) -> &'static str {
+        self.admitted.route()
+    }
+
     /// Awaits the store, then answers as [`Admitted::finish`] would have.
-    pub async fn finish(self, connection: &Connection, head: &Parts) -> (HttpResponse, Served) {
+    pub async fn finish(self, connection: &Connection) -> (HttpResponse, Served) {
         let (state, api) = (&*connection.state, &*connection.api);
         let result = match self.work {
             Work::Create(new) => created(api, state.store.create(new).await),
@@ -60,14 +64,14 @@ impl Waiting {
                 (_, result) => result,
             },
         };
-        self.admitted.answer(api, head, result)
+        self.admitted.answer(api, result)
     }
 }
 
 impl Admitted {
     /// Answers the admitted request with `body`, what the server read of
     /// its body, or says what it must wait for.
-    pub fn finish(self, connection: &Connection, head: &Parts, body: BodyRead) -> Finished {
+    pub fn finish(self, connection: &Connection, body: BodyRead) -> Finished {
         let (state, api) = (&*connection.state, &*connection.api);
         let result = match self.op {
             Checked::ListPets(list) => no_body(&body).map(|()| list_pets(state, api, &list)),
@@ -97,7 +101,7 @@ impl Admitted {
                 ))
             }),
         };
-        let (response, served) = self.answer(api, head, result);
+        let (response, served) = self.answer(api, result);
         Finished::Answered(response, served)
     }
 
@@ -109,12 +113,7 @@ impl Admitted {
     }
 
     /// The response to `result`, with the rate-limit and CORS headers.
-    fn answer(
-        self,
-        api: &Api,
-        head: &Parts,
-        result: Result<Success<'_>, ApiError>,
-    ) -> (HttpResponse, Served) {
+    fn answer(self, api: &Api, result: Result<Success<'_>, ApiError>) -> (HttpResponse, Served) {
         let mut response = match result {
             Ok(success) => {
                 let mut response = Response::new(Full::new(success.body));
@@ -127,7 +126,7 @@ impl Admitted {
                 refusal(api, &error, self.binding, &self.quota, deprecated)
             }
         };
-        decorate(api, head, &mut response);
+        decorate(api, &self.origin, &mut response);
         (response, self.served)
     }
 }

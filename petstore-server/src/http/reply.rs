@@ -4,7 +4,6 @@
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
-use hyper::http::request::Parts;
 use hyper::{Response, StatusCode};
 
 use super::api::Api;
@@ -13,8 +12,8 @@ use super::error::{ApiError, HttpResponse};
 use super::headers::{self, Binding, QuotaHeaders};
 
 /// The CORS headers every response carries when CORS is on.
-pub(super) fn decorate(api: &Api, head: &Parts, response: &mut HttpResponse) {
-    let origin = cors::allowed_origin(&api.options.cors_origins, &head.headers);
+/// `origin`: the request's allowed origin ([`cors::Origin::of`]).
+pub(super) fn decorate(api: &Api, origin: &cors::Origin, response: &mut HttpResponse) {
     cors::decorate(response.headers_mut(), origin, api.cors_on());
 }
 

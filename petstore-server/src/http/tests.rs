@@ -29,13 +29,13 @@ fn respond(connection: &Connection, head: &Parts, body: BodyRead) -> (HttpRespon
         Admission::Admitted(admitted) => admitted,
         Admission::Charge(pending) => {
             let decision = pending.decide_here(&connection.state);
-            match admit_decided(connection, head, empty, pending, decision) {
+            match admit_decided(connection, pending, decision) {
                 Decided::Admitted(admitted) => admitted,
                 Decided::Answered(response, served) => return (response, served),
             }
         }
     };
-    match admitted.finish(connection, head, body) {
+    match admitted.finish(connection, body) {
         Finished::Answered(response, served) => (response, served),
         Finished::Waiting(_) => panic!("the in-memory store never waits"),
     }
