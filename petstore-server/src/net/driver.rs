@@ -103,7 +103,7 @@ pub(super) fn reply(
     let step = match admit(connection, &head, method, path, body_empty) {
         Admission::Answered(response, served) => {
             drop((body, head));
-            let response = answered_unread(
+            let response = answered(
                 connection, version, method, response, &served, body_empty, started,
             );
             return Reply::Now(ready(Ok(response)));
@@ -116,12 +116,11 @@ pub(super) fn reply(
                 admitted,
                 BodyRead::Complete(Bytes::new()),
             ) {
-                Finished::Answered(mut response, served) => {
+                Finished::Answered(response, served) => {
                     drop(head);
-                    if connection.state.is_draining() {
-                        close(&mut response);
-                    }
-                    record(connection, version, method, &response, &served, started);
+                    let response = answered(
+                        connection, version, method, response, &served, true, started,
+                    );
                     return Reply::Now(ready(Ok(response)));
                 }
                 // A get of an id the store's read copy may not hold yet.
@@ -189,7 +188,7 @@ async fn drive(
 ) -> Result<HttpResponse, Infallible> {
     let connection = &*connection;
     let method = asked.method;
-    let (mut response, served, read_to_the_end) = 'answered: {
+    let (response, served, read_to_the_end) = 'answered: {
         let admitted = match step {
             Step::Wait(waiting) => {
                 let (response, served) = Box::pin(wait(connection, method, waiting)).await;
@@ -219,31 +218,31 @@ async fn drive(
         };
         (response, served, read_to_the_end)
     };
-    if (!read_to_the_end && asked.version != Version::HTTP_2) || connection.state.is_draining() {
-        close(&mut response);
-    }
-    let Asked {
+    Ok(answered(
+        connection,
+        asked.version,
         method,
-        version,
-        started,
-        ..
-    } = asked;
-    record(connection, version, method, &response, &served, started);
-    Ok(response)
+        response,
+        &served,
+        read_to_the_end,
+        asked.started,
+    ))
 }
 
-/// A request answered before its body was read (a refusal, or a route
-/// that takes none): a body left on the connection closes it; recorded.
-fn answered_unread(
+/// A request's `response`, the last on its connection when it must be (a
+/// body left on the connection: not `read_to_the_end`, as for a refusal
+/// before it was read; or the server draining); recorded. Every answer
+/// ends here, whether at once or after a wait.
+fn answered(
     connection: &Connection,
     version: Version,
     method: &'static str,
     mut response: HttpResponse,
     served: &Served,
-    body_empty: bool,
+    read_to_the_end: bool,
     started: Instant,
 ) -> HttpResponse {
-    if (!body_empty && version != Version::HTTP_2) || connection.state.is_draining() {
+    if (!read_to_the_end && version != Version::HTTP_2) || connection.state.is_draining() {
         close(&mut response);
     }
     record(connection, version, method, &response, served, started);
