@@ -338,3 +338,168 @@ fn a_dead_master_holding_only_a_states_previous_form_sends_that_state_to_the_rep
         .unwrap();
     assert_eq!(written, 0);
 }
+
+/// A key for the move test: five a day, as the tight keys.
+const MOVING: &str = "cluster-moving-key";
+
+/// Moves hash slot `slot` from master `from` to master `to` as
+/// `redis-cli --cluster reshard` does: importing and migrating, its keys
+/// migrated, then every master told its new owner.
+fn move_slot(cluster: &RedisCluster, slot: u64, from: usize, to: usize) {
+    let run = |i: usize, command: &mut ::redis::Cmd| -> ::redis::Value {
+        command
+            .query(&mut cluster.nodes[i].connection())
+            .unwrap_or_else(|e| panic!("master {i}: {e}"))
+    };
+    let id = |i: usize| -> String {
+        ::redis::cmd("CLUSTER")
+            .arg("MYID")
+            .query(&mut cluster.nodes[i].connection())
+            .expect("CLUSTER MYID")
+    };
+    let (from_id, to_id) = (id(from), id(to));
+    run(
+        to,
+        ::redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg("IMPORTING")
+            .arg(&from_id),
+    );
+    run(
+        from,
+        ::redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg("MIGRATING")
+            .arg(&to_id),
+    );
+    loop {
+        let keys: Vec<String> = ::redis::cmd("CLUSTER")
+            .arg("GETKEYSINSLOT")
+            .arg(slot)
+            .arg(100)
+            .query(&mut cluster.nodes[from].connection())
+            .expect("CLUSTER GETKEYSINSLOT");
+        if keys.is_empty() {
+            break;
+        }
+        run(
+            from,
+            ::redis::cmd("MIGRATE")
+                .arg("127.0.0.1")
+                .arg(cluster.nodes[to].port())
+                .arg("")
+                .arg(0)
+                .arg(5000)
+                .arg("KEYS")
+                .arg(&keys),
+        );
+    }
+    for i in [to, from, 3 - to - from] {
+        run(
+            i,
+            ::redis::cmd("CLUSTER")
+                .arg("SETSLOT")
+                .arg(slot)
+                .arg("NODE")
+                .arg(&to_id),
+        );
+    }
+}
+
+/// A replica sends the calls of the groups one master holds in one round
+/// (one pipeline), and stays exact when a group's slot moves to another
+/// master under it: the calls the moved group's master refused go again
+/// alone, where the slot is now, and the replica reads where the groups
+/// are again.
+#[test]
+fn a_masters_groups_share_a_round_and_a_group_that_moves_stays_exact() {
+    let cluster = RedisCluster::start();
+    let mut keys = keys();
+    keys["keys"].as_array_mut().unwrap().push(
+        json!({"name": "moving", "key": MOVING, "plan": "enterprise", "perMinute": 1000, "perDay": 5}),
+    );
+    let a = Server::builder()
+        .keys(keys)
+        .arg("--redis-cluster")
+        .arg(cluster.urls())
+        .arg("--redis-timeout")
+        .arg("1000")
+        .start();
+
+    // Requests of keys of every group at once, until a round carries the
+    // calls of two groups (a bound only to catch a replica that never
+    // does: on a busy machine the first rounds may each carry one).
+    let shared = (0..100).any(|_| {
+        std::thread::scope(|scope| {
+            for i in 0..KEYS {
+                let a = &a;
+                scope.spawn(move || {
+                    let resp = a.get("/v1/pets", Some(&roomy(i)));
+                    assert_eq!(resp.status, 200, "{}", resp.describe());
+                });
+            }
+        });
+        a.metric("petstore_redis_rounds_total") < a.metric("petstore_redis_duration_seconds_count")
+    });
+    assert!(shared, "no round carried the calls of two groups");
+
+    // Exact through the rounds: seven requests of each tight key at once,
+    // five tokens each, every remaining count given once.
+    let answers: Vec<(usize, u16, Option<u64>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..KEYS * 7)
+            .map(|n| {
+                let a = &a;
+                scope.spawn(move || {
+                    let resp = a.get("/v1/pets", Some(&tight(n % KEYS)));
+                    (
+                        n % KEYS,
+                        resp.status,
+                        resp.header("x-ratelimit-remaining")
+                            .and_then(|v| v.parse().ok()),
+                    )
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for i in 0..KEYS {
+        let mut remaining: Vec<u64> = answers
+            .iter()
+            .filter(|(key, status, _)| *key == i && *status == 200)
+            .filter_map(|(_, _, remaining)| *remaining)
+            .collect();
+        remaining.sort_unstable();
+        assert_eq!(remaining, [0, 1, 2, 3, 4], "{}: {answers:?}", tight(i));
+        let refused = answers
+            .iter()
+            .filter(|(key, status, _)| *key == i && *status == 429)
+            .count();
+        assert_eq!(refused, 2, "{}: {answers:?}", tight(i));
+    }
+
+    // A group moves to another master: its states go on where they were.
+    for expected in [4, 3] {
+        assert_eq!(remaining(&a.get("/v1/pets", Some(MOVING))), expected);
+    }
+    let name = state_name(MOVING, 1000, 5);
+    let from = cluster
+        .node_holding(&name)
+        .expect("a master holds the moving key's state");
+    let slot: u64 = ::redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(&name)
+        .query(&mut cluster.nodes[0].connection())
+        .expect("CLUSTER KEYSLOT");
+    let to = (from + 1) % 3;
+    move_slot(&cluster, slot, from, to);
+    assert_eq!(cluster.node_holding(&name), Some(to));
+    for expected in [2, 1, 0] {
+        assert_eq!(remaining(&a.get("/v1/pets", Some(MOVING))), expected);
+    }
+    assert_error(&a.get("/v1/pets", Some(MOVING)), 429, "rate_limited");
+    // Redis decided every request, the moved group's included.
+    assert_eq!(a.metric("petstore_redis_fallbacks_total"), 0);
+    assert_eq!(cluster.node_holding(&name), Some(to));
+}
