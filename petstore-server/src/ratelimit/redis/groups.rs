@@ -109,13 +109,8 @@ fn split(name: &str) -> (&str, &str) {
 }
 
 /// The group of the state `name`, chosen by its own hash tag.
-pub(super) fn group(name: &str) -> usize {
+fn group(name: &str) -> usize {
     usize::from(crc16(split(name).0.as_bytes()) % GROUPS)
-}
-
-/// The hash slot of `group`'s tag (0 for a group past [`GROUPS`]).
-pub(super) fn group_slot(group: usize) -> u16 {
-    tags().get(group).map_or(0, |tag| slot(tag))
 }
 
 /// The hash tag of the state `name`'s group: its slot is the slot of

@@ -2,19 +2,17 @@
 //! Cluster (`--redis-cluster`). Both connect lazily, so a replica starts
 //! while Redis is down, deciding alone until it answers.
 
-use ::redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::cluster::{ClusterClient, ClusterConfig};
 use ::redis::cluster_async::ClusterConnection;
-use ::redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo, Slot};
-use ::redis::{FromRedisValue, IntoConnectionInfo, Pipeline, RedisResult, ScriptInvocation, Value};
+use ::redis::cluster_routing::Slot;
+use ::redis::{FromRedisValue, RedisResult, ScriptInvocation};
 
 use std::borrow::Cow;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::breaker::{Shard, BREAKER};
-use super::groups::{cluster_name, group, group_tag};
-use super::nodes::Nodes;
+use super::groups::{cluster_name, group_tag};
 use super::script::Previous;
 
 /// The longest a request waits for Redis before its replica decides
@@ -29,30 +27,9 @@ pub const TIMEOUT: Duration = Duration::from_millis(50);
 pub(super) enum Link {
     /// One Redis server.
     Single(ConnectionManager),
-    /// A Redis Cluster.
-    Cluster(Cluster),
-}
-
-/// The connections to a Redis Cluster, and where its groups live.
-#[derive(Clone)]
-pub(super) struct Cluster {
-    /// The calls of one group each: the client sends each to the master
-    /// of its key's slot and follows MOVED and ASK itself (one retry; a
-    /// redirected call has not run).
-    calls: ClusterConnection,
-    /// Each group's master, and a connection to each for the rounds.
-    nodes: Arc<Nodes>,
-}
-
-/// Where a flusher runs, one call or round in flight each
-/// (`mod.rs`, "One flusher per shard").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(super) enum Lane {
-    /// One shard: the one Redis, or a cluster group whose master is not
-    /// known.
-    Shard(Shard),
-    /// The groups a cluster master holds (by [`Nodes`]' numbering).
-    Master(u16),
+    /// A Redis Cluster: the client sends each call to the master of its
+    /// key's slot and follows MOVED and ASK itself.
+    Cluster(ClusterConnection),
 }
 
 impl Link {
@@ -73,13 +50,9 @@ impl Link {
     /// A link to the Redis Cluster that the seed nodes `urls` belong to,
     /// each call and connection bounded by `timeout`.
     pub(super) fn cluster(urls: &[String], timeout: Duration) -> Result<Link, String> {
-        let Some(seed) = urls.first() else {
+        if urls.is_empty() {
             return Err("--redis-cluster: no seed node given".into());
-        };
-        let seed = seed
-            .as_str()
-            .into_connection_info()
-            .map_err(|e| format!("--redis-cluster: {e}"))?;
+        }
         let client = ClusterClient::builder(urls.iter().map(String::as_str))
             .connection_timeout(timeout)
             .response_timeout(timeout)
@@ -89,100 +62,9 @@ impl Link {
         let config = ClusterConfig::new()
             .set_connection_timeout(timeout)
             .set_response_timeout(timeout);
-        Ok(Link::Cluster(Cluster {
-            calls: client.get_pending_async_connection_with_config(config),
-            nodes: Arc::new(Nodes::new(seed, timeout)),
-        }))
-    }
-
-    /// The lane of the state named `name`: in a cluster, its group's
-    /// master when known (and the cluster's slots are read when none is).
-    pub(super) fn lane(&self, name: &str) -> Lane {
-        match self {
-            Link::Single(_) => Lane::Shard(None),
-            Link::Cluster(cluster) => {
-                cluster.nodes.read_if_unknown(&cluster.calls);
-                match cluster.nodes.master(group(name)) {
-                    Some(master) => Lane::Master(master),
-                    None => Lane::Shard(self.shard(name)),
-                }
-            }
-        }
-    }
-
-    /// The cluster's slots are to be read again: a round failed, or one
-    /// of its groups has moved.
-    pub(super) fn moved(&self) {
-        if let Link::Cluster(cluster) = self {
-            cluster.nodes.read_again(&cluster.calls);
-        }
-    }
-
-    /// Sends the `count` commands of `pipeline` in one write: to the
-    /// master of `lane`, or, for a lane of one shard, where the client
-    /// routes its (one) command. Every reply, an error among them for a
-    /// command that failed alone (a cluster master's MOVED or ASK: the
-    /// command did not run there).
-    pub(super) async fn round(
-        &self,
-        pipeline: &Pipeline,
-        count: usize,
-        lane: Lane,
-    ) -> RedisResult<Vec<Value>> {
-        match (self, lane) {
-            (Link::Single(connection), _) => {
-                connection
-                    .clone()
-                    .req_packed_commands(pipeline, 0, count)
-                    .await
-            }
-            (Link::Cluster(cluster), Lane::Master(master)) => {
-                match cluster.nodes.connection(master) {
-                    Some(mut connection) => {
-                        connection.req_packed_commands(pipeline, 0, count).await
-                    }
-                    // Read again meanwhile, with fewer masters: as a redirection.
-                    None => Err(::redis::RedisError::from((
-                        ::redis::ErrorKind::Server(::redis::ServerErrorKind::TryAgain),
-                        "the cluster's masters were read again",
-                    ))),
-                }
-            }
-            (Link::Cluster(cluster), Lane::Shard(_)) => {
-                cluster
-                    .calls
-                    .clone()
-                    .req_packed_commands(pipeline, 0, count)
-                    .await
-            }
-        }
-    }
-
-    /// Loads the script `code` where `lane`'s calls go (a round found it
-    /// missing there).
-    pub(super) async fn load_script(&self, code: &str, lane: Lane) -> RedisResult<()> {
-        let mut command = ::redis::cmd("SCRIPT");
-        command.arg("LOAD").arg(code);
-        match (self, lane) {
-            (Link::Single(connection), _) => command.query_async(&mut connection.clone()).await,
-            (Link::Cluster(cluster), Lane::Master(master)) => {
-                match cluster.nodes.connection(master) {
-                    Some(mut connection) => command.query_async(&mut connection).await,
-                    None => Ok(()),
-                }
-            }
-            // A lane of one shard: its call may go to any master (it
-            // follows a redirection), so on every master.
-            (Link::Cluster(cluster), Lane::Shard(_)) => {
-                let routing = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
-                cluster
-                    .calls
-                    .clone()
-                    .route_command(command, routing)
-                    .await
-                    .map(drop)
-            }
-        }
+        Ok(Link::Cluster(
+            client.get_pending_async_connection_with_config(config),
+        ))
     }
 
     /// The shard of the state named `name`: its group's hash slot in a
@@ -228,7 +110,7 @@ impl Link {
         command.arg("GET").arg(name);
         let reply: Vec<String> = match self {
             Link::Single(connection) => command.query_async(&mut connection.clone()).await?,
-            Link::Cluster(cluster) => command.query_async(&mut cluster.calls.clone()).await?,
+            Link::Cluster(connection) => command.query_async(&mut connection.clone()).await?,
         };
         Ok(reply.get(1).cloned())
     }
@@ -241,7 +123,7 @@ impl Link {
     ) -> RedisResult<T> {
         match self {
             Link::Single(connection) => invocation.invoke_async(&mut connection.clone()).await,
-            Link::Cluster(cluster) => invocation.invoke_async(&mut cluster.calls.clone()).await,
+            Link::Cluster(connection) => invocation.invoke_async(&mut connection.clone()).await,
         }
     }
 }

@@ -21,9 +21,6 @@ pub struct Stats {
     pub(super) latency: Histogram,
     /// Calls that failed on one state alone (or reset it).
     pub(super) state_errors: AtomicU64,
-    /// Round trips that got replies (over the calls: the calls a round
-    /// carries, one per shard of its lane).
-    pub(super) rounds: AtomicU64,
 }
 
 impl Default for Stats {
@@ -33,7 +30,6 @@ impl Default for Stats {
             decisions: AtomicU64::new(0),
             latency: Histogram::seconds(&LATENCY_BOUNDS),
             state_errors: AtomicU64::new(0),
-            rounds: AtomicU64::new(0),
         }
     }
 }
@@ -90,14 +86,6 @@ impl Collector for RedisCollector {
             state_errors.metric_type(),
         )?;
         state_errors.encode(metric)?;
-        let rounds = ConstCounter::new(stats.rounds.load(Ordering::Relaxed));
-        let metric = encoder.encode_descriptor(
-            "redis_rounds",
-            "Round trips to Redis that got replies, each one pipeline of one call per shard (per cluster group) of one master (the calls over it: calls per round)",
-            None,
-            rounds.metric_type(),
-        )?;
-        rounds.encode(metric)?;
         let (sum, count, buckets) = stats.latency().snapshot();
         let mut metric = encoder.encode_descriptor(
             "redis_duration_seconds",

@@ -6,13 +6,11 @@
 //!   server never reads and then writes (two replicas doing that lose
 //!   each other's updates). redis-rs's `Script` sends EVALSHA and loads
 //!   the script on `NOSCRIPT` (a restarted or flushed Redis).
-//! - **One flusher per shard:** a replica keeps at most one round in
-//!   flight per lane (the one Redis, or one master of a cluster, or one
-//!   hash slot of it while its master is not known: `nodes.rs`); the
+//! - **One flusher per shard:** a replica keeps at most one call in
+//!   flight per shard (the one Redis, or one hash slot of a cluster); the
 //!   requests that arrive meanwhile, of any state, wait and go together in
-//!   the next round (at most [`MAX_CALL`]): one call per shard (the one
-//!   Redis, or one group's hash slot), all the round's calls in one
-//!   pipeline, each call's states in the order each state first arrived. The script decides each state's requests
+//!   the next call (at most [`MAX_CALL`]), grouped by state in the order
+//!   each state first arrived. The script decides each state's requests
 //!   one after the other at one Redis `TIME`, exactly as that many calls
 //!   in the same millisecond would (a lone request is a call of one).
 //!   Why: Redis runs scripts on one thread, and a call's fixed cost (the
@@ -54,11 +52,9 @@
 //!   Redis: a limiter that fails open per replica (each still enforcing
 //!   the plan) is the lesser harm than refusing every request (Kong's
 //!   `fault_tolerant`, Envoy's `failure_mode_deny=false`).
-//! - **Redis Cluster** (`--redis-cluster`, `link.rs`, `groups.rs`,
-//!   `nodes.rs`): redis-rs's cluster client sends each round to the
-//!   master of its first call's slot; a call whose slot has moved falls
-//!   back once and the replica reads the cluster's slots again (a round
-//!   is never sent twice: some of its calls ran). A state's name there carries
+//! - **Redis Cluster** (`--redis-cluster`, `link.rs`, `groups.rs`):
+//!   redis-rs's cluster client sends each call to the master of its
+//!   key's slot and follows MOVED and ASK. A state's name there carries
 //!   one of [`GROUPS`] hash tags (`{ps3.17}:<sha256 hex>:m60/d1000`), so
 //!   that a call carries the queued requests of many states of one slot
 //!   instead of one state per call; the replica groups calls by slot, so
@@ -79,14 +75,12 @@
 //! | `breaker.rs` | the circuit breaker of each shard |
 //! | `script.rs` | `limit.lua`, its arguments, the states' names, its reply decoded |
 //! | `groups.rs` | the hash-tag groups of a cluster's states |
-//! | `nodes.rs` | which master holds each group, for the rounds |
 //! | `metrics.rs` | its latency, decisions and fallbacks in `/metrics` |
 
 mod breaker;
 mod groups;
 mod link;
 mod metrics;
-mod nodes;
 mod script;
 
 use std::collections::hash_map::Entry;
@@ -113,7 +107,7 @@ pub use breaker::BREAKER;
 pub use link::TIMEOUT;
 
 use breaker::{Breakers, Shard};
-use link::{Lane, Link};
+use link::Link;
 
 /// The shared limiter: a connection to Redis, the script, the breaker and
 /// the requests waiting for their state's call.
@@ -141,10 +135,9 @@ impl std::fmt::Debug for RedisLimits {
 /// decide it (the request falls back to this replica's limiter).
 type Waiter = oneshot::Sender<Option<Decision>>;
 
-/// A request waiting for its lane's next call.
+/// A request waiting for its shard's next call.
 struct Queued {
     name: Arc<str>,
-    shard: Shard,
     params: Params,
     waiter: Waiter,
 }
@@ -170,11 +163,11 @@ struct Inner {
     /// The names of states whose trouble was logged (bounded).
     troubled: Mutex<HashSet<Box<str>>>,
     stats: Arc<Stats>,
-    /// Per lane with a call in flight, the requests waiting for its
-    /// next call, in arrival order. A lane is here exactly while its
+    /// Per shard with a call in flight, the requests waiting for its
+    /// next call, in arrival order. A shard is here exactly while its
     /// flusher runs. A plain mutex: held for a push or a swap, never
     /// across an await.
-    waiting: Mutex<HashMap<Lane, Vec<Queued>>>,
+    waiting: Mutex<HashMap<Shard, Vec<Queued>>>,
     /// Bans this replica's own limiter started while Redis was away, per
     /// state: its parameters and the ban's end (ms). Each rides along in
     /// its shard's next call, so that every replica enforces it once
@@ -338,21 +331,18 @@ impl RedisLimits {
         }
     }
 
-    /// Joins the requests waiting for the next call of `shard`'s lane,
-    /// or, when no call of that lane is in flight, starts its flusher
-    /// with this request first. The flusher is a task of its own, so a
-    /// request dropped while it waits (its client gone) never strands
-    /// the others.
+    /// Joins the requests waiting for `shard`'s next call, or, when no
+    /// call of that shard is in flight, starts its flusher with this
+    /// request first. The flusher is a task of its own, so a request
+    /// dropped while it waits (its client gone) never strands the others.
     async fn batched(&self, shard: Shard, name: Arc<str>, params: Params) -> Option<Decision> {
         let (waiter, rx) = oneshot::channel();
-        let lane = self.link.lane(&name);
         let queued = Queued {
             name,
-            shard,
             params,
             waiter,
         };
-        let lead = match self.inner.waiting.lock().entry(lane) {
+        let lead = match self.inner.waiting.lock().entry(shard) {
             Entry::Occupied(mut waiting) => {
                 waiting.get_mut().push(queued);
                 false
@@ -363,129 +353,75 @@ impl RedisLimits {
             }
         };
         if lead {
-            tokio::spawn(self.clone().flush(lane));
+            tokio::spawn(self.clone().flush(shard));
         }
         // The flusher answers every waiter or drops it (its guard), and
         // each of its calls is bounded by the timeout: this wait is bounded too.
         rx.await.ok().flatten()
     }
 
-    /// The flusher of `lane`: one round at a time, each taking what
-    /// waits (at most [`MAX_CALL`] requests), until nothing waits. A round
-    /// is one call per shard (group) that has requests, all in one
-    /// pipeline: on one Redis, or on one cluster master, one write and
-    /// one read for all of them (`nodes.rs`, why).
-    async fn flush(self, lane: Lane) {
+    /// The flusher of `shard`: one call at a time, each taking what
+    /// waits (at most [`MAX_CALL`] requests), until nothing waits.
+    async fn flush(self, shard: Shard) {
         let mut guard = Flushing {
             limits: &self,
-            lane: Some(lane),
+            shard: Some(shard),
         };
         let mut taken = Vec::new();
         loop {
             {
                 let mut all = self.inner.waiting.lock();
-                match all.get_mut(&lane) {
+                match all.get_mut(&shard) {
                     Some(waiting) if waiting.len() > MAX_CALL => {
                         taken.extend(waiting.drain(..MAX_CALL));
                     }
                     Some(waiting) if !waiting.is_empty() => std::mem::swap(waiting, &mut taken),
                     _ => {
-                        all.remove(&lane);
-                        guard.lane = None;
+                        all.remove(&shard);
+                        guard.shard = None;
                         return;
                     }
                 }
             }
-            let calls = self.calls(&mut taken);
-            for (shard, unread) in self.decide_calls(lane, calls).await {
-                // A cluster state missing under its group comes back
-                // unread: its previous form is read, and it goes once
-                // more with it.
-                let Some(unread) = unread.filter(|u| !u.is_empty()) else {
-                    continue;
-                };
-                let read = self.read_previous(unread).await;
-                if read.is_empty() {
-                    continue;
-                }
-                for (_, still) in self
-                    .decide_calls(Lane::Shard(shard), vec![(shard, read)])
-                    .await
-                {
-                    // Unread with their previous form given: not the
-                    // script's answer. They fall back.
-                    if let Some(still) = still {
-                        self.give_back_bans(&still);
-                    }
-                }
+            let parts = self.parts(shard, &mut taken);
+            // A cluster state missing under its group comes back unread:
+            // its previous form is read, and it goes once more with it.
+            let Some(unread) = self.decide_parts(shard, parts).await else {
+                continue;
+            };
+            if unread.is_empty() {
+                continue;
+            }
+            let read = self.read_previous(unread).await;
+            if read.is_empty() {
+                continue;
+            }
+            if let Some(still) = self.decide_parts(shard, read).await {
+                // Unread with their previous form given: not the script's
+                // answer. They fall back.
+                self.give_back_bans(&still);
             }
         }
     }
 
-    /// `taken`'s requests as calls: per shard (in the order each shard
-    /// first arrived), its [`parts`](Self::parts). Empties `taken`.
-    fn calls(&self, taken: &mut Vec<Queued>) -> Vec<(Shard, Vec<Part>)> {
-        let mut by_shard: Vec<(Shard, Vec<Queued>)> = Vec::new();
-        for queued in taken.drain(..) {
-            // One shard on one Redis, at most GROUPS in a cluster: a
-            // linear search beats a map.
-            match by_shard
-                .iter_mut()
-                .find(|(shard, _)| *shard == queued.shard)
-            {
-                Some((_, queue)) => queue.push(queued),
-                None => by_shard.push((queued.shard, vec![queued])),
-            }
-        }
-        by_shard
-            .into_iter()
-            .map(|(shard, mut queue)| (shard, self.parts(shard, &mut queue)))
-            .collect()
-    }
-
-    /// One round deciding `calls` (each a shard's parts, all of one
-    /// lane), their decisions sent to their waiters. Per call, the parts
-    /// left unread ([`Verdict::Unread`]), or `None` when Redis decided
-    /// nothing for it (its breaker open, or its call failed: the
-    /// waiters' channels close, so they fall back, and the bans the parts
-    /// carried go back for the next call).
-    async fn decide_calls(
-        &self,
-        lane: Lane,
-        calls: Vec<(Shard, Vec<Part>)>,
-    ) -> Vec<(Shard, Option<Vec<Part>>)> {
-        let mut decided = Vec::with_capacity(calls.len());
-        let mut tried = Vec::with_capacity(calls.len());
-        for (shard, parts) in calls {
-            if self.inner.breakers.may_try(shard) {
-                tried.push((shard, parts));
-            } else {
+    /// One call of `shard` deciding `parts`, its decisions sent to their
+    /// waiters: the parts left unread ([`Verdict::Unread`]), or `None`
+    /// when Redis decided nothing (the breaker open, or the call failed:
+    /// the waiters' channels close, so they fall back, and the bans the
+    /// parts carried go back for the next call).
+    async fn decide_parts(&self, shard: Shard, parts: Vec<Part>) -> Option<Vec<Part>> {
+        let verdicts = if self.inner.breakers.may_try(shard) {
+            self.call(shard, &parts).await
+        } else {
+            None
+        };
+        match verdicts {
+            Some(verdicts) => Some(self.answer(parts, verdicts)),
+            None => {
                 self.give_back_bans(&parts);
-                decided.push((shard, None));
+                None
             }
         }
-        if tried.is_empty() {
-            return decided;
-        }
-        let started = Instant::now();
-        let replies = self.send(lane, &tried).await;
-        let mut moved = false;
-        for ((shard, parts), reply) in tried.into_iter().zip(replies) {
-            moved |= matches!(reply, Err(Failure::Moved(_) | Failure::Unreachable(_)));
-            match self.judged(shard, &parts, reply, started) {
-                Some(verdicts) => decided.push((shard, Some(self.answer(parts, verdicts)))),
-                None => {
-                    self.give_back_bans(&parts);
-                    decided.push((shard, None));
-                }
-            }
-        }
-        if moved {
-            // A group moved, or a master failed: where the groups live
-            // is read again.
-            self.link.moved();
-        }
-        decided
     }
 
     /// Sends each part's decisions to its waiters; returns the parts left
@@ -581,14 +517,9 @@ impl RedisLimits {
             };
             self.give_back_bans(std::slice::from_ref(&part));
             match failure {
-                Failure::Call(why) | Failure::Moved(why) => self.state_trouble(
+                Failure::Call(why) => self.state_trouble(
                     &part.name,
                     &format!("its previous form could not be read: {why}"),
-                ),
-                // redis-rs loads `carry.lua` itself.
-                Failure::NoScript => self.state_trouble(
-                    &part.name,
-                    "its previous form could not be read: the script could not be loaded",
                 ),
                 Failure::Unreachable(e) => {
                     if self.inner.breakers.failed(home) {
@@ -650,143 +581,37 @@ impl RedisLimits {
         parts
     }
 
-    /// The script's call of each of `calls`, all in one pipeline to
-    /// `lane`'s Redis. A call that did not run goes again: after loading
-    /// the script, when the master did not know it (a restarted or
-    /// flushed Redis); alone, where the cluster client finds its slot,
-    /// when its group is no longer on the lane's master (a cluster being
-    /// resharded: the slots are then read again). Per call, its reply,
-    /// or why it has none.
-    async fn send(
-        &self,
-        lane: Lane,
-        calls: &[(Shard, Vec<Part>)],
-    ) -> Vec<Result<Vec<u8>, Failure>> {
-        let all: Vec<&[Part]> = calls.iter().map(|(_, parts)| &parts[..]).collect();
-        let mut replies = self.pipeline(&all, lane).await;
-        let not_run = |replies: &[Result<Vec<u8>, Failure>], moved: bool| -> Vec<usize> {
-            (0..replies.len())
-                .filter(|i| match replies.get(*i) {
-                    Some(Err(Failure::NoScript)) => !moved,
-                    Some(Err(Failure::Moved(_))) => moved,
-                    _ => false,
-                })
-                .collect()
-        };
-        let missing = not_run(&replies, false);
-        if !missing.is_empty() {
-            let loaded =
-                tokio::time::timeout(self.timeout, self.link.load_script(SCRIPT, lane)).await;
-            let again = match loaded {
-                Ok(Ok(())) => {
-                    let calls: Vec<&[Part]> = missing
-                        .iter()
-                        .filter_map(|i| all.get(*i).copied())
-                        .collect();
-                    self.pipeline(&calls, lane).await
-                }
-                Ok(Err(e)) => missing.iter().map(|_| Err(Failure::of(&e))).collect(),
-                Err(_) => missing
-                    .iter()
-                    .map(|_| Err(Failure::timed_out(self.timeout)))
-                    .collect(),
-            };
-            for (i, reply) in missing.into_iter().zip(again) {
-                if let Some(slot) = replies.get_mut(i) {
-                    *slot = reply;
-                }
-            }
-        }
-        if matches!(lane, Lane::Master(_)) {
-            let moved = not_run(&replies, true);
-            if !moved.is_empty() {
-                self.link.moved();
-            }
-            for i in moved {
-                let (Some((shard, _)), Some(parts)) = (calls.get(i), all.get(i)) else {
-                    continue;
-                };
-                let again = self.pipeline(&[*parts], Lane::Shard(*shard)).await;
-                if let (Some(slot), Some(reply)) = (replies.get_mut(i), again.into_iter().next()) {
-                    *slot = reply;
-                }
-            }
-        }
-        replies
-    }
-
-    /// One pipeline of the script's calls deciding `calls` (each its
-    /// parts), to `lane`'s Redis, within the timeout: per call, its
-    /// reply, or why it has none.
-    async fn pipeline(&self, calls: &[&[Part]], lane: Lane) -> Vec<Result<Vec<u8>, Failure>> {
-        let mut pipeline = ::redis::pipe();
-        for parts in calls {
-            pipeline.add_command(self.script_call(parts));
-        }
-        let round = self.link.round(&pipeline, calls.len(), lane);
-        let values = match tokio::time::timeout(self.timeout, round).await {
-            Err(_) => Err(Failure::timed_out(self.timeout)),
-            Ok(Err(e)) => Err(Failure::of(&e)),
-            Ok(Ok(values)) if values.len() == calls.len() => {
-                self.inner.stats.rounds.fetch_add(1, Ordering::Relaxed);
-                Ok(values)
-            }
-            Ok(Ok(values)) => Err(Failure::Call(format!(
-                "{} replies to {} calls",
-                values.len(),
-                calls.len()
-            ))),
-        };
-        match values {
-            Ok(values) => values
-                .into_iter()
-                .map(|value| match value {
-                    ::redis::Value::BulkString(reply) => Ok(reply),
-                    ::redis::Value::ServerError(e) => Err(Failure::of(&e.into())),
-                    other => Err(Failure::Call(format!("unexpected script reply {other:?}"))),
-                })
-                .collect(),
-            Err(failure) => calls.iter().map(|_| Err(failure.clone())).collect(),
-        }
-    }
-
-    /// The script's call (`EVALSHA`) deciding `parts`: three names and
-    /// two arguments per state (`limit.lua` says which), after the
-    /// instant ("": Redis `TIME`).
-    fn script_call(&self, parts: &[Part]) -> ::redis::Cmd {
-        let mut call = ::redis::cmd("EVALSHA");
-        call.arg(self.script.get_hash()).arg(parts.len() * 3);
+    /// One script call deciding `parts`; per part its [`Verdict`], or
+    /// `None` (the failure logged, and the breaker opened when Redis did
+    /// not answer) when Redis gave no reply of the script's within
+    /// its timeout ([`TIMEOUT`] by default).
+    async fn call(&self, shard: Shard, parts: &[Part]) -> Option<Vec<Verdict>> {
+        let started = Instant::now();
+        let mut invocation = self.script.prepare_invoke();
+        invocation.arg("");
         for part in parts {
             let place = self.link.place(&part.name);
-            call.arg(current_name(&place))
-                .arg(text_name(&place))
-                .arg(&*place);
-        }
-        call.arg("");
-        for part in parts {
-            call.arg(&state_args(&part.params, part.waiters.len(), part.ban_until_ms)[..])
+            invocation
+                .key(current_name(&place))
+                .key(text_name(&place))
+                .key(&*place)
+                .arg(&state_args(&part.params, part.waiters.len(), part.ban_until_ms)[..])
                 .arg(&*part.previous.arg());
         }
-        call
-    }
-
-    /// What `shard`'s call deciding `parts` got (`reply`, sent at
-    /// `started`): per part its [`Verdict`], or `None` (the failure
-    /// logged, and the breaker opened when Redis did not answer) when
-    /// Redis gave no reply of the script's within its timeout
-    /// ([`TIMEOUT`] by default).
-    fn judged(
-        &self,
-        shard: Shard,
-        parts: &[Part],
-        reply: Result<Vec<u8>, Failure>,
-        started: Instant,
-    ) -> Option<Vec<Verdict>> {
-        let verdicts = reply.and_then(|reply| {
-            decode_call(&reply, parts.iter().map(|p| (&p.params, p.waiters.len())))
-                .ok_or_else(|| Failure::Call(format!("unexpected script reply {reply:?}")))
-        });
-        match verdicts {
+        let reply = match tokio::time::timeout(
+            self.timeout,
+            self.link.invoke::<Vec<u8>>(&invocation),
+        )
+        .await
+        {
+            Err(_) => Err(Failure::timed_out(self.timeout)),
+            Ok(Err(e)) => Err(Failure::of(&e)),
+            Ok(Ok(reply)) => {
+                decode_call(&reply, parts.iter().map(|p| (&p.params, p.waiters.len())))
+                    .ok_or_else(|| Failure::Call(format!("unexpected script reply {reply:?}")))
+            }
+        };
+        match reply {
             Ok(verdicts) => {
                 self.inner.stats.latency.observe(started.elapsed());
                 let decided: usize = parts
@@ -810,15 +635,6 @@ impl RedisLimits {
                 }
                 None
             }
-            Err(Failure::NoScript) => {
-                for part in parts {
-                    self.state_trouble(&part.name, "the script could not be loaded");
-                }
-                None
-            }
-            // The group has moved (a cluster being resharded): these
-            // requests fall back once, and the slots are read again.
-            Err(Failure::Moved(_)) => None,
             Err(Failure::Unreachable(e)) => {
                 if self.inner.breakers.failed(shard) {
                     log_error!(
@@ -861,7 +677,7 @@ impl RedisLimits {
 const MAX_TROUBLED: usize = 1_000;
 
 /// Why a call got no decision.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 enum Failure {
     /// Redis did not answer, or not in time, or its cluster could not
     /// route the call: the shard's breaker opens.
@@ -869,13 +685,6 @@ enum Failure {
     /// Redis answered with an error, or with a reply that is not the
     /// script's: only this call's requests fall back.
     Call(String),
-    /// The master does not know the script (restarted or flushed): it is
-    /// loaded, and the call sent again.
-    NoScript,
-    /// The call's slot is elsewhere now (MOVED, ASK, TRYAGAIN: a cluster
-    /// being resharded): its requests fall back, the breaker stays as it
-    /// is, and the slots are read again.
-    Moved(String),
 }
 
 impl Failure {
@@ -890,10 +699,6 @@ impl Failure {
             ErrorKind::Extension | ErrorKind::Server(ServerErrorKind::ResponseError) => {
                 Failure::Call(e.to_string())
             }
-            ErrorKind::Server(ServerErrorKind::NoScript) => Failure::NoScript,
-            ErrorKind::Server(
-                ServerErrorKind::Moved | ServerErrorKind::Ask | ServerErrorKind::TryAgain,
-            ) => Failure::Moved(e.to_string()),
             _ => Failure::Unreachable(e.to_string()),
         }
     }
@@ -906,13 +711,13 @@ impl Failure {
 /// waiting behind one that is gone.
 struct Flushing<'a> {
     limits: &'a RedisLimits,
-    lane: Option<Lane>,
+    shard: Option<Shard>,
 }
 
 impl Drop for Flushing<'_> {
     fn drop(&mut self) {
-        if let Some(lane) = self.lane.take() {
-            self.limits.inner.waiting.lock().remove(&lane);
+        if let Some(shard) = self.shard.take() {
+            self.limits.inner.waiting.lock().remove(&shard);
         }
     }
 }
