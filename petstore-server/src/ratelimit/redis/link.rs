@@ -6,7 +6,9 @@ use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::cluster::{ClusterClient, ClusterConfig};
 use ::redis::cluster_async::ClusterConnection;
 use ::redis::cluster_routing::Slot;
-use ::redis::{FromRedisValue, RedisResult, ScriptInvocation};
+use ::redis::{
+    Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ScriptInvocation, ServerErrorKind,
+};
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -113,6 +115,36 @@ impl Link {
             Link::Cluster(connection) => command.query_async(&mut connection.clone()).await?,
         };
         Ok(reply.get(1).cloned())
+    }
+
+    /// Runs `call`, an `EVALSHA` of `script`, where its first key lives;
+    /// on `NOSCRIPT` (a restarted or flushed Redis: the call did not run)
+    /// loads the script and runs it once more, as redis-rs's
+    /// `ScriptInvocation` does.
+    pub(super) async fn eval<T: FromRedisValue>(
+        &self,
+        script: &Script,
+        call: &Cmd,
+    ) -> RedisResult<T> {
+        let ran = match self {
+            Link::Single(connection) => call.query_async(&mut connection.clone()).await,
+            Link::Cluster(connection) => call.query_async(&mut connection.clone()).await,
+        };
+        match ran {
+            Err(e) if matches!(e.kind(), ErrorKind::Server(ServerErrorKind::NoScript)) => {
+                match self {
+                    Link::Single(connection) => {
+                        script.load_async(&mut connection.clone()).await?;
+                        call.query_async(&mut connection.clone()).await
+                    }
+                    Link::Cluster(connection) => {
+                        script.load_async(&mut connection.clone()).await?;
+                        call.query_async(&mut connection.clone()).await
+                    }
+                }
+            }
+            ran => ran,
+        }
     }
 
     /// Runs the script `invocation` (EVALSHA, loading the script on

@@ -83,7 +83,6 @@ mod link;
 mod metrics;
 mod script;
 
-use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -100,6 +99,7 @@ pub use script::{
     anonymous_name, current_name, decode_call, state_args, text_name, Params, Previous, Verdict,
     CARRY, MAX_BAN_MS, MAX_CALL, SCRIPT,
 };
+use script::{Suffixed, CURRENT, TEXT};
 
 use super::charge::Charge;
 use crate::{log_error, log_info};
@@ -167,7 +167,7 @@ struct Inner {
     /// next call, in arrival order. A shard is here exactly while its
     /// flusher runs. A plain mutex: held for a push or a swap, never
     /// across an await.
-    waiting: Mutex<HashMap<Shard, Vec<Queued>>>,
+    waiting: Mutex<Queues>,
     /// Bans this replica's own limiter started while Redis was away, per
     /// state: its parameters and the ban's end (ms). Each rides along in
     /// its shard's next call, so that every replica enforces it once
@@ -220,7 +220,7 @@ impl RedisLimits {
                 breakers: Breakers::new(BREAKER),
                 troubled: Mutex::new(HashSet::new()),
                 stats: Arc::new(Stats::default()),
-                waiting: Mutex::new(HashMap::new()),
+                waiting: Mutex::new(Queues::default()),
                 local_bans: Mutex::new(HashMap::new()),
             }),
             clock,
@@ -342,16 +342,7 @@ impl RedisLimits {
             params,
             waiter,
         };
-        let lead = match self.inner.waiting.lock().entry(shard) {
-            Entry::Occupied(mut waiting) => {
-                waiting.get_mut().push(queued);
-                false
-            }
-            Entry::Vacant(slot) => {
-                slot.insert(vec![queued]);
-                true
-            }
-        };
+        let lead = self.inner.waiting.lock().join(shard, queued);
         if lead {
             tokio::spawn(self.clone().flush(shard));
         }
@@ -371,13 +362,13 @@ impl RedisLimits {
         loop {
             {
                 let mut all = self.inner.waiting.lock();
-                match all.get_mut(&shard) {
+                match all.get_mut(shard) {
                     Some(waiting) if waiting.len() > MAX_CALL => {
                         taken.extend(waiting.drain(..MAX_CALL));
                     }
                     Some(waiting) if !waiting.is_empty() => std::mem::swap(waiting, &mut taken),
                     _ => {
-                        all.remove(&shard);
+                        all.remove(shard);
                         guard.shard = None;
                         return;
                     }
@@ -587,20 +578,26 @@ impl RedisLimits {
     /// its timeout ([`TIMEOUT`] by default).
     async fn call(&self, shard: Shard, parts: &[Part]) -> Option<Vec<Verdict>> {
         let started = Instant::now();
-        let mut invocation = self.script.prepare_invoke();
-        invocation.arg("");
+        // EVALSHA written straight into one command: redis-rs's
+        // `ScriptInvocation` keeps each argument in a `Vec` of its own and
+        // copies them all into a command again, and each name was a
+        // `format!` (`Suffixed`): about ten allocations a state.
+        let mut call = ::redis::cmd("EVALSHA");
+        call.arg(self.script.get_hash()).arg(parts.len() * 3);
         for part in parts {
             let place = self.link.place(&part.name);
-            invocation
-                .key(current_name(&place))
-                .key(text_name(&place))
-                .key(&*place)
-                .arg(&state_args(&part.params, part.waiters.len(), part.ban_until_ms)[..])
+            call.arg(Suffixed(&place, CURRENT))
+                .arg(Suffixed(&place, TEXT))
+                .arg(&*place);
+        }
+        call.arg("");
+        for part in parts {
+            call.arg(&state_args(&part.params, part.waiters.len(), part.ban_until_ms)[..])
                 .arg(&*part.previous.arg());
         }
         let reply = match tokio::time::timeout(
             self.timeout,
-            self.link.invoke::<Vec<u8>>(&invocation),
+            self.link.eval::<Vec<u8>>(&self.script, &call),
         )
         .await
         {
@@ -673,6 +670,41 @@ impl RedisLimits {
     }
 }
 
+/// Per shard with a call in flight, the requests waiting for its next
+/// call. A list, not a map: one shard on one Redis, at most [`GROUPS`] in
+/// a cluster, and a look along a few costs less than hashing the shard
+/// on every request.
+#[derive(Debug, Default)]
+struct Queues(Vec<(Shard, Vec<Queued>)>);
+
+impl Queues {
+    fn get_mut(&mut self, shard: Shard) -> Option<&mut Vec<Queued>> {
+        self.0
+            .iter_mut()
+            .find(|(s, _)| *s == shard)
+            .map(|(_, queue)| queue)
+    }
+
+    /// Joins `shard`'s queue; true when it had none, so the caller
+    /// starts its flusher.
+    fn join(&mut self, shard: Shard, queued: Queued) -> bool {
+        match self.get_mut(shard) {
+            Some(queue) => {
+                queue.push(queued);
+                false
+            }
+            None => {
+                self.0.push((shard, vec![queued]));
+                true
+            }
+        }
+    }
+
+    fn remove(&mut self, shard: Shard) {
+        self.0.retain(|(s, _)| *s != shard);
+    }
+}
+
 /// How many troubled state names are remembered for logging them once.
 const MAX_TROUBLED: usize = 1_000;
 
@@ -717,7 +749,7 @@ struct Flushing<'a> {
 impl Drop for Flushing<'_> {
     fn drop(&mut self) {
         if let Some(shard) = self.shard.take() {
-            self.limits.inner.waiting.lock().remove(&shard);
+            self.limits.inner.waiting.lock().remove(shard);
         }
     }
 }

@@ -111,13 +111,38 @@ pub fn anonymous_name(ip: IpAddr, per_minute: u32) -> String {
 /// no `:v3` form yet. The hash tag is the same, and so is the Redis
 /// Cluster slot.
 pub fn current_name(name: &str) -> String {
-    format!("{name}:v3")
+    format!("{name}{CURRENT}")
 }
 
 /// The name of the state `name` in the previous version's form (text):
 /// `name` with `:v2`.
 pub fn text_name(name: &str) -> String {
-    format!("{name}:v2")
+    format!("{name}{TEXT}")
+}
+
+/// The suffix of [`current_name`].
+pub const CURRENT: &str = ":v3";
+/// The suffix of [`text_name`].
+pub const TEXT: &str = ":v2";
+
+/// A state's name and a suffix ([`CURRENT`], [`TEXT`]) written as one
+/// argument straight into a command's buffer: the same bytes as
+/// [`current_name`] or [`text_name`], without a `String` of their own
+/// (a call names three per state).
+#[derive(Clone, Copy, Debug)]
+pub struct Suffixed<'a>(pub &'a str, pub &'static str);
+
+impl ::redis::ToRedisArgs for Suffixed<'_> {
+    fn write_redis_args<W>(&self, out: &mut W)
+    where
+        W: ?Sized + ::redis::RedisWrite,
+    {
+        use std::io::Write as _;
+        let mut arg = out.writer_for_next_arg();
+        // Writes into a `Vec`: they cannot fail.
+        let _ = arg.write_all(self.0.as_bytes());
+        let _ = arg.write_all(self.1.as_bytes());
+    }
 }
 
 /// Where a state with neither a `:v3` nor a `:v2` form takes its previous
@@ -311,6 +336,31 @@ fn decode(reply: &[i64], now_ms: u64, params: &Params) -> Option<Decision> {
 mod tests {
     use super::*;
     use crate::keys::StateId;
+
+    #[test]
+    fn a_suffixed_argument_is_the_names_bytes() {
+        let name = "{ab12}:m60/d1000";
+        let mut call = ::redis::cmd("EVALSHA");
+        call.arg(Suffixed(name, CURRENT))
+            .arg(Suffixed(name, TEXT))
+            .arg(Suffixed("", CURRENT));
+        let args: Vec<Vec<u8>> = call
+            .args_iter()
+            .filter_map(|arg| match arg {
+                ::redis::Arg::Simple(bytes) => Some(bytes.to_vec()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            args,
+            [
+                b"EVALSHA".to_vec(),
+                current_name(name).into_bytes(),
+                text_name(name).into_bytes(),
+                b":v3".to_vec(),
+            ]
+        );
+    }
 
     #[test]
     fn names_never_hold_the_key_and_group_ipv6_by_64() {
