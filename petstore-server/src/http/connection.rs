@@ -21,17 +21,22 @@
 //! - A reload of the keys file bumps the state's key generation; a
 //!   remembered entry from an older generation is looked up again, so a
 //!   revoked key stops working on open connections too.
+//!
+//! A key other than the connection's last may still be known to the
+//! worker thread (`key_cache.rs`: a proxy's pooled connections carry
+//! many clients' keys), under the same rules.
 
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use subtle::ConstantTimeEq;
 
 use super::api::Api;
 use super::auth::bearer_token;
+use super::key_cache;
 use crate::keys::KeyEntry;
 use crate::state::AppState;
+use crate::util::same_bytes::same_bytes;
 
 /// One client connection.
 #[derive(Debug)]
@@ -89,8 +94,18 @@ impl Connection {
                 return Some(f(&r.entry));
             }
         }
-        let key = bearer_token(authorization)?;
-        let entry = self.state.keys().lookup(key).cloned()?;
+        // Another key than this connection's last: perhaps one this
+        // thread saw lately on another connection (a proxy's pooled
+        // connections carry many clients' keys), else the digest.
+        let entry = match key_cache::get(authorization, generation) {
+            Some(entry) => entry,
+            None => {
+                let key = bearer_token(authorization)?;
+                let entry = self.state.keys().lookup(key).cloned()?;
+                key_cache::remember(authorization, generation, &entry);
+                entry
+            }
+        };
         let result = f(&entry);
         *remembered = Some(Remembered {
             header: authorization.into(),
@@ -99,29 +114,6 @@ impl Connection {
         });
         Some(result)
     }
-}
-
-/// Constant-time equality of two header values (their lengths are not
-/// secret). The differences are OR-ed together a word at a time, without
-/// a branch on the data, and the one comparison at the end goes through
-/// `subtle` (its optimisation barrier keeps the compiler from turning the
-/// whole into an early exit). A barrier per byte, `subtle`'s own slice
-/// comparison, cost 900 instructions a request, and one per word 280
-/// (`scripts/profile`); this costs about 60.
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let (a_words, a_tail) = a.as_chunks::<8>();
-    let (b_words, b_tail) = b.as_chunks::<8>();
-    let words = a_words.iter().zip(b_words).fold(0u64, |diff, (x, y)| {
-        diff | (u64::from_ne_bytes(*x) ^ u64::from_ne_bytes(*y))
-    });
-    let diff = a_tail
-        .iter()
-        .zip(b_tail)
-        .fold(words, |diff, (x, y)| diff | u64::from(x ^ y));
-    bool::from(diff.ct_eq(&0))
 }
 
 #[cfg(test)]
@@ -144,24 +136,6 @@ mod tests {
 
     fn name_of(connection: &Connection, key: &str) -> Option<&'static str> {
         connection.with_key(format!("Bearer {key}").as_bytes(), |entry| entry.name)
-    }
-
-    #[test]
-    fn same_bytes_is_equality() {
-        let keys: [&[u8]; 7] = [
-            b"",
-            b"a",
-            b"b",
-            b"abcdefgh",
-            b"abcdefgi",
-            b"abcdefghi",
-            b"abcdefghj",
-        ];
-        for a in keys {
-            for b in keys {
-                assert_eq!(same_bytes(a, b), a == b, "{a:?} {b:?}");
-            }
-        }
     }
 
     #[test]
@@ -200,10 +174,23 @@ mod tests {
         assert_eq!(with(b"Basic key-b"), None);
         assert_eq!(with(b""), None);
 
-        // Revoked by a reload: refused on this open connection too.
+        // Another connection on this thread finds key-b without its
+        // digest (`key_cache.rs`), and its last key is key-a.
+        let pooled = Connection::new(
+            connection.state.clone(),
+            connection.api.clone(),
+            IpAddr::V4(Ipv4Addr::LOCALHOST),
+        );
+        assert_eq!(name_of(&pooled, "key-a"), Some("one"));
+        assert_eq!(name_of(&pooled, "key-b"), Some("two"));
+
+        // Revoked by a reload: refused on this open connection too, and on
+        // the other, whose thread remembered it as well.
         keys_file(&path, &[("one", "key-a"), ("three", "key-c")]);
         connection.state.reload_keys().unwrap();
         assert_eq!(name_of(&connection, "key-b"), None);
+        assert_eq!(name_of(&pooled, "key-a"), Some("one"));
+        assert_eq!(name_of(&pooled, "key-b"), None);
         assert_eq!(name_of(&connection, "key-c"), Some("three"));
         assert_eq!(name_of(&connection, "key-a"), Some("one"));
         std::fs::remove_dir_all(&dir).unwrap();

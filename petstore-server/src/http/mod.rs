@@ -22,6 +22,7 @@
 //! | `headers.rs` | rate-limit and deprecation headers; per-quota templates |
 //! | `auth.rs` | the `Authorization: Bearer` header |
 //! | `connection.rs` | [`Connection`]: a client's address and the key it presented last |
+//! | `key_cache.rs` | the keys presented lately on the worker thread |
 //! | `query_string.rs` | query strings and path parameters |
 //! | `cors.rs` | CORS preflight and response headers |
 //! | `health.rs` | `GET /healthz` |
@@ -42,6 +43,7 @@ mod error;
 mod finish;
 pub mod headers;
 mod health;
+mod key_cache;
 mod openapi;
 pub mod query_string;
 mod reply;

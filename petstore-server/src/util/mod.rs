@@ -1,5 +1,6 @@
 //! Plain helpers with no knowledge of the service: reused buffers,
-//! interned strings, reading an operator's file safely, hex digests.
+//! interned strings, reading an operator's file safely, hex digests,
+//! constant-time equality.
 //!
 //! Rule: `util/` imports nothing from the crate.
 
@@ -7,3 +8,4 @@ pub mod buffers;
 pub mod file_read;
 pub mod hex;
 pub mod intern;
+pub mod same_bytes;
