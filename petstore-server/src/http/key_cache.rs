@@ -14,8 +14,11 @@
 //! - Only headers with a valid key are remembered (a client cannot fill
 //!   it with guesses); a header is compared with the remembered one in
 //!   constant time.
-//! - Each entry keeps the key generation it was found in; after a reload
-//!   it is looked up again, so a revoked key stops working at once.
+//! - The cache belongs to one key generation: the first request after a
+//!   reload empties it, so a revoked key stops working at once and no
+//!   header of an older table stays in memory (the thread's headers are
+//!   held as long as a connection holds its last one, or until another
+//!   header takes the slot).
 //! - Bounded: [`SLOTS`] headers per worker thread, each placed by the
 //!   last bytes of the header (the key's random tail); a key that lands
 //!   on an occupied slot takes it. No lock: each thread has its own.
@@ -33,12 +36,31 @@ pub const SLOTS: usize = 256;
 #[derive(Debug)]
 struct Slot {
     header: Box<[u8]>,
-    generation: u64,
     entry: Arc<KeyEntry>,
 }
 
+/// One thread's headers, all of key generation `generation`.
+#[derive(Debug)]
+struct Remembered {
+    generation: u64,
+    slots: Vec<Option<Slot>>,
+}
+
+impl Remembered {
+    /// The slots, emptied first when they are of another generation.
+    fn of(&mut self, generation: u64) -> &mut Vec<Option<Slot>> {
+        if self.generation != generation {
+            self.slots.clear();
+            self.generation = generation;
+        }
+        &mut self.slots
+    }
+}
+
 thread_local! {
-    static REMEMBERED: RefCell<Vec<Option<Slot>>> = const { RefCell::new(Vec::new()) };
+    static REMEMBERED: RefCell<Remembered> = const {
+        RefCell::new(Remembered { generation: 0, slots: Vec::new() })
+    };
 }
 
 /// The slot of `header`: its last eight bytes (a key's random tail, so
@@ -59,10 +81,9 @@ fn slot_of(header: &[u8]) -> usize {
 pub fn get(header: &[u8], generation: u64) -> Option<Arc<KeyEntry>> {
     REMEMBERED
         .try_with(|remembered| {
-            let remembered = remembered.borrow();
-            let slot = remembered.get(slot_of(header))?.as_ref()?;
-            (slot.generation == generation && same_bytes(&slot.header, header))
-                .then(|| slot.entry.clone())
+            let mut remembered = remembered.borrow_mut();
+            let slot = remembered.of(generation).get(slot_of(header))?.as_ref()?;
+            same_bytes(&slot.header, header).then(|| slot.entry.clone())
         })
         .ok()
         .flatten()
@@ -73,13 +94,13 @@ pub fn get(header: &[u8], generation: u64) -> Option<Arc<KeyEntry>> {
 pub fn remember(header: &[u8], generation: u64, entry: &Arc<KeyEntry>) {
     let _ = REMEMBERED.try_with(|remembered| {
         let mut remembered = remembered.borrow_mut();
-        if remembered.is_empty() {
-            remembered.resize_with(SLOTS, || None);
+        let slots = remembered.of(generation);
+        if slots.is_empty() {
+            slots.resize_with(SLOTS, || None);
         }
-        if let Some(slot) = remembered.get_mut(slot_of(header)) {
+        if let Some(slot) = slots.get_mut(slot_of(header)) {
             *slot = Some(Slot {
                 header: header.into(),
-                generation,
                 entry: entry.clone(),
             });
         }
@@ -105,8 +126,11 @@ mod tests {
         remember(header, 1, &a);
         let found = get(header, 1).expect("remembered");
         assert!(Arc::ptr_eq(&found, &a));
-        // After a reload (another generation) it is looked up again.
+        // After a reload (another generation) it is looked up again, and
+        // the older generation's headers are gone.
         assert!(get(header, 2).is_none());
+        assert!(get(header, 1).is_none());
+        remember(header, 1, &a);
         // Another header in the same slot is not taken for it.
         let other = b"Bearer ps_key_b_0123456789abcdef";
         assert_eq!(slot_of(other), slot_of(header), "same tail, same slot");
