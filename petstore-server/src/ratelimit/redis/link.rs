@@ -2,7 +2,7 @@
 //! Cluster (`--redis-cluster`). Both connect lazily, so a replica starts
 //! while Redis is down, deciding alone until it answers.
 
-use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use ::redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use ::redis::cluster::{ClusterClient, ClusterConfig};
 use ::redis::cluster_async::ClusterConnection;
 use ::redis::cluster_routing::Slot;
@@ -126,24 +126,22 @@ impl Link {
         script: &Script,
         call: &Cmd,
     ) -> RedisResult<T> {
-        let ran = match self {
-            Link::Single(connection) => call.query_async(&mut connection.clone()).await,
-            Link::Cluster(connection) => call.query_async(&mut connection.clone()).await,
-        };
-        match ran {
-            Err(e) if matches!(e.kind(), ErrorKind::Server(ServerErrorKind::NoScript)) => {
-                match self {
-                    Link::Single(connection) => {
-                        script.load_async(&mut connection.clone()).await?;
-                        call.query_async(&mut connection.clone()).await
-                    }
-                    Link::Cluster(connection) => {
-                        script.load_async(&mut connection.clone()).await?;
-                        call.query_async(&mut connection.clone()).await
-                    }
+        async fn on<C: ConnectionLike, T: FromRedisValue>(
+            mut connection: C,
+            script: &Script,
+            call: &Cmd,
+        ) -> RedisResult<T> {
+            match call.query_async(&mut connection).await {
+                Err(e) if matches!(e.kind(), ErrorKind::Server(ServerErrorKind::NoScript)) => {
+                    script.load_async(&mut connection).await?;
+                    call.query_async(&mut connection).await
                 }
+                ran => ran,
             }
-            ran => ran,
+        }
+        match self {
+            Link::Single(connection) => on(connection.clone(), script, call).await,
+            Link::Cluster(connection) => on(connection.clone(), script, call).await,
         }
     }
 
