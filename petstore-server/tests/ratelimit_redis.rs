@@ -683,3 +683,54 @@ fn a_state_the_previous_version_kept_as_text_is_carried_over_on_deploy() {
     names.sort();
     assert_eq!(names, [format!("{free}:v2"), format!("{free}:v3")]);
 }
+
+#[test]
+fn a_state_decided_lately_but_gone_is_named_again_and_carried_over() {
+    // A state this replica decided a moment ago is named alone in its
+    // next call (its previous forms are not named). Should it be gone
+    // (its TTL ran out) while the previous version's text is there, the
+    // script must not decide it as a fresh state: the replica calls
+    // again, naming the text, which is carried over.
+    let redis = RedisServer::start();
+    let mut c = redis.connection();
+    let server = replica(&redis);
+    let r = server.get("/v1/pets", Some(FREE));
+    assert_eq!(r.status, 200, "{}", r.describe());
+    assert_eq!(x_ratelimit(&r).1, PER_DAY - 1);
+    let calls = redis_calls(&server);
+    // The state gone, and the previous version's text left with two day
+    // tokens.
+    let free = format!("{{{}}}:m100000/d{PER_DAY}", sha256_hex(FREE));
+    let (seconds, micros): (String, String) = ::redis::cmd("TIME").query(&mut c).unwrap();
+    let now_ms = seconds.parse::<u64>().unwrap() * 1000 + micros.parse::<u64>().unwrap() / 1000;
+    let _: () = ::redis::cmd("DEL")
+        .arg(format!("{free}:v3"))
+        .query(&mut c)
+        .unwrap();
+    let _: () = ::redis::cmd("SET")
+        .arg(format!("{free}:v2"))
+        .arg(format!(
+            "0:0:{}:0:::",
+            now_ms + (PER_DAY - 2) * DAY_TOKEN_SECS * 1000
+        ))
+        .arg("PX")
+        .arg(86_400_000)
+        .query(&mut c)
+        .unwrap();
+    let r = server.get("/v1/pets", Some(FREE));
+    assert_eq!(r.status, 200, "{}", r.describe());
+    assert_eq!(x_ratelimit(&r).1, 1, "two tokens were left, one is taken");
+    assert_eq!(server.metric("petstore_redis_fallbacks_total"), 0);
+    // Two calls when the replica named the state alone (unread, then
+    // named again); one if a slow machine let it forget the state first.
+    // Either way the text was carried.
+    let more = redis_calls(&server) - calls;
+    assert!((1..=2).contains(&more), "{more} calls");
+    assert_eq!(server.get("/v1/pets", Some(FREE)).status, 200);
+    assert_error(&server.get("/v1/pets", Some(FREE)), 429, "rate_limited");
+    let exists: bool = ::redis::cmd("EXISTS")
+        .arg(format!("{free}:v3"))
+        .query(&mut c)
+        .unwrap();
+    assert!(exists, "the state is in this version's form again");
+}

@@ -13,7 +13,8 @@
 //! forms; some move elsewhere and come back as the text a cluster
 //! replica read from their previous slot (FROM `=`); some are asked for
 //! with their previous form unread (FROM `?`: decided when present, and
-//! when missing not decided at all); some come with a stale carried text
+//! when missing not decided at all), and a quarter named alone, as a
+//! replica names a state it decided lately (FROM `!`: the same); some come with a stale carried text
 //! while present (two replicas carrying one state over: the state there
 //! must win, or the second would undo the first's charges); and a few
 //! are overwritten with
@@ -374,6 +375,10 @@ fn compare(
                 // Its previous form is elsewhere, unread: the script
                 // decides it only if it has its current form.
                 10 => case.from = Previous::Unread,
+                // Decided lately, so named alone: the script decides it
+                // only if it has its current form (the replica's usual
+                // call).
+                13..=28 => case.from = Previous::Unnamed,
                 // Another replica carried it over first (the race of two
                 // replicas that both found it missing): the text this
                 // call carries is stale, and the state there must win.
@@ -397,11 +402,13 @@ fn compare(
             // The call's instant: an edge of one of its states.
             let lead = call.start + rng.below(call.len() as u64) as usize;
             let now = all[lead].next_instant(&mut rng);
-            pipe.cmd("EVALSHA").arg(&sha).arg(3 * call.len());
+            let names: usize = all[call.clone()].iter().map(|c| c.from.names()).sum();
+            pipe.cmd("EVALSHA").arg(&sha).arg(names);
             for case in &all[call.clone()] {
-                pipe.arg(current_name(&case.name))
-                    .arg(text_name(&case.name))
-                    .arg(&case.name);
+                pipe.arg(current_name(&case.name));
+                if case.from != Previous::Unnamed {
+                    pipe.arg(text_name(&case.name)).arg(&case.name);
+                }
             }
             pipe.arg(now);
             let mut wants = Vec::with_capacity(call.len());
@@ -420,7 +427,7 @@ fn compare(
                 // again, so the same as none to the core) is given a
                 // minute more, so that it is still there when the call
                 // runs, however slow the machine.
-                if matches!(case.from, Previous::Unread)
+                if matches!(case.from, Previous::Unread | Previous::Unnamed)
                     || case.from == Previous::Read(STALE.into())
                 {
                     for name in [current_name(&case.name), text_name(&case.name)] {
@@ -432,13 +439,14 @@ fn compare(
                             .unwrap();
                     }
                 }
-                // Neither its form nor the previous version's text.
-                let missing = redis::cmd("EXISTS")
-                    .arg(current_name(&case.name))
-                    .arg(text_name(&case.name))
-                    .query::<u32>(redis)
-                    .unwrap()
-                    == 0;
+                // Neither its form nor the previous version's text (named
+                // alone: not its form; its text is not looked at).
+                let mut exists = redis::cmd("EXISTS");
+                exists.arg(current_name(&case.name));
+                if case.from != Previous::Unnamed {
+                    exists.arg(text_name(&case.name));
+                }
+                let missing = exists.query::<u32>(redis).unwrap() == 0;
                 if let (true, Previous::Hash, Some(text)) = (missing, &case.from, &case.elsewhere) {
                     case.from = Previous::Read(text.clone());
                 }
@@ -459,7 +467,8 @@ fn compare(
                         seen.stale += 1;
                     }
                 }
-                let unread = case.from == Previous::Unread && missing;
+                let unread = matches!(case.from, Previous::Unread | Previous::Unnamed) && missing;
+                seen.unnamed += usize::from(case.from == Previous::Unnamed && !unread);
                 pipe.arg(&state_args(&case.params, count, 0)[..])
                     .arg(&*case.from.arg());
                 if unread {
@@ -552,6 +561,8 @@ struct Comparison {
     unread: usize,
     /// States present that a call carried a stale previous form for.
     stale: usize,
+    /// States present that a call named alone (decided lately).
+    unnamed: usize,
     garbage: usize,
     resets: usize,
     allowed: usize,
@@ -597,6 +608,7 @@ fn the_script_decides_exactly_as_the_core_over_100_000_random_steps() {
             && seen.previous_form > 5_000
             && seen.carried > 2_000
             && seen.unread > 50
+            && seen.unnamed > 5_000
             && seen.stale > 2_000,
         "{seen:?}"
     );

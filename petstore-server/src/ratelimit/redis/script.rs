@@ -159,6 +159,13 @@ pub enum Previous {
     /// As the replica read it (`carry.lua`): the state's text, or empty
     /// when there was none.
     Read(String),
+    /// Not named: the replica's calls decided the state lately, so it has
+    /// its `:v3` form, and the call gives only that name (two fewer names
+    /// are about 7% of Redis's work for a state). Should it be missing
+    /// after all (its TTL ran out), the script decides nothing for it
+    /// ([`Verdict::Unread`]) and the replica calls again naming its
+    /// previous forms.
+    Unnamed,
 }
 
 impl Previous {
@@ -168,6 +175,16 @@ impl Previous {
             Previous::Hash => "".into(),
             Previous::Unread => "?".into(),
             Previous::Read(text) => format!("={text}").into(),
+            Previous::Unnamed => "!".into(),
+        }
+    }
+
+    /// How many names the call gives the state: its current one alone
+    /// when [`Previous::Unnamed`], else that and its previous forms'.
+    pub fn names(&self) -> usize {
+        match self {
+            Previous::Unnamed => 1,
+            _ => 3,
         }
     }
 }
