@@ -30,8 +30,8 @@
 //!   a ban (and replicas of the previous version, during a rolling
 //!   deploy, go on with their form untouched).
 //! - **Named alone when decided lately** (`recent.rs`): a call gives a
-//!   state this replica's calls decided within the last second or two
-//!   only its current name, not the two of its previous forms, which
+//!   key's state that this replica's calls decided within the last
+//!   second only its current name, not the two of its previous forms, which
 //!   Redis would take in and never read (about 7% of its work for a
 //!   state). A guess, never trusted: such a state missing after all
 //!   (its TTL ran out) comes back unread, and goes again at once, named

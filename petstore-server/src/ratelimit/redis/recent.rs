@@ -8,67 +8,77 @@
 //! trusted: a state missing after all comes back unread, and the replica
 //! calls again naming its previous forms.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How long a state counts as decided lately: one to two turns. About
-/// the shortest TTL the script gives a state it writes, so that a state
-/// remembered here is nearly always still there.
-const TURN: Duration = Duration::from_secs(1);
+/// How long a state counts as decided lately: the shortest TTL the
+/// script gives a state it writes, so that a state remembered here is
+/// nearly always still there.
+const LATELY: Duration = Duration::from_secs(1);
 
-/// The most names a turn holds; past it the turn ends early. Bounds the
-/// memory (two turns of names) whatever the traffic, anonymous clients of
-/// many addresses included.
-const MAX: usize = 65_536;
+/// Slots of the table: a power of two. Far more than the states of a
+/// call (at most [`MAX_CALL`](super::MAX_CALL) requests), so that the
+/// states of the calls of the last second mostly keep their slots.
+const SLOTS: usize = 4096;
 
-/// The states decided in this turn and in the one before.
+/// The states decided lately, by identity: a table of [`SLOTS`] slots,
+/// each the last state seen there and when.
 ///
-/// Two sets turned over, not a time per name: nothing to sweep, and a
-/// name costs one insert. The sets hash with std's random keys (SipHash):
-/// anonymous states are named by client addresses, which a client
-/// chooses.
-#[derive(Debug, Default)]
+/// Why by identity, not by name: a key's state name is one `Arc` for the
+/// life of its key table (`KeyEntry::state_name`), so its address is
+/// its identity, and a slot is found by a multiplication where hashing
+/// the name (80 bytes, SipHash, twice a request) cost the replica about
+/// 1,500 instructions a request (`scripts/profile-keys`). Each slot holds
+/// its `Arc`, so no other name can take its address while it is
+/// remembered. Anonymous states are named per request (a new `Arc`
+/// each time): they are never found, and go with all three names, as
+/// before. A slot taken over by another state forgets the first: a
+/// guess lost, nothing more. Memory: the table, bounded, whatever the
+/// traffic.
+#[derive(Debug)]
 pub(super) struct Recent {
-    this: HashSet<Arc<str>>,
-    before: HashSet<Arc<str>>,
-    /// When this turn began; `None` before the first name.
-    began: Option<Instant>,
+    slots: Vec<Option<(Arc<str>, Instant)>>,
+}
+
+impl Default for Recent {
+    fn default() -> Self {
+        Recent {
+            slots: vec![None; SLOTS],
+        }
+    }
+}
+
+/// The slot of the state named by this very `Arc`: its address, mixed
+/// (splitmix64's finalizer: addresses are aligned and come in strides,
+/// which a lone multiplication spread over half the slots).
+fn slot(name: &Arc<str>) -> usize {
+    let mut z = Arc::as_ptr(name).cast::<u8>() as usize as u64;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    (z as usize) & (SLOTS - 1)
 }
 
 impl Recent {
-    /// Whether `name` was decided in this turn or the one before, as of
-    /// `now`.
-    pub(super) fn has(&self, name: &str, now: Instant) -> bool {
-        match self.began {
-            // Both turns are over: nothing is recent any more.
-            Some(began) if now.saturating_duration_since(began) >= 2 * TURN => false,
-            Some(began) if now.saturating_duration_since(began) >= TURN => self.this.contains(name),
-            Some(_) => self.this.contains(name) || self.before.contains(name),
-            None => false,
+    /// Whether the state named by `name` (this `Arc`) was decided within
+    /// [`LATELY`] before `now`.
+    pub(super) fn has(&self, name: &Arc<str>, now: Instant) -> bool {
+        match self.slots.get(slot(name)) {
+            Some(Some((held, at))) => {
+                Arc::ptr_eq(held, name) && now.saturating_duration_since(*at) < LATELY
+            }
+            _ => false,
         }
     }
 
-    /// Remembers that `name` was decided at `now`.
+    /// Remembers that the state named by `name` was decided at `now`.
     pub(super) fn add(&mut self, name: &Arc<str>, now: Instant) {
-        match self.began {
-            // This turn goes on.
-            Some(began) if now.saturating_duration_since(began) < TURN && self.this.len() < MAX => {
-            }
-            // The next turn begins.
-            Some(began) if now.saturating_duration_since(began) < 2 * TURN => {
-                self.before = std::mem::take(&mut self.this);
-                self.began = Some(now);
-            }
-            // The first name, or one after a quiet spell.
-            _ => {
-                self.before.clear();
-                self.this.clear();
-                self.began = Some(now);
-            }
-        }
-        if !self.this.contains(&**name) {
-            self.this.insert(name.clone());
+        let Some(slot) = self.slots.get_mut(slot(name)) else {
+            return;
+        };
+        match slot {
+            Some((held, at)) if Arc::ptr_eq(held, name) => *at = now,
+            _ => *slot = Some((name.clone(), now)),
         }
     }
 }
@@ -77,54 +87,51 @@ impl Recent {
 mod tests {
     use super::*;
 
-    fn name(s: &str) -> Arc<str> {
-        Arc::from(s)
+    #[test]
+    fn a_state_is_recent_for_a_second_after_its_decision() {
+        let t = Instant::now();
+        let mut recent = Recent::default();
+        let a: Arc<str> = Arc::from("a");
+        let b: Arc<str> = Arc::from("b");
+        assert!(!recent.has(&a, t));
+        recent.add(&a, t);
+        assert!(recent.has(&a, t));
+        assert!(recent.has(&a, t + LATELY / 2));
+        assert!(!recent.has(&a, t + LATELY));
+        assert!(!recent.has(&b, t));
+        // Decided again: recent again.
+        recent.add(&a, t + 2 * LATELY);
+        assert!(recent.has(&a, t + 2 * LATELY + LATELY / 2));
     }
 
     #[test]
-    fn a_name_is_recent_for_one_to_two_turns() {
+    fn the_same_name_in_another_arc_is_not_the_same_state() {
+        // An anonymous state's name is made per request.
         let t = Instant::now();
         let mut recent = Recent::default();
-        assert!(!recent.has("a", t));
-        recent.add(&name("a"), t);
-        assert!(recent.has("a", t));
-        assert!(!recent.has("b", t));
-        // Still in this turn.
-        assert!(recent.has("a", t + TURN / 2));
-        // A new turn began with `b`: `a` is of the turn before.
-        recent.add(&name("b"), t + TURN + TURN / 2);
-        assert!(recent.has("a", t + TURN + TURN / 2));
-        assert!(recent.has("b", t + TURN + TURN / 2));
-        // Another: `a` is forgotten, `b` is not.
-        recent.add(&name("c"), t + 3 * TURN);
-        assert!(!recent.has("a", t + 3 * TURN));
-        assert!(recent.has("b", t + 3 * TURN));
+        let first: Arc<str> = Arc::from("{anon:192.0.2.1}:m60");
+        recent.add(&first, t);
+        let again: Arc<str> = Arc::from("{anon:192.0.2.1}:m60");
+        assert!(!recent.has(&again, t));
     }
 
     #[test]
-    fn nothing_is_recent_once_both_turns_are_over() {
+    fn a_slot_taken_over_forgets_the_state_before() {
         let t = Instant::now();
         let mut recent = Recent::default();
-        recent.add(&name("a"), t);
-        // No name since: the turn that began at `t` ends at `t + TURN`,
-        // and the one after it at `t + 2 TURN`.
-        assert!(recent.has("a", t + TURN));
-        assert!(!recent.has("a", t + 2 * TURN));
-        // A name long after starts afresh: nothing older carries over.
-        recent.add(&name("b"), t + 5 * TURN);
-        assert!(!recent.has("a", t + 5 * TURN));
-        assert!(recent.has("b", t + 5 * TURN));
-    }
-
-    #[test]
-    fn a_full_turn_ends_early_so_memory_stays_bounded() {
-        let t = Instant::now();
-        let mut recent = Recent::default();
-        for i in 0..3 * MAX {
-            recent.add(&name(&i.to_string()), t);
-        }
-        assert!(recent.this.len() <= MAX && recent.before.len() <= MAX);
-        // The latest are remembered.
-        assert!(recent.has(&(3 * MAX - 1).to_string(), t));
+        let names: Vec<Arc<str>> = (0..4 * SLOTS).map(|i| Arc::from(i.to_string())).collect();
+        let first = &names[0];
+        let rival = names[1..]
+            .iter()
+            .find(|n| slot(n) == slot(first))
+            .expect("two of 16,384 names share a slot of 4,096");
+        recent.add(first, t);
+        recent.add(rival, t);
+        assert!(recent.has(rival, t));
+        assert!(!recent.has(first, t));
+        // The states spread over the slots: 16,384 at random would leave
+        // about 2% of them empty.
+        let used: std::collections::HashSet<usize> = names.iter().map(slot).collect();
+        assert!(used.len() > SLOTS * 9 / 10, "{} slots used", used.len());
     }
 }
