@@ -31,9 +31,9 @@
 //!   deploy, go on with their form untouched).
 //! - **Named alone when decided lately** (`recent.rs`): a call gives a
 //!   key's state that this replica's calls decided within the last
-//!   second only its current name, not the two of its previous forms, which
-//!   Redis would take in and never read (about 7% of its work for a
-//!   state). A guess, never trusted: such a state missing after all
+//!   second only its current name, not the two of its previous forms,
+//!   which Redis would take in and never read (about 7% of its work for
+//!   a state). A guess, never trusted: such a state missing after all
 //!   (its TTL ran out) comes back unread, and goes again at once, named
 //!   with its previous forms.
 //! - **One clock:** the script reads Redis `TIME`, so every replica
