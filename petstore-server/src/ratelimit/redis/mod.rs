@@ -30,7 +30,7 @@
 //!   a ban (and replicas of the previous version, during a rolling
 //!   deploy, go on with their form untouched).
 //! - **Named alone when decided lately** (`recent.rs`): a call gives a
-//!   key's state that this replica's calls decided within the last
+//!   state that this replica's calls decided within the last
 //!   second only its current name, not the two of its previous forms,
 //!   which Redis would take in and never read (about 7% of its work for
 //!   a state). A guess, never trusted: such a state missing after all
@@ -83,8 +83,10 @@
 //! | `script.rs` | `limit.lua`, its arguments, the states' names, its reply decoded |
 //! | `groups.rs` | the hash-tag groups of a cluster's states |
 //! | `recent.rs` | the states decided lately, named alone in a call |
+//! | `anonymous.rs` | a client address's state name, made once per thread |
 //! | `metrics.rs` | its latency, decisions and fallbacks in `/metrics` |
 
+mod anonymous;
 mod breaker;
 mod groups;
 mod link;
@@ -303,7 +305,7 @@ impl RedisLimits {
             Charge::Anonymous(ip, anonymous) => {
                 let per_minute = anonymous.per_minute();
                 (
-                    Arc::from(anonymous_name(*ip, per_minute)),
+                    anonymous::state_name(*ip, per_minute),
                     Params::anonymous(per_minute),
                 )
             }

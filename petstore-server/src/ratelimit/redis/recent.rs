@@ -30,9 +30,9 @@ const SLOTS: usize = 4096;
 /// the name (80 bytes, SipHash, twice a request) cost the replica about
 /// 1,500 instructions a request (`scripts/profile-keys`). Each slot holds
 /// its `Arc`, so no other name can take its address while it is
-/// remembered. Anonymous states are named per request (a new `Arc`
-/// each time): they are never found, and go with all three names, as
-/// before. A slot taken over by another state forgets the first: a
+/// remembered. An anonymous state's name is one `Arc` per address and
+/// worker thread (`anonymous.rs`): found when the request's thread
+/// named that address lately. A slot taken over by another state forgets the first: a
 /// guess lost, nothing more. Memory: the table, bounded, whatever the
 /// traffic.
 #[derive(Debug)]
