@@ -15,7 +15,7 @@
 //! | [`ratelimit`] | the rate-limit seam: in process (with the state file `limits.state`) or Redis | `keys`, `telemetry`, `util` |
 //! | `store` | the store seam: in memory, the journal's committer, PostgreSQL | `telemetry`, `util` |
 //! | `telemetry` | logs, the access log, the metrics registry and recorder | `util`, `http/route.rs` |
-//! | `util` | buffers, interned strings, safe file reads, hex | nothing |
+//! | `util` | buffers, interned strings, safe file reads, hex, a hash mixer | nothing |
 //!
 //! The rules are checked by `tests/arch_layers.rs`, which also fails on
 //! any import circle among files. Both seams are enums: static dispatch,

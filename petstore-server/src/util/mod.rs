@@ -1,6 +1,6 @@
 //! Plain helpers with no knowledge of the service: reused buffers,
 //! interned strings, reading an operator's file safely, hex digests,
-//! constant-time equality.
+//! constant-time equality, a hash mixer.
 //!
 //! Rule: `util/` imports nothing from the crate.
 
@@ -8,4 +8,5 @@ pub mod buffers;
 pub mod file_read;
 pub mod hex;
 pub mod intern;
+pub mod mix;
 pub mod same_bytes;

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use petstore_core::client_key;
 
 use super::script::anonymous_name;
+use crate::util::mix::mix64;
 
 /// Slots per worker thread: a power of two. Addresses are the client's
 /// to choose, so the table is a cache that forgets, never a map that
@@ -52,13 +53,10 @@ impl Names {
     }
 }
 
-/// The slot of an address and quota: splitmix64's finalizer over both.
+/// The slot of an address and quota: both folded into 64 bits, mixed.
 fn slot(key: u128, per_minute: u32) -> usize {
-    let mut z = (key as u64) ^ ((key >> 64) as u64).rotate_left(17) ^ u64::from(per_minute);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^= z >> 31;
-    (z as usize) & (SLOTS - 1)
+    let folded = (key as u64) ^ ((key >> 64) as u64).rotate_left(17) ^ u64::from(per_minute);
+    (mix64(folded) as usize) & (SLOTS - 1)
 }
 
 thread_local! {

@@ -11,6 +11,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::util::mix::mix64;
+
 /// How long a state counts as decided lately: the shortest TTL the
 /// script gives a state it writes, so that a state remembered here is
 /// nearly always still there.
@@ -48,15 +50,9 @@ impl Default for Recent {
     }
 }
 
-/// The slot of the state named by this very `Arc`: its address, mixed
-/// (splitmix64's finalizer: addresses are aligned and come in strides,
-/// which a lone multiplication spread over half the slots).
+/// The slot of the state named by this very `Arc`: its address, mixed.
 fn slot(name: &Arc<str>) -> usize {
-    let mut z = Arc::as_ptr(name).cast::<u8>() as usize as u64;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^= z >> 31;
-    (z as usize) & (SLOTS - 1)
+    (mix64(Arc::as_ptr(name).cast::<u8>() as usize as u64) as usize) & (SLOTS - 1)
 }
 
 impl Recent {
