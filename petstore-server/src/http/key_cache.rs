@@ -27,6 +27,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use crate::keys::KeyEntry;
+use crate::util::mix::mix64;
 use crate::util::same_bytes::same_bytes;
 
 /// Headers remembered per worker thread (about 25 KB with 64-byte
@@ -64,16 +65,15 @@ thread_local! {
 }
 
 /// The slot of `header`: its last eight bytes (a key's random tail, so
-/// honest keys spread evenly) mixed with its length.
+/// honest keys spread evenly) folded with its length, mixed.
 fn slot_of(header: &[u8]) -> usize {
     let tail = header
         .get(header.len().saturating_sub(8)..)
         .unwrap_or_default();
-    let mixed = tail.iter().fold(header.len() as u64, |h, b| {
+    let folded = tail.iter().fold(header.len() as u64, |h, b| {
         (h << 8 | u64::from(*b)) ^ (h >> 56)
     });
-    // Fibonacci hashing: the high bits of the product, spread over SLOTS.
-    (mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize % SLOTS
+    mix64(folded) as usize % SLOTS
 }
 
 /// The entry remembered for `header` in key generation `generation`, if

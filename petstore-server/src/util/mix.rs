@@ -3,7 +3,7 @@
 
 /// `x` mixed by splitmix64's finalizer (Steele, Lea and Flood): every bit
 /// of the result depends on every bit of `x`. Why not a multiplication
-/// alone: the tables' inputs (heap addresses, IP addresses) are aligned
+/// alone: some tables' inputs (heap addresses, IP addresses) are aligned
 /// or come in strides, which a lone multiplication spread over half the
 /// slots. Not a defence against chosen inputs: a table that uses it must
 /// be a cache that forgets, where a collision only costs a miss.
