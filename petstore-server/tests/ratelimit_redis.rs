@@ -649,6 +649,26 @@ fn a_ban_a_replica_started_alone_is_shared_once_redis_is_back() {
     );
 }
 
+/// Writes what the previous version leaves for the free key (`:v2`,
+/// text): its day bucket with two tokens left, as of Redis's own `TIME`.
+/// Returns the state's name, without a suffix.
+fn leave_previous_text_with_two_tokens(c: &mut ::redis::Connection) -> String {
+    let (seconds, micros): (String, String) = ::redis::cmd("TIME").query(c).unwrap();
+    let now_ms = seconds.parse::<u64>().unwrap() * 1000 + micros.parse::<u64>().unwrap() / 1000;
+    let free = format!("{{{}}}:m100000/d{PER_DAY}", sha256_hex(FREE));
+    let _: () = ::redis::cmd("SET")
+        .arg(format!("{free}:v2"))
+        .arg(format!(
+            "0:0:{}:0:::",
+            now_ms + (PER_DAY - 2) * DAY_TOKEN_SECS * 1000
+        ))
+        .arg("PX")
+        .arg(86_400_000)
+        .query(c)
+        .unwrap();
+    free
+}
+
 #[test]
 fn a_state_the_previous_version_kept_as_text_is_carried_over_on_deploy() {
     // What the previous version left (`:v2`, text): the free key with two
@@ -656,20 +676,7 @@ fn a_state_the_previous_version_kept_as_text_is_carried_over_on_deploy() {
     // is in the script's differential test and the cluster's test).
     let redis = RedisServer::start();
     let mut c = redis.connection();
-    let (seconds, micros): (String, String) = ::redis::cmd("TIME").query(&mut c).unwrap();
-    let now_ms = seconds.parse::<u64>().unwrap() * 1000 + micros.parse::<u64>().unwrap() / 1000;
-    let day_token_ms = DAY_TOKEN_SECS * 1000;
-    let free = format!("{{{}}}:m100000/d{PER_DAY}", sha256_hex(FREE));
-    let _: () = ::redis::cmd("SET")
-        .arg(format!("{free}:v2"))
-        .arg(format!(
-            "0:0:{}:0:::",
-            now_ms + (PER_DAY - 2) * day_token_ms
-        ))
-        .arg("PX")
-        .arg(86_400_000)
-        .query(&mut c)
-        .unwrap();
+    let free = leave_previous_text_with_two_tokens(&mut c);
     let server = replica(&redis);
     let r = server.get("/v1/pets", Some(FREE));
     assert_eq!(r.status, 200, "{}", r.describe());
@@ -701,22 +708,11 @@ fn a_state_decided_lately_but_gone_is_named_again_and_carried_over() {
     // The state gone, and the previous version's text left with two day
     // tokens.
     let free = format!("{{{}}}:m100000/d{PER_DAY}", sha256_hex(FREE));
-    let (seconds, micros): (String, String) = ::redis::cmd("TIME").query(&mut c).unwrap();
-    let now_ms = seconds.parse::<u64>().unwrap() * 1000 + micros.parse::<u64>().unwrap() / 1000;
     let _: () = ::redis::cmd("DEL")
         .arg(format!("{free}:v3"))
         .query(&mut c)
         .unwrap();
-    let _: () = ::redis::cmd("SET")
-        .arg(format!("{free}:v2"))
-        .arg(format!(
-            "0:0:{}:0:::",
-            now_ms + (PER_DAY - 2) * DAY_TOKEN_SECS * 1000
-        ))
-        .arg("PX")
-        .arg(86_400_000)
-        .query(&mut c)
-        .unwrap();
+    leave_previous_text_with_two_tokens(&mut c);
     let r = server.get("/v1/pets", Some(FREE));
     assert_eq!(r.status, 200, "{}", r.describe());
     assert_eq!(x_ratelimit(&r).1, 1, "two tokens were left, one is taken");
