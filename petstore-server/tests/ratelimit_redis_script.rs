@@ -37,7 +37,8 @@ use std::time::Duration;
 use common::redis::RedisServer;
 use petstore_core::{AnonymousLimiter, BanPolicy, Decision, KeyLimiter, Quota, Timestamp};
 use petstore_server::ratelimit::redis::{
-    current_name, decode_call, state_args, text_name, Params, Previous, Verdict, CARRY, SCRIPT,
+    current_name, decode_call, state_args, text_name, Params, Previous, Requests, Verdict, CARRY,
+    SCRIPT,
 };
 
 /// A small deterministic generator (xorshift64*): the same steps on every
@@ -505,11 +506,13 @@ fn compare(
                     continue;
                 };
                 seen.batches += usize::from(wants.len() > 1);
+                let read =
+                    |r: &Requests| r.decisions(reply, &case.params).collect::<Option<Vec<_>>>();
                 let decisions = match verdict {
-                    Some(Verdict::Decided(d)) => Some(d),
-                    Some(Verdict::Reset(d)) => {
+                    Some(Verdict::Decided(r)) => read(r),
+                    Some(Verdict::Reset(r)) => {
                         seen.resets += 1;
-                        Some(d)
+                        read(r)
                     }
                     _ => None,
                 };
@@ -521,7 +524,7 @@ fn compare(
                         petstore_core::Outcome::Banned { .. } => seen.banned += 1,
                     }
                     seen.bans_started += usize::from(want.ban_started);
-                    let got = decisions.and_then(|all| all.get(i));
+                    let got = decisions.as_ref().and_then(|all| all.get(i));
                     if got != Some(want) {
                         seen.mismatches += 1;
                         if seen.shown.len() < 5 {
@@ -699,7 +702,9 @@ impl Backend for InRedis<'_> {
             .invoke(self.connection)
             .unwrap();
         match decode_call(&reply, [(&self.params, 1)]).unwrap().pop() {
-            Some(Verdict::Decided(mut d)) if d.len() == 1 => d.remove(0),
+            Some(Verdict::Decided(r)) if r.count() == 1 => {
+                r.decisions(&reply, &self.params).next().flatten().unwrap()
+            }
             other => panic!("not one decision: {other:?}"),
         }
     }

@@ -107,8 +107,8 @@ use tokio::sync::oneshot;
 pub use groups::{cluster_name, GROUPS};
 pub use metrics::{Stats, LATENCY_BOUNDS};
 pub use script::{
-    anonymous_name, current_name, decode_call, state_args, text_name, Params, Previous, Verdict,
-    CARRY, MAX_BAN_MS, MAX_CALL, SCRIPT,
+    anonymous_name, current_name, decode_call, state_args, text_name, Params, Previous, Requests,
+    Verdict, CARRY, MAX_BAN_MS, MAX_CALL, SCRIPT,
 };
 use script::{Suffixed, CURRENT, TEXT};
 
@@ -154,12 +154,46 @@ struct Queued {
     waiter: Waiter,
 }
 
+/// A part's waiters, in arrival order. The first is held apart: with
+/// many keys most parts have one request, and a list of its own for
+/// each was an allocation per request on top of the call's.
+#[derive(Default)]
+struct Waiters {
+    first: Option<Waiter>,
+    more: Vec<Waiter>,
+}
+
+impl Waiters {
+    fn one(waiter: Waiter) -> Waiters {
+        Waiters {
+            first: Some(waiter),
+            more: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, waiter: Waiter) {
+        match self.first {
+            None => self.first = Some(waiter),
+            Some(_) => self.more.push(waiter),
+        }
+    }
+
+    fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.more.len()
+    }
+
+    /// Takes them all, in order.
+    fn drain(&mut self) -> impl Iterator<Item = Waiter> + '_ {
+        self.first.take().into_iter().chain(self.more.drain(..))
+    }
+}
+
 /// One state's part of a call: its requests (or none, when the part only
 /// carries a ban this replica started while Redis was away).
 struct Part {
     name: Arc<str>,
     params: Params,
-    waiters: Vec<Waiter>,
+    waiters: Waiters,
     /// The end (ms since the Unix epoch) of a ban this replica started
     /// alone, 0 for none.
     ban_until_ms: u64,
@@ -437,13 +471,13 @@ impl RedisLimits {
     /// the waiters' channels close, so they fall back, and the bans the
     /// parts carried go back for the next call).
     async fn decide_parts(&self, shard: Shard, parts: Vec<Part>) -> Option<Vec<Part>> {
-        let verdicts = if self.inner.breakers.may_try(shard) {
+        let replied = if self.inner.breakers.may_try(shard) {
             self.call(shard, &parts).await
         } else {
             None
         };
-        match verdicts {
-            Some(verdicts) => Some(self.answer(parts, verdicts)),
+        match replied {
+            Some((reply, verdicts)) => Some(self.answer(parts, &reply, verdicts)),
             None => {
                 self.give_back_bans(&parts);
                 None
@@ -451,9 +485,10 @@ impl RedisLimits {
         }
     }
 
-    /// Sends each part's decisions to its waiters; returns the parts left
-    /// undecided because their previous form is unread.
-    fn answer(&self, parts: Vec<Part>, verdicts: Vec<Verdict>) -> Vec<Part> {
+    /// Sends each part's decisions, read from `reply`, to its waiters;
+    /// returns the parts left undecided because their previous form is
+    /// unread.
+    fn answer(&self, parts: Vec<Part>, reply: &[u8], verdicts: Vec<Verdict>) -> Vec<Part> {
         let mut unread = Vec::new();
         let now = Instant::now();
         let mut recent = self.inner.recent.lock();
@@ -461,14 +496,14 @@ impl RedisLimits {
             if matches!(verdict, Verdict::Decided(_) | Verdict::Reset(_)) {
                 recent.add(&part.name, now);
             }
-            let decisions = match verdict {
-                Verdict::Decided(decisions) => decisions,
-                Verdict::Reset(decisions) => {
+            let requests = match verdict {
+                Verdict::Decided(requests) => requests,
+                Verdict::Reset(requests) => {
                     self.state_trouble(
                         &part.name,
                         "it held something that is not a limiter state; it was reset",
                     );
-                    decisions
+                    requests
                 }
                 Verdict::NotStored => {
                     self.state_trouble(&part.name, "Redis could not store it");
@@ -479,10 +514,11 @@ impl RedisLimits {
                     continue;
                 }
             };
-            for (waiter, decision) in part.waiters.drain(..).zip(decisions) {
+            let decisions = requests.decisions(reply, &part.params);
+            for (waiter, decision) in part.waiters.drain().zip(decisions) {
                 // A waiter gone (its connection closed) was charged
                 // all the same, as a request the client abandoned.
-                let _ = waiter.send(Some(decision));
+                let _ = waiter.send(decision);
             }
         }
         unread
@@ -574,7 +610,7 @@ impl RedisLimits {
     /// the order each state first arrived, with the bans this replica
     /// started alone in `shard` while Redis was away. Empties `taken`.
     fn parts(&self, shard: Shard, taken: &mut Vec<Queued>) -> Vec<Part> {
-        let mut parts: Vec<Part> = Vec::new();
+        let mut parts: Vec<Part> = Vec::with_capacity(taken.len());
         let now = Instant::now();
         let recent = self.inner.recent.lock();
         for queued in taken.drain(..) {
@@ -592,7 +628,7 @@ impl RedisLimits {
                     },
                     name: queued.name,
                     params: queued.params,
-                    waiters: vec![queued.waiter],
+                    waiters: Waiters::one(queued.waiter),
                     ban_until_ms: 0,
                 }),
             }
@@ -609,7 +645,7 @@ impl RedisLimits {
                     None => parts.push(Part {
                         name: name.clone(),
                         params: *params,
-                        waiters: Vec::new(),
+                        waiters: Waiters::default(),
                         ban_until_ms: *until,
                         previous: self.link.previous(),
                     }),
@@ -624,15 +660,22 @@ impl RedisLimits {
     /// `None` (the failure logged, and the breaker opened when Redis did
     /// not answer) when Redis gave no reply of the script's within
     /// its timeout ([`TIMEOUT`] by default).
-    async fn call(&self, shard: Shard, parts: &[Part]) -> Option<Vec<Verdict>> {
+    async fn call(&self, shard: Shard, parts: &[Part]) -> Option<(Vec<u8>, Vec<Verdict>)> {
         let started = Instant::now();
         // EVALSHA written straight into one command: redis-rs's
         // `ScriptInvocation` keeps each argument in a `Vec` of its own and
         // copies them all into a command again, and each name was a
         // `format!` (`Suffixed`): about ten allocations a state.
-        let mut call = ::redis::cmd("EVALSHA");
+        // Sized for the whole call up front: grown an argument at a time,
+        // its buffers were copied again and again, most of them past
+        // malloc's per-thread cache (a call carries tens of states).
         let names: usize = parts.iter().map(|p| p.previous.names()).sum();
-        call.arg(self.script.get_hash()).arg(names);
+        let bytes: usize = parts
+            .iter()
+            .map(|p| (p.name.len() + GROUP_TAG) * p.previous.names() + STATE_ARGS)
+            .sum();
+        let mut call = ::redis::Cmd::with_capacity(4 + names + 2 * parts.len(), 64 + bytes);
+        call.arg("EVALSHA").arg(self.script.get_hash()).arg(names);
         for part in parts {
             let place = self.link.place(&part.name);
             call.arg(Suffixed(&place, CURRENT));
@@ -654,12 +697,14 @@ impl RedisLimits {
             Err(_) => Err(Failure::timed_out(self.timeout)),
             Ok(Err(e)) => Err(Failure::of(&e)),
             Ok(Ok(reply)) => {
-                decode_call(&reply, parts.iter().map(|p| (&p.params, p.waiters.len())))
-                    .ok_or_else(|| Failure::Call(format!("unexpected script reply {reply:?}")))
+                match decode_call(&reply, parts.iter().map(|p| (&p.params, p.waiters.len()))) {
+                    Some(verdicts) => Ok((reply, verdicts)),
+                    None => Err(Failure::Call(format!("unexpected script reply {reply:?}"))),
+                }
             }
         };
         match reply {
-            Ok(verdicts) => {
+            Ok((reply, verdicts)) => {
                 self.inner.stats.latency.observe(started.elapsed());
                 let decided: usize = parts
                     .iter()
@@ -672,7 +717,7 @@ impl RedisLimits {
                     .decisions
                     .fetch_add(decided as u64, Ordering::Relaxed);
                 self.answered(shard);
-                Some(verdicts)
+                Some((reply, verdicts))
             }
             // Redis answered, but not with the script's reply: only these
             // requests fall back, the breaker stays as it is.
@@ -754,6 +799,15 @@ impl Queues {
         self.0.retain(|(s, _)| *s != shard);
     }
 }
+
+/// Room for a name's group tag in a cluster and its suffix, in bytes,
+/// when a call's buffers are sized ([`RedisLimits::call`]).
+const GROUP_TAG: usize = 16;
+
+/// Room for a state's arguments (packed numbers and FROM), in bytes, when
+/// a call's buffers are sized; a FROM with a previous form's text is
+/// longer, and grows them.
+const STATE_ARGS: usize = 64;
 
 /// How many troubled state names are remembered for logging them once.
 const MAX_TROUBLED: usize = 1_000;

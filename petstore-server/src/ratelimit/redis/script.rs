@@ -208,13 +208,13 @@ pub fn state_args(params: &Params, count: usize, ban_until_ms: u64) -> [u8; 56] 
 }
 
 /// What the script said about one state of a call.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
-    /// Its requests' decisions, in order.
-    Decided(Vec<Decision>),
+    /// Its requests' decisions, in order ([`Requests::decisions`]).
+    Decided(Requests),
     /// Decided as a fresh state: what was at its name was not a state
     /// (someone wrote over it).
-    Reset(Vec<Decision>),
+    Reset(Requests),
     /// Redis could not store it (out of memory, say): nothing was charged,
     /// and its requests are for the replica to decide alone.
     NotStored,
@@ -222,6 +222,52 @@ pub enum Verdict {
     /// elsewhere ([`Previous::Unread`]); the replica reads it and calls
     /// again.
     Unread,
+}
+
+/// Where one state's requests are in a reply that [`decode_call`]
+/// checked; each is made a [`Decision`] only when read
+/// ([`Requests::decisions`]).
+///
+/// Why not a list of decisions per state: a call carries tens of
+/// requests, and collecting each state's decisions into a `Vec` of its
+/// own (128 bytes a decision, an allocation a state, then moved again
+/// into each waiter's channel) cost the replica about as much as
+/// decoding them (`PROFILE_REDIS=1 scripts/profile-keys`). Read this
+/// way, a decision goes from the reply straight to its waiter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Requests {
+    /// The offset of the first request in the reply.
+    at: usize,
+    /// How many.
+    count: usize,
+    /// The call's instant (ms since the Unix epoch).
+    now_ms: u64,
+}
+
+impl Requests {
+    /// How many requests of the state the reply decided.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// The decisions, in order, read from `reply` (the one [`decode_call`]
+    /// checked) for a state of `params`. Every one is `Some` for that
+    /// reply: its numbers were checked.
+    pub fn decisions<'a>(
+        &self,
+        reply: &'a [u8],
+        params: &'a Params,
+    ) -> impl Iterator<Item = Option<Decision>> + 'a {
+        let now_ms = self.now_ms;
+        let bytes = self
+            .count
+            .checked_mul(REQUEST_BYTES)
+            .and_then(|len| reply.get(self.at..self.at.checked_add(len)?))
+            .unwrap_or_default();
+        bytes
+            .chunks_exact(REQUEST_BYTES)
+            .map(move |one| decode(&numbers(one)?, now_ms, params))
+    }
 }
 
 /// The script's reply to a call whose states had these parameters and
@@ -233,22 +279,25 @@ pub fn decode_call<'a>(
     states: impl IntoIterator<Item = (&'a Params, usize)>,
 ) -> Option<Vec<Verdict>> {
     let (now, mut rest) = reply.split_first_chunk::<8>()?;
-    let now = u64::try_from(i64::from_le_bytes(*now)).ok()?;
-    let mut verdicts = Vec::new();
-    for (params, count) in states {
+    let now_ms = u64::try_from(i64::from_le_bytes(*now)).ok()?;
+    let states = states.into_iter();
+    let mut verdicts = Vec::with_capacity(states.size_hint().0);
+    for (_, count) in states {
         let (&flag, after) = rest.split_first()?;
         rest = after;
-        let decided = match flag {
+        let requests = match flag {
             0 | 1 => {
                 let len = count.checked_mul(REQUEST_BYTES)?;
                 if rest.len() < len {
                     return None;
                 }
                 let (mine, after) = rest.split_at(len);
+                if !mine.chunks_exact(REQUEST_BYTES).all(is_request) {
+                    return None;
+                }
+                let at = reply.len() - rest.len();
                 rest = after;
-                mine.chunks_exact(REQUEST_BYTES)
-                    .map(|one| decode(&numbers(one)?, now, params))
-                    .collect::<Option<Vec<_>>>()?
+                Requests { at, count, now_ms }
             }
             2 => {
                 verdicts.push(Verdict::NotStored);
@@ -261,12 +310,21 @@ pub fn decode_call<'a>(
             _ => return None,
         };
         verdicts.push(if flag == 0 {
-            Verdict::Decided(decided)
+            Verdict::Decided(requests)
         } else {
-            Verdict::Reset(decided)
+            Verdict::Reset(requests)
         });
     }
     rest.is_empty().then_some(verdicts)
+}
+
+/// Whether one request's [`REQUEST_BYTES`] are the script's: a known
+/// outcome and no negative number, all that [`decode`] refuses.
+fn is_request(bytes: &[u8]) -> bool {
+    bytes.first().is_some_and(|outcome| *outcome <= 2)
+        && bytes
+            .get(2..)
+            .is_some_and(|ints| ints.chunks_exact(8).all(|n| n[7] < 0x80))
 }
 
 /// One request's [`REQUEST_BYTES`] as its 11 numbers.
@@ -428,8 +486,13 @@ mod tests {
             flag(3),
         ]);
         let verdicts = decode_call(&call, [(&p, 1), (&p, 1), (&p, 3), (&p, 2)]).unwrap();
-        assert!(matches!(&verdicts[0], Verdict::Decided(d) if d[0].minute.remaining == 59));
-        assert!(matches!(&verdicts[1], Verdict::Reset(d) if d[0].minute.remaining == 58));
+        let remaining = |requests: &Requests| {
+            let decisions: Vec<_> = requests.decisions(&call, &p).collect();
+            assert_eq!(decisions.len(), requests.count());
+            decisions[0].as_ref().unwrap().minute.remaining
+        };
+        assert!(matches!(&verdicts[0], Verdict::Decided(r) if remaining(r) == 59));
+        assert!(matches!(&verdicts[1], Verdict::Reset(r) if remaining(r) == 58));
         assert_eq!(verdicts[2], Verdict::NotStored);
         assert_eq!(verdicts[3], Verdict::Unread);
         // The reply must hold exactly the call's requests.
@@ -447,6 +510,9 @@ mod tests {
         assert!(decode_call(&reply(&[flag(0), request(&bad)]), [(&p, 1)]).is_none());
         bad = one;
         bad[4] = -1;
+        assert!(decode_call(&reply(&[flag(0), request(&bad)]), [(&p, 1)]).is_none());
+        bad = one;
+        bad[9] = i64::MIN;
         assert!(decode_call(&reply(&[flag(0), request(&bad)]), [(&p, 1)]).is_none());
         assert!(decode_call(&[], [(&p, 1)]).is_none());
         assert!(decode_call(&(-1i64).to_le_bytes(), [(&p, 0)]).is_none());
