@@ -123,18 +123,13 @@ use recent::Recent;
 
 /// The shared limiter: a connection to Redis, the script, the breaker and
 /// the requests waiting for their state's call.
+///
+/// One `Arc`: every request that Redis decides holds a clone while it
+/// waits, and a clone of the connection, the scripts and the clock one by
+/// one was a handful of atomic counts up and down again per request.
 #[derive(Clone)]
 pub struct RedisLimits {
-    link: Link,
-    /// The longest a call may take ([`TIMEOUT`] unless `--redis-timeout`).
-    timeout: Duration,
-    script: Arc<::redis::Script>,
-    /// `carry.lua`, which reads a cluster state's previous form.
-    carry: Arc<::redis::Script>,
     inner: Arc<Inner>,
-    /// The clock of the fallback decisions (Redis decides on its own
-    /// `TIME`).
-    clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for RedisLimits {
@@ -202,8 +197,16 @@ struct Part {
     previous: Previous,
 }
 
-#[derive(Debug)]
 struct Inner {
+    link: Link,
+    /// The longest a call may take ([`TIMEOUT`] unless `--redis-timeout`).
+    timeout: Duration,
+    script: ::redis::Script,
+    /// `carry.lua`, which reads a cluster state's previous form.
+    carry: Arc<::redis::Script>,
+    /// The clock of the fallback decisions (Redis decides on its own
+    /// `TIME`).
+    clock: Arc<dyn Clock>,
     /// One circuit breaker per shard.
     breakers: Breakers,
     /// The names of states whose trouble was logged (bounded).
@@ -262,11 +265,12 @@ impl RedisLimits {
 
     fn over(link: Link, clock: Arc<dyn Clock>, timeout: Duration) -> RedisLimits {
         RedisLimits {
-            link,
-            timeout,
-            script: Arc::new(::redis::Script::new(SCRIPT)),
-            carry: Arc::new(::redis::Script::new(CARRY)),
             inner: Arc::new(Inner {
+                link,
+                timeout,
+                script: ::redis::Script::new(SCRIPT),
+                carry: Arc::new(::redis::Script::new(CARRY)),
+                clock,
                 breakers: Breakers::new(BREAKER),
                 troubled: Mutex::new(HashSet::new()),
                 stats: Arc::new(Stats::default()),
@@ -274,7 +278,6 @@ impl RedisLimits {
                 local_bans: Mutex::new(HashMap::new()),
                 recent: Mutex::new(Recent::default()),
             }),
-            clock,
         }
     }
 
@@ -286,8 +289,8 @@ impl RedisLimits {
     pub async fn check_eviction(self) {
         for _ in 0..10 {
             let asked = async {
-                let limit = self.link.config_get("maxmemory").await?;
-                let policy = self.link.config_get("maxmemory-policy").await?;
+                let limit = self.inner.link.config_get("maxmemory").await?;
+                let policy = self.inner.link.config_get("maxmemory-policy").await?;
                 Ok::<_, ::redis::RedisError>((limit, policy))
             };
             match tokio::time::timeout(Duration::from_secs(1), asked).await {
@@ -344,7 +347,7 @@ impl RedisLimits {
                 )
             }
         };
-        let shard = self.link.shard(&name);
+        let shard = self.inner.link.shard(&name);
         let decided = if self.inner.breakers.is_open(shard) {
             None
         } else {
@@ -366,7 +369,7 @@ impl RedisLimits {
             }
             None => {
                 self.inner.stats.fallbacks.fetch_add(1, Ordering::Relaxed);
-                let decision = charge.decide_here(self.clock.now());
+                let decision = charge.decide_here(self.inner.clock.now());
                 // A ban this replica starts alone is written to Redis by
                 // the shard's next call, so the other replicas enforce it
                 // too once Redis is back.
@@ -440,7 +443,7 @@ impl RedisLimits {
                 let renamed = renamed
                     .into_iter()
                     .map(|part| Part {
-                        previous: self.link.previous(),
+                        previous: self.inner.link.previous(),
                         ..part
                     })
                     .collect();
@@ -547,12 +550,16 @@ impl RedisLimits {
         let mut reads = tokio::task::JoinSet::new();
         let mut slots: Vec<Option<Part>> = Vec::with_capacity(parts.len());
         for part in parts {
-            let home = self.link.home_shard(&part.name);
+            let home = self.inner.link.home_shard(&part.name);
             if !self.inner.breakers.may_try(home) {
                 self.give_back_bans(std::slice::from_ref(&part));
                 continue;
             }
-            let (link, carry, timeout) = (self.link.clone(), self.carry.clone(), self.timeout);
+            let (link, carry, timeout) = (
+                self.inner.link.clone(),
+                self.inner.carry.clone(),
+                self.inner.timeout,
+            );
             let keys = [text_name(&part.name), part.name.to_string()];
             let i = slots.len();
             slots.push(Some(part));
@@ -581,7 +588,7 @@ impl RedisLimits {
                     continue;
                 }
                 Ok(Err(e)) => Failure::of(&e),
-                Err(_) => Failure::timed_out(self.timeout),
+                Err(_) => Failure::timed_out(self.inner.timeout),
             };
             self.give_back_bans(std::slice::from_ref(&part));
             match failure {
@@ -615,16 +622,23 @@ impl RedisLimits {
         let recent = self.inner.recent.lock();
         for queued in taken.drain(..) {
             // Usually one state, or a few: a linear search beats a map.
+            // By the name's identity (one `Arc` per key entry, and per
+            // address on each worker thread), not its text: comparing
+            // texts of one length was a `memcmp` per state already in the
+            // call. Two `Arc`s of one text (a key's entry before and after
+            // a reload, an address named on two threads) go as two parts,
+            // which the script decides in turn, as it does a state whose
+            // ban policy changed.
             match parts
                 .iter_mut()
-                .find(|p| p.name == queued.name && p.params == queued.params)
+                .find(|p| Arc::ptr_eq(&p.name, &queued.name) && p.params == queued.params)
             {
                 Some(part) => part.waiters.push(queued.waiter),
                 None => parts.push(Part {
                     previous: if recent.has(&queued.name, now) {
                         Previous::Unnamed
                     } else {
-                        self.link.previous()
+                        self.inner.link.previous()
                     },
                     name: queued.name,
                     params: queued.params,
@@ -637,7 +651,7 @@ impl RedisLimits {
         let mut bans = self.inner.local_bans.lock();
         if !bans.is_empty() {
             bans.retain(|name, (params, until)| {
-                if self.link.shard(name) != shard {
+                if self.inner.link.shard(name) != shard {
                     return true;
                 }
                 match parts.iter_mut().find(|p| p.name == *name) {
@@ -647,7 +661,7 @@ impl RedisLimits {
                         params: *params,
                         waiters: Waiters::default(),
                         ban_until_ms: *until,
-                        previous: self.link.previous(),
+                        previous: self.inner.link.previous(),
                     }),
                 }
                 false
@@ -675,9 +689,11 @@ impl RedisLimits {
             .map(|p| (p.name.len() + GROUP_TAG) * p.previous.names() + STATE_ARGS)
             .sum();
         let mut call = ::redis::Cmd::with_capacity(4 + names + 2 * parts.len(), 64 + bytes);
-        call.arg("EVALSHA").arg(self.script.get_hash()).arg(names);
+        call.arg("EVALSHA")
+            .arg(self.inner.script.get_hash())
+            .arg(names);
         for part in parts {
-            let place = self.link.place(&part.name);
+            let place = self.inner.link.place(&part.name);
             call.arg(Suffixed(&place, CURRENT));
             if part.previous != Previous::Unnamed {
                 call.arg(Suffixed(&place, TEXT)).arg(&*place);
@@ -689,12 +705,12 @@ impl RedisLimits {
                 .arg(&*part.previous.arg());
         }
         let reply = match tokio::time::timeout(
-            self.timeout,
-            self.link.eval::<Vec<u8>>(&self.script, &call),
+            self.inner.timeout,
+            self.inner.link.eval::<Vec<u8>>(&self.inner.script, &call),
         )
         .await
         {
-            Err(_) => Err(Failure::timed_out(self.timeout)),
+            Err(_) => Err(Failure::timed_out(self.inner.timeout)),
             Ok(Err(e)) => Err(Failure::of(&e)),
             Ok(Ok(reply)) => {
                 match decode_call(&reply, parts.iter().map(|p| (&p.params, p.waiters.len()))) {
@@ -751,7 +767,7 @@ impl RedisLimits {
     /// most [`MAX_TROUBLED`] names are remembered; past them a problem is
     /// counted, not logged).
     fn state_trouble(&self, name: &str, why: &str) {
-        let name = current_name(&self.link.place(name));
+        let name = current_name(&self.inner.link.place(name));
         self.inner
             .stats
             .state_errors
@@ -855,5 +871,95 @@ impl Drop for Flushing<'_> {
         if let Some(shard) = self.shard.take() {
             self.limits.inner.waiting.lock().remove(shard);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use petstore_core::SystemClock;
+
+    fn queued(name: &Arc<str>, params: Params) -> (Queued, oneshot::Receiver<Option<Decision>>) {
+        let (waiter, rx) = oneshot::channel();
+        let queued = Queued {
+            name: name.clone(),
+            params,
+            waiter,
+        };
+        (queued, rx)
+    }
+
+    #[tokio::test]
+    async fn a_calls_requests_go_by_state_in_the_order_each_state_first_arrived() {
+        // Lazy: nothing connects, and nothing here calls Redis.
+        let limits = RedisLimits::new(
+            "redis://127.0.0.1:1",
+            Arc::new(SystemClock::new()),
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        let p = Params::anonymous(60);
+        let (a, b): (Arc<str>, Arc<str>) = ("{aa}:m60".into(), "{bb}:m60".into());
+        // The same text in another `Arc` (a key entry after a reload).
+        let a_again: Arc<str> = String::from(&*a).into();
+        let mut taken = Vec::new();
+        let mut receivers = Vec::new();
+        for (name, params) in [
+            (&a, p),
+            (&b, p),
+            (&a, p),
+            (&a_again, p),
+            (&a, Params::anonymous(7)),
+        ] {
+            let (q, rx) = queued(name, params);
+            taken.push(q);
+            receivers.push(rx);
+        }
+        let parts = limits.parts(None, &mut taken);
+        assert!(taken.is_empty());
+        let seen: Vec<(&str, u32, usize)> = parts
+            .iter()
+            .map(|p| (&*p.name, p.params.per_minute, p.waiters.len()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("{aa}:m60", 60, 2),
+                ("{bb}:m60", 60, 1),
+                ("{aa}:m60", 60, 1),
+                ("{aa}:m60", 7, 1)
+            ]
+        );
+        assert!(Arc::ptr_eq(&parts[0].name, &a) && Arc::ptr_eq(&parts[2].name, &a_again));
+    }
+
+    #[test]
+    fn waiters_keep_their_order() {
+        let mut waiters = Waiters::default();
+        let mut receivers = Vec::new();
+        for _ in 0..3 {
+            let (tx, rx) = oneshot::channel();
+            waiters.push(tx);
+            receivers.push(rx);
+        }
+        assert_eq!(waiters.len(), 3);
+        for (i, waiter) in waiters.drain().enumerate() {
+            let _ = waiter.send(Some(decision_with(i as u32)));
+        }
+        assert_eq!(waiters.len(), 0);
+        for (i, mut rx) in receivers.into_iter().enumerate() {
+            let got = rx.try_recv().unwrap().unwrap();
+            assert_eq!(got.minute.remaining, i as u32);
+        }
+    }
+
+    fn decision_with(remaining: u32) -> Decision {
+        let per_minute = std::num::NonZeroU32::new(60).unwrap();
+        let mut decision = petstore_core::AnonymousLimiter::new(per_minute, 16).check(
+            "192.0.2.1".parse().unwrap(),
+            petstore_core::Timestamp::from_unix_nanos(0),
+        );
+        decision.minute.remaining = remaining;
+        decision
     }
 }
