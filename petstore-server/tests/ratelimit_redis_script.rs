@@ -37,7 +37,7 @@ use std::time::Duration;
 use common::redis::RedisServer;
 use petstore_core::{AnonymousLimiter, BanPolicy, Decision, KeyLimiter, Quota, Timestamp};
 use petstore_server::ratelimit::redis::{
-    current_name, decode_call, state_args, text_name, Params, Previous, Requests, Verdict, CARRY,
+    current_name, decode_call, state_arg, text_name, Params, Previous, Requests, Verdict, CARRY,
     SCRIPT,
 };
 
@@ -470,8 +470,7 @@ fn compare(
                 }
                 let unread = matches!(case.from, Previous::Unread | Previous::Unnamed) && missing;
                 seen.unnamed += usize::from(case.from == Previous::Unnamed && !unread);
-                pipe.arg(&state_args(&case.params, count, 0)[..])
-                    .arg(&*case.from.arg());
+                pipe.arg(state_arg(&case.params, count, 0, &case.from));
                 if unread {
                     // Nothing decided, nothing charged: no core check.
                     wants.push(None);
@@ -697,8 +696,7 @@ impl Backend for InRedis<'_> {
             .key(text_name(&self.name))
             .key(&self.name)
             .arg(now_ms)
-            .arg(&state_args(&self.params, 1, 0)[..])
-            .arg(&*Previous::Hash.arg())
+            .arg(state_arg(&self.params, 1, 0, &Previous::Hash))
             .invoke(self.connection)
             .unwrap();
         match decode_call(&reply, [(&self.params, 1)]).unwrap().pop() {

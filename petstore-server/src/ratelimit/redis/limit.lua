@@ -33,24 +33,28 @@
 --              neither form yet and its FROM is "", and carried over.
 -- ARGV[1]      now in whole milliseconds since the Unix epoch, or "" (always,
 --              in production) for Redis TIME: one clock for every replica.
--- ARGV[2..]    two arguments per state, the states in the order of KEYS:
+-- ARGV[2..]    one argument per state, the states in the order of KEYS:
 --              seven little-endian 64-bit integers packed (56 bytes): per
 --              minute; per day (0 for none: anonymous); strikes that earn
 --              a ban (0 for no bans: anonymous); the strikes' window, ms;
 --              the ban's length, ms; COUNT, its requests in this call (0
 --              to 1000); a ban's end, ms, that a replica started alone
 --              while Redis was away (0 for none): the state is banned
---              until then at least. Then FROM, where a state with neither
---              form takes its previous form: "" the hash at its third
---              name; "?" elsewhere, unknown yet (the state is not decided: flag 3,
---              and the replica calls again with it); "=" and the previous
---              form's text as the replica read it ("=" alone: there was
---              none); "!" the state has this form (the replica's calls
---              decided it lately), so only its first name is given: should
---              it be missing after all (its TTL ran out), it is not decided
---              (flag 3), and the replica calls again naming all three. Why:
---              two names fewer are about 7% of Redis's work for a state
---              (callgrind), and the state is nearly always there.
+--              until then at least. Then, the rest of the argument, FROM:
+--              where a state with neither form takes its previous form:
+--              nothing, the hash at its third name; "?" elsewhere, unknown
+--              yet (the state is not decided: flag 3, and the replica
+--              calls again with it); "=" and the previous form's text as
+--              the replica read it ("=" alone: there was none); "!" the
+--              state has this form (the replica's calls decided it
+--              lately), so only its first name is given: should it be
+--              missing after all (its TTL ran out), it is not decided
+--              (flag 3), and the replica calls again naming all three.
+--              Why: two names fewer are about 7% of Redis's work for a
+--              state (callgrind), and the state is nearly always there.
+--              Why FROM in the same argument: every argument is an object
+--              Redis makes and a Lua string the script is handed, read or
+--              not; FROM's first byte is read where it lies.
 --
 -- The stored state, one string with a TTL: a version byte (3), six
 -- little-endian 64-bit integers, mm, mf, dm, df (the minute and day
@@ -207,13 +211,17 @@ local function unpack_state(bytes)
   return mm, mf, dm, df, bu, ra, r
 end
 
+-- FROM's first byte (see ARGV): '!', '?', '='; nil for nothing.
+local NAMED_ALONE, UNREAD, GIVEN = 33, 63, 61
+
 -- The state at `keys[1]` or, when there is none yet, its previous form:
--- the text at `keys[2]`, else as `from` says (see ARGV) the hash at
--- `keys[3]` or the replica's text. Returns whether it was reset, then
--- mm, mf, dm, df, the ban's end, the last Retry-After (nil for none) and
--- the strikes' text; nothing at all when the state is missing and
--- `from` is '?' (or '!': `text_key` and `hash_key` are nil then).
-local function read(key, text_key, hash_key, from)
+-- the text at `keys[2]`, else as FROM says (see ARGV; `from` is its first
+-- byte, `arg` the state's argument) the hash at `keys[3]` or the
+-- replica's text. Returns whether it was reset, then mm, mf, dm, df, the
+-- ban's end, the last Retry-After (nil for none) and the strikes' text;
+-- nothing at all when the state is missing and FROM is '?' (or '!':
+-- `text_key` and `hash_key` are nil then).
+local function read(key, text_key, hash_key, from, arg)
   local got = redis.pcall('GET', key)
   if type(got) == 'string' then
     local mm, mf, dm, df, bu, ra, r = unpack_state(got)
@@ -223,7 +231,7 @@ local function read(key, text_key, hash_key, from)
     return true, 0, 0, 0, 0, nil, nil, ''
   elseif got ~= false then
     return true, 0, 0, 0, 0, nil, nil, ''
-  elseif from == '!' then
+  elseif from == NAMED_ALONE then
     return nil
   end
   local text = redis.pcall('GET', text_key)
@@ -233,10 +241,10 @@ local function read(key, text_key, hash_key, from)
       return false, mm, mf, dm, df, bu, ra, r
     end
   end
-  if from == '?' then
+  if from == UNREAD then
     return nil
-  elseif from ~= '' then
-    local mm, mf, dm, df, bu, ra, r = parse(string.sub(from, 2))
+  elseif from == GIVEN then
+    local mm, mf, dm, df, bu, ra, r = parse(string.sub(arg, 58))
     if mm then
       return false, mm, mf, dm, df, bu, ra, r
     end
@@ -260,17 +268,17 @@ else
 end
 -- Checked before anything is decided: a call whose names do not add up
 -- changes nothing.
-local states = (#ARGV - 1) / 2
+local states = #ARGV - 1
 local names = 0
-for k = 1, states do
-  if ARGV[2 * k + 1] == '!' then
+for k = 2, #ARGV do
+  if string.byte(ARGV[k], 57) == NAMED_ALONE then
     names = names + 1
   else
     names = names + 3
   end
 end
-if #ARGV % 2 ~= 1 or names ~= #KEYS then
-  return redis.error_reply('expected 2 arguments and one or three names per state')
+if names ~= #KEYS then
+  return redis.error_reply('expected one argument and one or three names per state')
 end
 
 local out = { struct.pack('<i8', now) }
@@ -278,26 +286,27 @@ local at = 1
 for k = 1, states do
   local key = KEYS[at]
   local text_key, hash_key
-  local a = 2 * k
-  if ARGV[a + 1] == '!' then
+  local arg = ARGV[k + 1]
+  local from = string.byte(arg, 57)
+  if from == NAMED_ALONE then
     at = at + 1
   else
     text_key, hash_key = KEYS[at + 1], KEYS[at + 2]
     at = at + 3
   end
-  if #ARGV[a] ~= 56 then
+  if #arg < 56 or (from ~= nil and from ~= NAMED_ALONE and from ~= UNREAD and from ~= GIVEN)
+    or (from ~= GIVEN and #arg > 57) then
     return redis.error_reply('bad arguments for ' .. key)
   end
   local mcap, dcap, strikes, window, ban, count, ban_at_least =
-    struct.unpack('<i8i8i8i8i8i8i8', ARGV[a])
-  local from = ARGV[a + 1]
+    struct.unpack('<i8i8i8i8i8i8i8', arg)
   if mcap < 1 or dcap < 0 or strikes < 0 or window < 0 or ban < 0 or count < 0
     or count > 1000 or ban_at_least < 0 then
     return redis.error_reply('bad arguments for ' .. key)
   end
 
   -- The state, read once and written once for all its requests.
-  local reset, mm, mf, dm, df, banned_until, retry_at, refusals_text = read(key, text_key, hash_key, from)
+  local reset, mm, mf, dm, df, banned_until, retry_at, refusals_text = read(key, text_key, hash_key, from, arg)
   if reset == nil then
     -- Missing, and its previous form is elsewhere: the replica reads it
     -- and calls again with it. Nothing decided, nothing written.

@@ -107,8 +107,8 @@ use tokio::sync::oneshot;
 pub use groups::{cluster_name, GROUPS};
 pub use metrics::{Stats, LATENCY_BOUNDS};
 pub use script::{
-    anonymous_name, current_name, decode_call, state_args, text_name, Params, Previous, Requests,
-    Verdict, CARRY, MAX_BAN_MS, MAX_CALL, SCRIPT,
+    anonymous_name, current_name, decode_call, state_arg, text_name, Params, Previous, Requests,
+    StateArg, Verdict, CARRY, MAX_BAN_MS, MAX_CALL, SCRIPT,
 };
 use script::{Suffixed, CURRENT, TEXT};
 
@@ -688,7 +688,7 @@ impl RedisLimits {
             .iter()
             .map(|p| (p.name.len() + GROUP_TAG) * p.previous.names() + STATE_ARGS)
             .sum();
-        let mut call = ::redis::Cmd::with_capacity(4 + names + 2 * parts.len(), 64 + bytes);
+        let mut call = ::redis::Cmd::with_capacity(4 + names + parts.len(), 64 + bytes);
         call.arg("EVALSHA")
             .arg(self.inner.script.get_hash())
             .arg(names);
@@ -701,8 +701,12 @@ impl RedisLimits {
         }
         call.arg("");
         for part in parts {
-            call.arg(&state_args(&part.params, part.waiters.len(), part.ban_until_ms)[..])
-                .arg(&*part.previous.arg());
+            call.arg(state_arg(
+                &part.params,
+                part.waiters.len(),
+                part.ban_until_ms,
+                &part.previous,
+            ));
         }
         let reply = match tokio::time::timeout(
             self.inner.timeout,
@@ -820,7 +824,7 @@ impl Queues {
 /// when a call's buffers are sized ([`RedisLimits::call`]).
 const GROUP_TAG: usize = 16;
 
-/// Room for a state's arguments (packed numbers and FROM), in bytes, when
+/// Room for a state's argument (packed numbers and FROM), in bytes, when
 /// a call's buffers are sized; a FROM with a previous form's text is
 /// longer, and grows them.
 const STATE_ARGS: usize = 64;

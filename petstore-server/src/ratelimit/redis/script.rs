@@ -1,5 +1,5 @@
 //! The script (`limit.lua`) and what goes in and out of it: each state's
-//! arguments ([`Params`], [`state_args`]), the names of the states it
+//! arguments ([`Params`], [`state_arg`]), the names of the states it
 //! keeps, and its reply as the core's [`Decision`]s ([`decode_call`]).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -169,13 +169,13 @@ pub enum Previous {
 }
 
 impl Previous {
-    /// The script's FROM argument.
-    pub fn arg(&self) -> std::borrow::Cow<'_, str> {
+    /// FROM, as the script reads it after a state's packed numbers.
+    fn from(&self) -> (&'static [u8], &[u8]) {
         match self {
-            Previous::Hash => "".into(),
-            Previous::Unread => "?".into(),
-            Previous::Read(text) => format!("={text}").into(),
-            Previous::Unnamed => "!".into(),
+            Previous::Hash => (b"", b""),
+            Previous::Unread => (b"?", b""),
+            Previous::Read(text) => (b"=", text.as_bytes()),
+            Previous::Unnamed => (b"!", b""),
         }
     }
 
@@ -189,22 +189,50 @@ impl Previous {
     }
 }
 
-/// The script's first argument for one state of a call, seven
-/// little-endian 64-bit integers packed (the script unpacks them in one
-/// call, where parsing seven decimals cost it more than the rest of its
-/// argument handling): its [`Params::args`], the number of its requests
-/// in the call, and the end (ms since the Unix epoch, 0 for none) of a
-/// ban this replica started alone while Redis was away, which the state
-/// takes on if it ends later than its own. Its second is
-/// [`Previous::arg`].
-pub fn state_args(params: &Params, count: usize, ban_until_ms: u64) -> [u8; 56] {
+/// The script's argument for one state of a call: seven little-endian
+/// 64-bit integers packed (the script unpacks them in one call, where
+/// parsing seven decimals cost it more than the rest of its argument
+/// handling): its [`Params::args`], the number of its requests in the
+/// call, and the end (ms since the Unix epoch, 0 for none) of a ban this
+/// replica started alone while Redis was away, which the state takes on
+/// if it ends later than its own; then FROM, where its previous form is
+/// ([`Previous`]). One argument, not two: each is an object Redis makes
+/// and a string the script is handed.
+pub fn state_arg<'a>(
+    params: &Params,
+    count: usize,
+    ban_until_ms: u64,
+    previous: &'a Previous,
+) -> StateArg<'a> {
     let [m, d, strikes, window, ban] = params.args();
     let mut packed = [0u8; 56];
     let all = [m, d, strikes, window, ban, count as u64, ban_until_ms];
     for (chunk, n) in packed.chunks_exact_mut(8).zip(all) {
         chunk.copy_from_slice(&n.to_le_bytes());
     }
-    packed
+    StateArg { packed, previous }
+}
+
+/// [`state_arg`]: written straight into the command, as one argument.
+#[derive(Clone, Copy, Debug)]
+pub struct StateArg<'a> {
+    packed: [u8; 56],
+    previous: &'a Previous,
+}
+
+impl ::redis::ToRedisArgs for StateArg<'_> {
+    fn write_redis_args<W>(&self, out: &mut W)
+    where
+        W: ?Sized + ::redis::RedisWrite,
+    {
+        use std::io::Write as _;
+        let (mark, text) = self.previous.from();
+        let mut arg = out.writer_for_next_arg();
+        // Writes into a `Vec`: they cannot fail.
+        let _ = arg.write_all(&self.packed);
+        let _ = arg.write_all(mark);
+        let _ = arg.write_all(text);
+    }
 }
 
 /// What the script said about one state of a call.
