@@ -695,7 +695,8 @@ impl RedisLimits {
         for part in parts {
             let place = self.inner.link.place(&part.name);
             call.arg(Suffixed(&place, CURRENT));
-            if part.previous != Previous::Unnamed {
+            // As many names as counted above, by the same rule.
+            if part.previous.names() > 1 {
                 call.arg(Suffixed(&place, TEXT)).arg(&*place);
             }
         }
