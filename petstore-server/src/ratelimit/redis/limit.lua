@@ -17,7 +17,7 @@
 -- slot, and the states' names share a few hash tags: groups.rs), so no
 -- call is CROSSSLOT.
 --
--- KEYS         per state, in the order of ARGV's pairs, three names (or
+-- KEYS         per state, in the order of ARGV's states, three names (or
 --              the first alone when its FROM is "!"):
 -- first        the state, stored in this script's form:
 --              `{<sha256 hex>}:m<perMinute>/d<perDay>:v3` for a key,
