@@ -48,7 +48,6 @@ CUTS = {
     "call-only": ("local out = { struct.pack('<i8', now) }",
                   "do return '' end\nlocal out = { struct.pack('<i8', now) }"),
     "no-set": (FIXED, FIXED.replace("local set = ", "local set = 'OK'\n      if from ~= NAMED_ALONE then set = ") + " end"),
-    "no-judge": None,
     "no-reply": ("out[#out + 1] = struct.pack(REPLY, outcome, started, m1, m2, m3, mwait, d1, d2, d3, dwait, ends)",
                  "out[#out + 1] = string.rep('x', 74)"),
 }

@@ -717,12 +717,10 @@ impl RedisLimits {
         {
             Err(_) => Err(Failure::timed_out(self.inner.timeout)),
             Ok(Err(e)) => Err(Failure::of(&e)),
-            Ok(Ok(reply)) => {
-                match decode_call(&reply, parts.iter().map(|p| (&p.params, p.waiters.len()))) {
-                    Some(verdicts) => Ok((reply, verdicts)),
-                    None => Err(Failure::Call(format!("unexpected script reply {reply:?}"))),
-                }
-            }
+            Ok(Ok(reply)) => match decode_call(&reply, parts.iter().map(|p| p.waiters.len())) {
+                Some(verdicts) => Ok((reply, verdicts)),
+                None => Err(Failure::Call(format!("unexpected script reply {reply:?}"))),
+            },
         };
         match reply {
             Ok((reply, verdicts)) => {

@@ -298,19 +298,17 @@ impl Requests {
     }
 }
 
-/// The script's reply to a call whose states had these parameters and
-/// request counts, in order: one [`Verdict`] per state. `None` for a reply
+/// The script's reply to a call whose states had these request counts,
+/// in order: one [`Verdict`] per state (a state's parameters are needed
+/// only to read its decisions: [`Requests::decisions`]). `None` for a reply
 /// that is not the script's (its length, a negative number, an unknown
 /// outcome or flag).
-pub fn decode_call<'a>(
-    reply: &[u8],
-    states: impl IntoIterator<Item = (&'a Params, usize)>,
-) -> Option<Vec<Verdict>> {
+pub fn decode_call(reply: &[u8], counts: impl IntoIterator<Item = usize>) -> Option<Vec<Verdict>> {
     let (now, mut rest) = reply.split_first_chunk::<8>()?;
     let now_ms = u64::try_from(i64::from_le_bytes(*now)).ok()?;
-    let states = states.into_iter();
-    let mut verdicts = Vec::with_capacity(states.size_hint().0);
-    for (_, count) in states {
+    let counts = counts.into_iter();
+    let mut verdicts = Vec::with_capacity(counts.size_hint().0);
+    for count in counts {
         let (&flag, after) = rest.split_first()?;
         rest = after;
         let requests = match flag {
@@ -513,7 +511,7 @@ mod tests {
             flag(2),
             flag(3),
         ]);
-        let verdicts = decode_call(&call, [(&p, 1), (&p, 1), (&p, 3), (&p, 2)]).unwrap();
+        let verdicts = decode_call(&call, [1, 1, 3, 2]).unwrap();
         let remaining = |requests: &Requests| {
             let decisions: Vec<_> = requests.decisions(&call, &p).collect();
             assert_eq!(decisions.len(), requests.count());
@@ -524,25 +522,25 @@ mod tests {
         assert_eq!(verdicts[2], Verdict::NotStored);
         assert_eq!(verdicts[3], Verdict::Unread);
         // The reply must hold exactly the call's requests.
-        assert!(decode_call(&call, [(&p, 1), (&p, 1), (&p, 3)]).is_none());
-        assert!(decode_call(&call, [(&p, 2), (&p, 1), (&p, 3), (&p, 2)]).is_none());
-        assert!(decode_call(&reply(&[flag(0), request(&one)]), [(&p, 2)]).is_none());
+        assert!(decode_call(&call, [1, 1, 3]).is_none());
+        assert!(decode_call(&call, [2, 1, 3, 2]).is_none());
+        assert!(decode_call(&reply(&[flag(0), request(&one)]), [2]).is_none());
         let mut short = reply(&[flag(0), request(&one)]);
         short.pop();
-        assert!(decode_call(&short, [(&p, 1)]).is_none());
+        assert!(decode_call(&short, [1]).is_none());
         // Not the script's numbers: an unknown flag or outcome, a negative.
-        assert!(decode_call(&reply(&[flag(4), request(&one)]), [(&p, 1)]).is_none());
-        assert!(decode_call(&reply(&[flag(3), request(&one)]), [(&p, 1)]).is_none());
+        assert!(decode_call(&reply(&[flag(4), request(&one)]), [1]).is_none());
+        assert!(decode_call(&reply(&[flag(3), request(&one)]), [1]).is_none());
         let mut bad = one;
         bad[0] = 3;
-        assert!(decode_call(&reply(&[flag(0), request(&bad)]), [(&p, 1)]).is_none());
+        assert!(decode_call(&reply(&[flag(0), request(&bad)]), [1]).is_none());
         bad = one;
         bad[4] = -1;
-        assert!(decode_call(&reply(&[flag(0), request(&bad)]), [(&p, 1)]).is_none());
+        assert!(decode_call(&reply(&[flag(0), request(&bad)]), [1]).is_none());
         bad = one;
         bad[9] = i64::MIN;
-        assert!(decode_call(&reply(&[flag(0), request(&bad)]), [(&p, 1)]).is_none());
-        assert!(decode_call(&[], [(&p, 1)]).is_none());
-        assert!(decode_call(&(-1i64).to_le_bytes(), [(&p, 0)]).is_none());
+        assert!(decode_call(&reply(&[flag(0), request(&bad)]), [1]).is_none());
+        assert!(decode_call(&[], [1]).is_none());
+        assert!(decode_call(&(-1i64).to_le_bytes(), [0]).is_none());
     }
 }
