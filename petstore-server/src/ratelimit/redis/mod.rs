@@ -6,11 +6,13 @@
 //!   server never reads and then writes (two replicas doing that lose
 //!   each other's updates). redis-rs's `Script` sends EVALSHA and loads
 //!   the script on `NOSCRIPT` (a restarted or flushed Redis).
-//! - **One flusher per shard:** a replica keeps at most one call in
-//!   flight per shard (the one Redis, or one hash slot of a cluster); the
-//!   requests that arrive meanwhile, of any state, wait and go together in
-//!   the next call (at most [`MAX_CALL`]), grouped by state in the order
-//!   each state first arrived. The script decides each state's requests
+//! - **One call in flight per shard:** a replica keeps at most one call
+//!   in flight per shard (the one Redis, or one hash slot of a cluster);
+//!   the requests that arrive meanwhile, of any state, wait and go
+//!   together in the next call (at most [`MAX_CALL`]), grouped by state in
+//!   the order each state first arrived. One flusher sends the calls, in
+//!   rounds of one call per shard sent together, so a cluster master gets
+//!   the calls of its groups in one read. The script decides each state's requests
 //!   one after the other at one Redis `TIME`, exactly as that many calls
 //!   in the same millisecond would (a lone request is a call of one).
 //!   Why: Redis runs scripts on one thread, and a call's fixed cost (the
@@ -99,6 +101,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::future::join_all;
 use parking_lot::Mutex;
 use petstore_core::{Clock, Decision, Outcome};
 use prometheus_client::collector::Collector;
@@ -212,10 +215,9 @@ struct Inner {
     /// The names of states whose trouble was logged (bounded).
     troubled: Mutex<HashSet<Box<str>>>,
     stats: Arc<Stats>,
-    /// Per shard with a call in flight, the requests waiting for its
-    /// next call, in arrival order. A shard is here exactly while its
-    /// flusher runs. A plain mutex: held for a push or a swap, never
-    /// across an await.
+    /// Per shard, the requests waiting for its next call, in arrival
+    /// order, and whether the flusher runs. A plain mutex: held for a
+    /// push or a round's taking, never across an await.
     waiting: Mutex<Queues>,
     /// Bans this replica's own limiter started while Redis was away, per
     /// state: its parameters and the ban's end (ms). Each rides along in
@@ -386,9 +388,9 @@ impl RedisLimits {
     }
 
     /// Joins the requests waiting for `shard`'s next call, or, when no
-    /// call of that shard is in flight, starts its flusher with this
-    /// request first. The flusher is a task of its own, so a request
-    /// dropped while it waits (its client gone) never strands the others.
+    /// flusher runs, starts it with this request first. The flusher is a
+    /// task of its own, so a request dropped while it waits (its client
+    /// gone) never strands the others.
     async fn batched(&self, shard: Shard, name: Arc<str>, params: Params) -> Option<Decision> {
         let (waiter, rx) = oneshot::channel();
         let queued = Queued {
@@ -398,73 +400,88 @@ impl RedisLimits {
         };
         let lead = self.inner.waiting.lock().join(shard, queued);
         if lead {
-            tokio::spawn(self.clone().flush(shard));
+            tokio::spawn(self.clone().flush());
         }
         // The flusher answers every waiter or drops it (its guard), and
         // each of its calls is bounded by the timeout: this wait is bounded too.
         rx.await.ok().flatten()
     }
 
-    /// The flusher of `shard`: one call at a time, each taking what
-    /// waits (at most [`MAX_CALL`] requests), until nothing waits.
-    async fn flush(self, shard: Shard) {
+    /// The flusher: rounds of one call per shard that has requests
+    /// waiting (each taking at most [`MAX_CALL`] of them), the calls of a
+    /// round sent together, until nothing waits.
+    ///
+    /// Why together: a Redis spends about as much on an event-loop turn
+    /// (reading a connection, writing its replies, the append-only file)
+    /// as on deciding several states, and a cluster's group calls each
+    /// carry a twelfth of the queue. Sent from one task in one go, the
+    /// calls of the groups one master holds reach it in one read and are
+    /// answered in one turn; each group's flusher on its own sent them
+    /// at moments of their own, a turn each (`scripts/redis-cost`; on one
+    /// Redis, 3 states a call cost 24 us a state one call a turn, 12 four
+    /// calls a turn). The price: a round lasts as long as its slowest
+    /// call, so a master that stops answering holds the others' next
+    /// round for one timeout, until its breaker opens (and once per probe
+    /// after that). One Redis is one shard: a round is one call.
+    async fn flush(self) {
         let mut guard = Flushing {
             limits: &self,
-            shard: Some(shard),
+            running: true,
         };
-        let mut taken = Vec::new();
         loop {
-            {
-                let mut all = self.inner.waiting.lock();
-                match all.get_mut(shard) {
-                    Some(waiting) if waiting.len() > MAX_CALL => {
-                        taken.extend(waiting.drain(..MAX_CALL));
-                    }
-                    Some(waiting) if !waiting.is_empty() => std::mem::swap(waiting, &mut taken),
-                    _ => {
-                        all.remove(shard);
-                        guard.shard = None;
-                        return;
-                    }
-                }
+            let round = self.inner.waiting.lock().take_round();
+            if round.is_empty() {
+                guard.running = false;
+                return;
             }
-            let parts = self.parts(shard, &mut taken);
-            let Some(mut unread) = self.decide_parts(shard, parts).await else {
-                continue;
-            };
-            // A state this replica decided lately, so not named, but gone
-            // after all (its TTL ran out) comes back unread: it goes once
-            // more, named with its previous forms.
-            if unread.iter().any(|p| p.previous == Previous::Unnamed) {
-                let (renamed, rest): (Vec<Part>, Vec<Part>) = unread
+            join_all(
+                round
                     .into_iter()
-                    .partition(|p| p.previous == Previous::Unnamed);
-                unread = rest;
-                let renamed = renamed
-                    .into_iter()
-                    .map(|part| Part {
-                        previous: self.inner.link.previous(),
-                        ..part
-                    })
-                    .collect();
-                if let Some(still) = self.decide_parts(shard, renamed).await {
-                    unread.extend(still);
-                }
+                    .map(|(shard, taken)| self.settle(shard, taken)),
+            )
+            .await;
+        }
+    }
+
+    /// `shard`'s part of a round: one call deciding `taken`, and when
+    /// states come back unread, the calls that read them.
+    async fn settle(&self, shard: Shard, mut taken: Vec<Queued>) {
+        let parts = self.parts(shard, &mut taken);
+        let Some(mut unread) = self.decide_parts(shard, parts).await else {
+            return;
+        };
+        // A state this replica decided lately, so not named, but gone
+        // after all (its TTL ran out) comes back unread: it goes once
+        // more, named with its previous forms.
+        if unread.iter().any(|p| p.previous == Previous::Unnamed) {
+            let (renamed, rest): (Vec<Part>, Vec<Part>) = unread
+                .into_iter()
+                .partition(|p| p.previous == Previous::Unnamed);
+            unread = rest;
+            let renamed = renamed
+                .into_iter()
+                .map(|part| Part {
+                    previous: self.inner.link.previous(),
+                    ..part
+                })
+                .collect();
+            if let Some(still) = self.decide_parts(shard, renamed).await {
+                unread.extend(still);
             }
-            if unread.is_empty() {
-                continue;
-            }
-            // A cluster state missing under its group comes back unread:
-            // its previous form is read, and it goes once more with it.
-            let read = self.read_previous(unread).await;
-            if read.is_empty() {
-                continue;
-            }
-            if let Some(still) = self.decide_parts(shard, read).await {
-                // Unread with their previous form given: not the script's
-                // answer. They fall back.
-                self.give_back_bans(&still);
-            }
+        }
+        if unread.is_empty() {
+            return;
+        }
+        // A cluster state missing under its group comes back unread:
+        // its previous form is read, and it goes once more with it.
+        let read = self.read_previous(unread).await;
+        if read.is_empty() {
+            return;
+        }
+        if let Some(still) = self.decide_parts(shard, read).await {
+            // Unread with their previous form given: not the script's
+            // answer. They fall back.
+            self.give_back_bans(&still);
         }
     }
 
@@ -784,38 +801,51 @@ impl RedisLimits {
     }
 }
 
-/// Per shard with a call in flight, the requests waiting for its next
-/// call. A list, not a map: one shard on one Redis, at most [`GROUPS`] in
-/// a cluster, and a look along a few costs less than hashing the shard
-/// on every request.
+/// Per shard, the requests waiting for its next call, in arrival order,
+/// and whether the flusher runs. A list, not a map: one shard on one
+/// Redis, at most [`GROUPS`] in a cluster, and a look along a few costs
+/// less than hashing the shard on every request.
 #[derive(Debug, Default)]
-struct Queues(Vec<(Shard, Vec<Queued>)>);
+struct Queues {
+    flushing: bool,
+    queues: Vec<(Shard, Vec<Queued>)>,
+}
 
 impl Queues {
-    fn get_mut(&mut self, shard: Shard) -> Option<&mut Vec<Queued>> {
-        self.0
-            .iter_mut()
-            .find(|(s, _)| *s == shard)
-            .map(|(_, queue)| queue)
+    /// Joins `shard`'s queue; true when no flusher runs, so the caller
+    /// starts it.
+    fn join(&mut self, shard: Shard, queued: Queued) -> bool {
+        match self.queues.iter_mut().find(|(s, _)| *s == shard) {
+            Some((_, queue)) => queue.push(queued),
+            None => self.queues.push((shard, vec![queued])),
+        }
+        !std::mem::replace(&mut self.flushing, true)
     }
 
-    /// Joins `shard`'s queue; true when it had none, so the caller
-    /// starts its flusher.
-    fn join(&mut self, shard: Shard, queued: Queued) -> bool {
-        match self.get_mut(shard) {
-            Some(queue) => {
-                queue.push(queued);
-                false
-            }
-            None => {
-                self.0.push((shard, vec![queued]));
-                true
+    /// The next round: each shard's waiting requests, at most
+    /// [`MAX_CALL`] of each. Empty when none wait; the flusher stops
+    /// then, and the next request starts it again.
+    fn take_round(&mut self) -> Vec<(Shard, Vec<Queued>)> {
+        let mut round = Vec::new();
+        for (shard, queue) in &mut self.queues {
+            if queue.len() > MAX_CALL {
+                round.push((*shard, queue.drain(..MAX_CALL).collect()));
+            } else if !queue.is_empty() {
+                round.push((*shard, std::mem::take(queue)));
             }
         }
+        if round.is_empty() {
+            self.flushing = false;
+            self.queues.clear();
+        }
+        round
     }
 
-    fn remove(&mut self, shard: Shard) {
-        self.0.retain(|(s, _)| *s != shard);
+    /// Every waiting request dropped (their channels close, so they fall
+    /// back), and no flusher.
+    fn abandon(&mut self) {
+        self.flushing = false;
+        self.queues.clear();
     }
 }
 
@@ -859,20 +889,20 @@ impl Failure {
     }
 }
 
-/// A running flusher's claim on its shard's queue. Dropped without having
-/// emptied it (the task cancelled at shutdown, or a panic), it removes the
-/// queue, so the waiters' channels close (they fall back to this replica's
-/// limiter) and the shard's next request starts a new flusher instead of
-/// waiting behind one that is gone.
+/// The running flusher's claim on the queues. Dropped while it runs (the
+/// task cancelled at shutdown, or a panic), it drops every waiting
+/// request, so their channels close (they fall back to this replica's
+/// limiter) and the next request starts a new flusher instead of waiting
+/// behind one that is gone.
 struct Flushing<'a> {
     limits: &'a RedisLimits,
-    shard: Option<Shard>,
+    running: bool,
 }
 
 impl Drop for Flushing<'_> {
     fn drop(&mut self) {
-        if let Some(shard) = self.shard.take() {
-            self.limits.inner.waiting.lock().remove(shard);
+        if self.running {
+            self.limits.inner.waiting.lock().abandon();
         }
     }
 }
@@ -934,6 +964,55 @@ mod tests {
             ]
         );
         assert!(Arc::ptr_eq(&parts[0].name, &a) && Arc::ptr_eq(&parts[2].name, &a_again));
+    }
+
+    #[test]
+    fn a_round_takes_each_shards_waiting_requests_and_one_flusher_runs() {
+        let p = Params::anonymous(60);
+        let (a, b): (Arc<str>, Arc<str>) = ("{aa}:m60".into(), "{bb}:m60".into());
+        let (seven, nine): (Shard, Shard) = (
+            Some(::redis::cluster_routing::Slot::for_key("seven")),
+            Some(::redis::cluster_routing::Slot::for_key("nine")),
+        );
+        assert_ne!(seven, nine);
+        let mut queues = Queues::default();
+        let mut receivers = Vec::new();
+        let mut leads = Vec::new();
+        // One shard gets one more than a call takes; another two; the
+        // first request starts the flusher, no later one does.
+        for (shard, name) in
+            std::iter::repeat_n((seven, &a), MAX_CALL + 1).chain(std::iter::repeat_n((nine, &b), 2))
+        {
+            let (q, rx) = queued(name, p);
+            leads.push(queues.join(shard, q));
+            receivers.push(rx);
+        }
+        assert_eq!(leads.iter().filter(|lead| **lead).count(), 1);
+        assert!(leads[0]);
+
+        let round = queues.take_round();
+        let sizes: Vec<(Shard, usize)> = round.iter().map(|(s, q)| (*s, q.len())).collect();
+        assert_eq!(sizes, [(seven, MAX_CALL), (nine, 2)]);
+        // What a call could not take goes in the next round, alone.
+        let next = queues.take_round();
+        assert_eq!(next.len(), 1);
+        assert_eq!((next[0].0, next[0].1.len()), (seven, 1));
+        // Nothing waits: the flusher stops, and the next request starts it.
+        assert!(queues.take_round().is_empty());
+        let (q, _rx) = queued(&a, p);
+        assert!(queues.join(nine, q));
+
+        // Abandoned (the flusher gone): the waiting request's channel
+        // closes, so it falls back; the next request starts a flusher.
+        let (q, mut rx) = queued(&b, p);
+        assert!(!queues.join(nine, q));
+        queues.abandon();
+        assert!(matches!(
+            rx.try_recv(),
+            Err(oneshot::error::TryRecvError::Closed)
+        ));
+        let (q, _rx) = queued(&b, p);
+        assert!(queues.join(None, q));
     }
 
     #[test]
