@@ -230,9 +230,9 @@ impl QuotaHeaders {
             _ => extra.value(),
         };
         // The values are moved into the template's slots by position (see
-        // `Templates`): no name is hashed, and no value cloned.
-        // Slot by slot, not an array's values zipped with the slots: its
-        // iterator's bookkeeping (what is left to drop) was about 80
+        // `Templates`): no name is hashed, and no value cloned. Slot by
+        // slot, not an array's values zipped with the slots: its
+        // iterator's account of what was left to drop cost about 180
         // instructions a response (`scripts/profile`).
         let mut slots = map.values_mut();
         let _content_type = slots.next();
@@ -715,8 +715,9 @@ mod tests {
                     remembered,
                 )
             };
-            // Full but for this token: remembered; then 1 left, in
-            // between: made again; then empty, refused: remembered.
+            // Full but for this token: remembered. Empty after taking
+            // the last one: remembered. One left, in between: made again.
+            // Empty and refused: remembered.
             let full = KeyLimiter::new(Quota::new(3, 1000).unwrap(), BanPolicy::default());
             assert_eq!(twice(&full.check(t)), ("2".to_owned(), true));
             let _ = limiter.check(t);
