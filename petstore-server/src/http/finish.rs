@@ -3,10 +3,13 @@
 //! at once, a get of an id its read copy may not hold yet). Which backend
 //! answers is the store's business (`store/`), not this file's.
 
+use std::cell::RefCell;
+use std::sync::Arc;
+
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Response, StatusCode};
-use petstore_core::{ListQuery, NewPet, Pet, PetId};
+use petstore_core::{FinalPage, ListQuery, NewPet, Pet, PetId};
 
 use super::admit::{Admitted, Checked, Served};
 use super::api::Api;
@@ -157,7 +160,7 @@ fn list_pets<'a>(state: &AppState, api: &'a Api, list: &ListQuery) -> Success<'a
         let next = Some(list.after(page.next_after));
         return Success {
             status: StatusCode::OK,
-            body: Bytes::from_owner(buffers::Shared(page)),
+            body: shared_body(page),
             extra: Extra::Next {
                 base_url: &api.options.base_url,
                 next,
@@ -173,6 +176,39 @@ fn list_pets<'a>(state: &AppState, api: &'a Api, list: &ListQuery) -> Success<'a
             next: page.next_after.map(|after| list.after(after)),
         },
     }
+}
+
+thread_local! {
+    /// The final page this thread answered last, as the bytes it gave
+    /// hyper.
+    ///
+    /// Why: handing hyper a shared page took an allocation (the bytes'
+    /// owner) and its free on every request; clients that poll the first
+    /// page get the same page again and again, so the last one's bytes
+    /// are handed out again, a reference count. One page per worker
+    /// thread: bounded.
+    static LAST_FINAL_PAGE: RefCell<Option<(Arc<FinalPage>, Bytes)>> =
+        const { RefCell::new(None) };
+}
+
+/// `page`'s body as bytes that share it: [`LAST_FINAL_PAGE`]'s when it is
+/// the same page (the same `Arc`), else new bytes, kept for the next.
+fn shared_body(page: Arc<FinalPage>) -> Bytes {
+    LAST_FINAL_PAGE
+        .try_with(|last| {
+            let mut last = last.try_borrow_mut().ok()?;
+            if let Some((kept, bytes)) = last.as_ref() {
+                if Arc::ptr_eq(kept, &page) {
+                    return Some(bytes.clone());
+                }
+            }
+            let bytes = Bytes::from_owner(buffers::Shared(page.clone()));
+            *last = Some((page.clone(), bytes.clone()));
+            Some(bytes)
+        })
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| Bytes::from_owner(buffers::Shared(page)))
 }
 
 /// The validated pet of a create's body.
@@ -212,5 +248,41 @@ fn no_body(body: &BodyRead) -> Result<(), ApiError> {
         _ => Err(ApiError::InvalidBody(
             "this operation takes no request body".into(),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use petstore_core::{CategoryId, Inventory, Limit};
+
+    #[test]
+    fn a_final_page_given_again_is_the_bytes_given_last() {
+        // Another thread: this one's last page is its own.
+        std::thread::spawn(|| {
+            let inventory = Inventory::in_memory();
+            for name in ["Rex", "Tom", "Kitty"] {
+                let pet = NewPet::new(name, CategoryId::MIN).unwrap();
+                inventory.create(pet).unwrap();
+            }
+            let first = |n| ListQuery::new().limit(Limit::new(n).unwrap());
+            let page = inventory.final_page(&first(2)).unwrap();
+            let held = Arc::strong_count(&page);
+            let a = shared_body(page.clone());
+            assert_eq!(&a[..], &page.body[..]);
+            let once = Arc::strong_count(&page);
+            // The same page again: the same bytes, no new owner of the page.
+            let b = shared_body(page.clone());
+            assert_eq!(Arc::strong_count(&page), once);
+            assert_eq!(a, b);
+            // Another page takes its place; the first is let go once its
+            // bytes are.
+            let other = inventory.final_page(&first(1)).unwrap();
+            assert_eq!(&shared_body(other.clone())[..], &other.body[..]);
+            drop((a, b));
+            assert_eq!(Arc::strong_count(&page), held);
+        })
+        .join()
+        .unwrap();
     }
 }
