@@ -101,10 +101,16 @@ pub(super) fn reply(
     let body_empty = body.as_ref().is_none_or(Incoming::is_end_stream);
     let path = head.uri.path();
     let step = match admit(connection, &head, method, path, body_empty) {
-        Admission::Answered(response, served) => {
+        Admission::Answered(mut response, served) => {
             drop((body, head));
-            let response = answered(
-                connection, version, method, response, &served, body_empty, started,
+            answered(
+                connection,
+                version,
+                method,
+                &mut response,
+                &served,
+                body_empty,
+                started,
             );
             return Reply::Now(ready(Ok(response)));
         }
@@ -116,10 +122,16 @@ pub(super) fn reply(
                 admitted,
                 BodyRead::Complete(Bytes::new()),
             ) {
-                Finished::Answered(response, served) => {
+                Finished::Answered(mut response, served) => {
                     drop(head);
-                    let response = answered(
-                        connection, version, method, response, &served, true, started,
+                    answered(
+                        connection,
+                        version,
+                        method,
+                        &mut response,
+                        &served,
+                        true,
+                        started,
                     );
                     return Reply::Now(ready(Ok(response)));
                 }
@@ -188,7 +200,7 @@ async fn drive(
 ) -> Result<HttpResponse, Infallible> {
     let connection = &*connection;
     let method = asked.method;
-    let (response, served, read_to_the_end) = 'answered: {
+    let (mut response, served, read_to_the_end) = 'answered: {
         let admitted = match step {
             Step::Wait(waiting) => {
                 let (response, served) = Box::pin(wait(connection, method, waiting)).await;
@@ -218,35 +230,37 @@ async fn drive(
         };
         (response, served, read_to_the_end)
     };
-    Ok(answered(
+    answered(
         connection,
         asked.version,
         method,
-        response,
+        &mut response,
         &served,
         read_to_the_end,
         asked.started,
-    ))
+    );
+    Ok(response)
 }
 
-/// A request's `response`, the last on its connection when it must be (a
-/// body left on the connection: not `read_to_the_end`, as for a refusal
-/// before it was read; or the server draining); recorded. Every answer
-/// ends here, whether at once or after a wait.
+/// Makes a request's `response` the last on its connection when it must
+/// be (a body left on the connection: not `read_to_the_end`, as for a
+/// refusal before it was read; or the server draining), and records it.
+/// Every answer passes here, whether at once or after a wait. By
+/// reference: a response is 144 bytes, and each move of it in and out
+/// was a `memcpy` (`scripts/profile`).
 fn answered(
     connection: &Connection,
     version: Version,
     method: &'static str,
-    mut response: HttpResponse,
+    response: &mut HttpResponse,
     served: &Served,
     read_to_the_end: bool,
     started: Instant,
-) -> HttpResponse {
+) {
     if (!read_to_the_end && version != Version::HTTP_2) || connection.state.is_draining() {
-        close(&mut response);
+        close(response);
     }
-    record(connection, version, method, &response, served, started);
-    response
+    record(connection, version, method, response, served, started);
 }
 
 /// Marks `response` as the last on its connection (over HTTP/2, where
