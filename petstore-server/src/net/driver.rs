@@ -100,19 +100,22 @@ pub(super) fn reply(
     // `100 Continue`.
     let body_empty = body.as_ref().is_none_or(Incoming::is_end_stream);
     let path = head.uri.path();
+    let now = |mut response: HttpResponse, served: &Served, read_to_the_end: bool| {
+        answered(
+            connection,
+            version,
+            method,
+            &mut response,
+            served,
+            read_to_the_end,
+            started,
+        );
+        Reply::Now(ready(Ok(response)))
+    };
     let step = match admit(connection, &head, method, path, body_empty) {
-        Admission::Answered(mut response, served) => {
+        Admission::Answered(response, served) => {
             drop((body, head));
-            answered(
-                connection,
-                version,
-                method,
-                &mut response,
-                &served,
-                body_empty,
-                started,
-            );
-            return Reply::Now(ready(Ok(response)));
+            return now(response, &served, body_empty);
         }
         Admission::Admitted(admitted) if body_empty => {
             drop(body.take());
@@ -122,18 +125,9 @@ pub(super) fn reply(
                 admitted,
                 BodyRead::Complete(Bytes::new()),
             ) {
-                Finished::Answered(mut response, served) => {
+                Finished::Answered(response, served) => {
                     drop(head);
-                    answered(
-                        connection,
-                        version,
-                        method,
-                        &mut response,
-                        &served,
-                        true,
-                        started,
-                    );
-                    return Reply::Now(ready(Ok(response)));
+                    return now(response, &served, true);
                 }
                 // A get of an id the store's read copy may not hold yet.
                 Finished::Waiting(waiting) => Step::Wait(waiting),
