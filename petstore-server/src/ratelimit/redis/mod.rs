@@ -434,19 +434,27 @@ impl RedisLimits {
                 guard.running = false;
                 return;
             }
-            join_all(
+            let emptied = join_all(
                 round
                     .into_iter()
                     .map(|(shard, taken)| self.settle(shard, taken)),
             )
             .await;
+            self.inner.waiting.lock().give_back(emptied);
         }
     }
 
     /// `shard`'s part of a round: one call deciding `taken`, and when
-    /// states come back unread, the calls that read them.
-    async fn settle(&self, shard: Shard, mut taken: Vec<Queued>) {
+    /// states come back unread, the calls that read them. Returns
+    /// `taken`, emptied, its room kept for a later round.
+    async fn settle(&self, shard: Shard, mut taken: Vec<Queued>) -> Vec<Queued> {
         let parts = self.parts(shard, &mut taken);
+        self.settle_parts(shard, parts).await;
+        taken
+    }
+
+    /// [`settle`](Self::settle) once `parts` are made.
+    async fn settle_parts(&self, shard: Shard, parts: Vec<Part>) {
         let Some(mut unread) = self.decide_parts(shard, parts).await else {
             return;
         };
@@ -809,6 +817,11 @@ impl RedisLimits {
 struct Queues {
     flushing: bool,
     queues: Vec<(Shard, Vec<Queued>)>,
+    /// Lists a round emptied, given back for the next round to take
+    /// requests in: a queue taken whole is replaced by one of them, so
+    /// it does not grow again from nothing, an allocation at each
+    /// doubling, every round. At most one per shard.
+    spare: Vec<Vec<Queued>>,
 }
 
 impl Queues {
@@ -828,24 +841,34 @@ impl Queues {
     fn take_round(&mut self) -> Vec<(Shard, Vec<Queued>)> {
         let mut round = Vec::new();
         for (shard, queue) in &mut self.queues {
-            if queue.len() > MAX_CALL {
-                round.push((*shard, queue.drain(..MAX_CALL).collect()));
-            } else if !queue.is_empty() {
-                round.push((*shard, std::mem::take(queue)));
+            if queue.is_empty() {
+                continue;
             }
+            let mut taken = self.spare.pop().unwrap_or_default();
+            if queue.len() > MAX_CALL {
+                taken.extend(queue.drain(..MAX_CALL));
+            } else {
+                std::mem::swap(queue, &mut taken);
+            }
+            round.push((*shard, taken));
         }
         if round.is_empty() {
-            self.flushing = false;
-            self.queues.clear();
+            self.abandon();
         }
         round
     }
 
+    /// The lists a round emptied, for the next rounds.
+    fn give_back(&mut self, emptied: Vec<Vec<Queued>>) {
+        self.spare = emptied;
+    }
+
     /// Every waiting request dropped (their channels close, so they fall
-    /// back), and no flusher.
+    /// back), and no flusher. (When the flusher stops, none is waiting.)
     fn abandon(&mut self) {
         self.flushing = false;
         self.queues.clear();
+        self.spare.clear();
     }
 }
 
@@ -997,6 +1020,21 @@ mod tests {
         let next = queues.take_round();
         assert_eq!(next.len(), 1);
         assert_eq!((next[0].0, next[0].1.len()), (seven, 1));
+        // A list a round emptied takes the place of a queue taken whole,
+        // its room kept for the requests that come next.
+        queues.give_back(vec![Vec::with_capacity(50)]);
+        let (q, _rx) = queued(&a, p);
+        assert!(!queues.join(seven, q));
+        let again = queues.take_round();
+        assert_eq!((again[0].0, again[0].1.len()), (seven, 1));
+        let room = |queues: &Queues| {
+            queues
+                .queues
+                .iter()
+                .find(|(s, _)| *s == seven)
+                .map(|(_, q)| q.capacity())
+        };
+        assert!(room(&queues).is_some_and(|room| room >= 50));
         // Nothing waits: the flusher stops, and the next request starts it.
         assert!(queues.take_round().is_empty());
         let (q, _rx) = queued(&a, p);
