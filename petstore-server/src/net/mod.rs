@@ -47,6 +47,7 @@
 //! | `driver.rs` | the one request driver: hyper's service call, the body, the awaits |
 //! | `protocol.rs` | one connection: TLS handshake, HTTP/1.1 or HTTP/2, graceful stop; connections by protocol |
 //! | `h2.rs` | HTTP/2's settings and the watchdog of its streams |
+//! | `stop.rs` | the stop signal every connection holds, cheap to poll |
 //! | `tls.rs` | [`Tls`]: `--tls-cert`/`--tls-key`, reloaded on SIGHUP |
 //! | `per_address.rs` | [`PerAddress`]: open connections per client address, and their cap |
 //! | `proxy_protocol.rs` | `--proxy-protocol`: the client address from a PROXY header |
@@ -61,6 +62,7 @@ mod limits;
 mod per_address;
 mod protocol;
 mod proxy_protocol;
+mod stop;
 mod tls;
 mod write_timeout;
 
@@ -77,6 +79,8 @@ use hyper::Request;
 use hyper_util::rt::TokioTimer;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+
+use stop::Stopper;
 
 pub use driver::Reply;
 pub use limits::ConnLimits;
@@ -203,9 +207,9 @@ pub async fn serve<C, H, F>(
         limits,
         tls,
     });
-    // Every connection holds a receiver: the sender counts them, tells
-    // them to stop, and waits until they are gone (`protocol.rs`).
-    let (stop, _) = watch::channel(false);
+    // Every connection holds a `Stop`: the stopper counts them, tells
+    // them to stop, and waits until they are gone (`stop.rs`).
+    let stop = Stopper::new();
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let per_address = PerAddress::new(limits.max_connections_per_address);
     let mut shutdown = pin!(shutdown);
@@ -327,7 +331,7 @@ pub async fn serve<C, H, F>(
     drop(listener);
     if !limits.settle.is_zero() {
         let settled = async {
-            while stop.receiver_count() > 0 {
+            while stop.open() > 0 {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         };
@@ -335,11 +339,11 @@ pub async fn serve<C, H, F>(
     }
     log_info!(
         "shutting down: waiting for {} open connection(s)",
-        stop.receiver_count()
+        stop.open()
     );
     // Each connection closes once idle (HTTP/1) or after GOAWAY and its
     // streams (HTTP/2).
-    let _ = stop.send(true);
+    stop.stop();
     tokio::select! {
         () = stop.closed() => log_info!("all connections closed"),
         () = tokio::time::sleep(limits.shutdown_grace) => {

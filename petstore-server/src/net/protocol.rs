@@ -10,12 +10,12 @@
 //! connects and sends nothing (no ClientHello, no request) is closed
 //! like a slow HTTP/1 head.
 //!
-//! Why a stop signal of our own rather than hyper-util's
+//! Why a stop signal of our own (`stop.rs`) rather than hyper-util's
 //! `GracefulShutdown`: that one takes the connection future out of our
 //! hands, and an HTTP/2 connection needs it in hand to send GOAWAY when
-//! its watchdog says so (`h2.rs`). The signal is the same idea: a watch
+//! its watchdog says so (`h2.rs`). The signal is the same idea (a watch
 //! channel every connection holds a receiver of; its sender counts them
-//! and waits until they are all gone.
+//! and waits until they are all gone), made cheap to poll on every wake.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -36,11 +36,11 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
 use tokio::net::TcpStream;
-use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::h2::{Verdict, Watchdog};
 use super::limits::ConnLimits;
+use super::stop::Stop;
 use super::write_timeout::WriteTimeout;
 use crate::http::HttpResponse;
 
@@ -130,7 +130,7 @@ pub(super) async fn serve_connection<H, F>(
     stream: TcpStream,
     header_left: Duration,
     handler: H,
-    stop: watch::Receiver<bool>,
+    stop: Stop,
 ) where
     H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
     F: Future<Output = Result<HttpResponse, Infallible>> + Send + 'static,
@@ -207,7 +207,7 @@ async fn serve_io<I, H, F>(
     tls: bool,
     deadline: Instant,
     handler: H,
-    mut stop: watch::Receiver<bool>,
+    mut stop: Stop,
 ) where
     I: Read + Write + Unpin + Send + 'static,
     H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
@@ -253,19 +253,15 @@ async fn serve_io<I, H, F>(
                 }
                 first_head = None;
             }
-            _ = stop.wait_for(|stop| *stop) => break,
+            () = &mut stop => break,
         }
     }
     connection.as_mut().graceful_shutdown();
     let _ = connection.await;
 }
 
-async fn serve_h2<I, H, F>(
-    protocols: &Protocols,
-    io: I,
-    handler: H,
-    mut stop: watch::Receiver<bool>,
-) where
+async fn serve_h2<I, H, F>(protocols: &Protocols, io: I, handler: H, mut stop: Stop)
+where
     I: Read + Write + Unpin + Send + 'static,
     H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
     F: Future<Output = Result<HttpResponse, Infallible>> + Send + 'static,
@@ -304,7 +300,7 @@ async fn serve_h2<I, H, F>(
             _ = connection.as_mut() => return,
             () = watchdog.changed() => {}
             () = tokio::time::sleep_until(next) => {}
-            _ = stop.wait_for(|stop| *stop), if !going_away => {
+            () = &mut stop, if !going_away => {
                 connection.as_mut().graceful_shutdown();
                 going_away = true;
             }
