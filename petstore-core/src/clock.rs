@@ -61,6 +61,33 @@ impl std::ops::Add<Duration> for Timestamp {
 pub trait Clock: Send + Sync + std::fmt::Debug {
     /// The current time; never earlier than a previous call returned.
     fn now(&self) -> Timestamp;
+
+    /// The time at `instant`, a reading of the monotonic clock the caller
+    /// took a moment ago (when its request arrived, say): a caller that
+    /// has one need not read the clock again. It can be earlier than a
+    /// previous [`Clock::now`] returned, by as long as `instant` is old;
+    /// the limiters take such a time as a slightly stale one.
+    ///
+    /// By default the current time, `instant` ignored: a clock of its
+    /// own time (a [`FakeClock`]) does not follow the monotonic one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use petstore_core::{Clock, SystemClock};
+    ///
+    /// let clock = SystemClock::new();
+    /// let arrived = Instant::now();
+    /// let later = clock.now();
+    /// assert!(clock.at(arrived) <= later);
+    /// let then = clock.at(arrived + Duration::from_secs(5));
+    /// assert_eq!(then.saturating_duration_since(clock.at(arrived)), Duration::from_secs(5));
+    /// ```
+    fn at(&self, instant: Instant) -> Timestamp {
+        let _ = instant;
+        self.now()
+    }
 }
 
 /// The real clock: Unix time read once, then advanced by the monotonic
@@ -93,7 +120,11 @@ impl Default for SystemClock {
 
 impl Clock for SystemClock {
     fn now(&self) -> Timestamp {
-        Timestamp(self.origin_unix) + self.origin.elapsed()
+        self.at(Instant::now())
+    }
+
+    fn at(&self, instant: Instant) -> Timestamp {
+        Timestamp(self.origin_unix) + instant.saturating_duration_since(self.origin)
     }
 }
 
@@ -138,5 +169,9 @@ impl Clock for FakeClock {
 impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
     fn now(&self) -> Timestamp {
         (**self).now()
+    }
+
+    fn at(&self, instant: Instant) -> Timestamp {
+        (**self).at(instant)
     }
 }

@@ -52,7 +52,7 @@ pub mod route;
 mod tests;
 
 pub use admit::{
-    admit, admit_decided, declared_length, Admission, Admitted, Decided, Pending, Served,
+    admit, admit_decided, declared_length, Admission, Admitted, Decided, Head, Pending, Served,
 };
 pub use api::{Api, Options, Role};
 pub use body::{BodyRead, MAX_BODY};

@@ -10,7 +10,7 @@ use hyper::body::Bytes;
 use hyper::header::LOCATION;
 use hyper::http::request::Parts;
 use hyper::StatusCode;
-use petstore_core::{FakeClock, Inventory, Quota, Timestamp};
+use petstore_core::{Clock as _, FakeClock, Inventory, Quota, Timestamp};
 
 use super::*;
 use crate::keys::Keys;
@@ -24,7 +24,8 @@ use crate::store::Store;
 /// of these tests never makes a request wait.
 fn respond(connection: &Connection, head: &Parts, body: BodyRead) -> (HttpResponse, Served) {
     let empty = matches!(&body, BodyRead::Complete(bytes) if bytes.is_empty());
-    let admitted = match admit(connection, head, empty) {
+    let now = connection.state.clock.now();
+    let admitted = match admit(connection, Head::from_parts(head, empty), now) {
         Admission::Answered(response, served) => return (response, served),
         Admission::Admitted(admitted) => admitted,
         Admission::Charge(pending) => {

@@ -17,13 +17,12 @@ use std::time::{Duration, Instant};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::{Body as _, Bytes, Incoming};
 use hyper::header::{HeaderValue, CONNECTION};
-use hyper::http::request::Parts;
 use hyper::{Method, Request, Version};
-use petstore_core::Decision;
+use petstore_core::{Clock as _, Decision, Timestamp};
 
 use crate::http::{
     self, declared_length, Admission, Admitted, ApiError, BodyRead, Connection, Decided, Finished,
-    HttpResponse, Pending, Served, Waiting, MAX_BODY,
+    Head, HttpResponse, Pending, Served, Waiting, MAX_BODY,
 };
 use crate::log_error;
 use crate::telemetry::access_log;
@@ -91,15 +90,13 @@ pub(super) fn reply(
     body_timeout: Duration,
 ) -> Reply {
     let started = Instant::now();
-    let (head, body) = request.into_parts();
-    let mut body = Some(body);
-    let method = method_label(&head.method);
-    let version = head.version;
+    let method = method_label(request.method());
+    let version = request.version();
     // Every check that needs no body comes first (http::admit), so a
     // refusal never reads the body, and never makes hyper invite it with
     // `100 Continue`.
-    let body_empty = body.as_ref().is_none_or(Incoming::is_end_stream);
-    let path = head.uri.path();
+    let head = Head::of(&request);
+    let (body_empty, path) = (head.body_empty, head.uri.path());
     let now = |mut response: HttpResponse, served: &Served, read_to_the_end: bool| {
         answered(
             connection,
@@ -112,23 +109,21 @@ pub(super) fn reply(
         );
         Reply::Now(ready(Ok(response)))
     };
-    let step = match admit(connection, &head, method, path, body_empty) {
-        Admission::Answered(response, served) => {
-            drop((body, head));
-            return now(response, &served, body_empty);
-        }
+    // The rate limit is charged at the time the request arrived: the
+    // clock is read once for it and for the request's duration.
+    let arrived = connection.state.clock.at(started);
+    let step = match admit(connection, head, method, arrived) {
+        // The request is dropped in place on the way out (`drop(request)`
+        // moved its 256 bytes first: a `memcpy`, `scripts/profile`).
+        Admission::Answered(response, served) => return now(response, &served, body_empty),
         Admission::Admitted(admitted) if body_empty => {
-            drop(body.take());
             match finish(
                 connection,
                 (method, path),
                 admitted,
                 BodyRead::Complete(Bytes::new()),
             ) {
-                Finished::Answered(response, served) => {
-                    drop(head);
-                    return now(response, &served, true);
-                }
+                Finished::Answered(response, served) => return now(response, &served, true),
                 // A get of an id the store's read copy may not hold yet.
                 Finished::Waiting(waiting) => Step::Wait(waiting),
             }
@@ -145,9 +140,11 @@ pub(super) fn reply(
         started,
         body_empty,
         body_timeout,
-        declared: declared_length(&head.headers),
+        declared: declared_length(request.headers()),
     };
-    drop(head);
+    // The head is dropped here, the body kept (and dropped unread when
+    // the request has none).
+    let body = Some(request.into_body()).filter(|_| !body_empty);
     Reply::Later(Box::pin(drive(connection.clone(), body, step, asked)))
 }
 
@@ -351,16 +348,10 @@ fn unpanicked<T>(
 }
 
 /// [`http::admit`], panics caught.
-fn admit(
-    connection: &Connection,
-    head: &Parts,
-    method: &str,
-    path: &str,
-    body_empty: bool,
-) -> Admission {
+fn admit(connection: &Connection, head: Head<'_>, method: &str, now: Timestamp) -> Admission {
     unpanicked(
-        (method, path),
-        || http::admit(connection, head, body_empty),
+        (method, head.uri.path()),
+        || http::admit(connection, head, now),
         Admission::Answered,
     )
 }
