@@ -99,7 +99,7 @@ enum State {
     /// Told. The receiver is kept: the connection is counted as open
     /// (and waited for) until its `Stop` is dropped, not until it is
     /// told.
-    Stopped(watch::Receiver<bool>),
+    Stopped { _receiver: watch::Receiver<bool> },
 }
 
 impl std::fmt::Debug for Stop {
@@ -127,7 +127,9 @@ impl Future for Stop {
         }
         match wait.as_mut().poll(cx) {
             Poll::Ready(receiver) => {
-                this.state = State::Stopped(receiver);
+                this.state = State::Stopped {
+                    _receiver: receiver,
+                };
                 Poll::Ready(())
             }
             Poll::Pending => {
