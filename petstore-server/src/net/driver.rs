@@ -70,6 +70,15 @@ enum Step {
     Wait(Waiting),
 }
 
+/// What [`at_once`] made of a request.
+enum Made {
+    /// Answered: the response, what it served, and whether the request
+    /// was read to the end.
+    Answered(HttpResponse, Served, bool),
+    /// To be driven on from this step.
+    Later(Step),
+}
+
 /// hyper's service call for one request. A request without a body (every
 /// GET) is answered right here, and the request is dropped before this
 /// returns.
@@ -112,27 +121,18 @@ pub(super) fn reply(
     // The rate limit is charged at the time the request arrived: the
     // clock is read once for it and for the request's duration.
     let arrived = connection.state.clock.at(started);
-    let step = match admit(connection, head, method, arrived) {
-        // The request is dropped in place on the way out (`drop(request)`
-        // moved its 256 bytes first: a `memcpy`, `scripts/profile`).
-        Admission::Answered(response, served) => return now(response, &served, body_empty),
-        Admission::Admitted(admitted) if body_empty => {
-            match finish(
-                connection,
-                (method, path),
-                admitted,
-                BodyRead::Complete(Bytes::new()),
-            ) {
-                Finished::Answered(response, served) => return now(response, &served, true),
-                // A get of an id the store's read copy may not hold yet.
-                Finished::Waiting(waiting) => Step::Wait(waiting),
-            }
+    let made = unpanicked(
+        (method, path),
+        || at_once(connection, head, arrived),
+        |response, served| Made::Answered(response, served, body_empty),
+    );
+    // The request is dropped in place on the way out (`drop(request)`
+    // moved its 256 bytes first: a `memcpy`, `scripts/profile`).
+    let step = match made {
+        Made::Answered(response, served, read_to_the_end) => {
+            return now(response, &served, read_to_the_end)
         }
-        Admission::Admitted(admitted) => Step::ReadBody(admitted),
-        // The rate limit is decided elsewhere (a shared limiter): awaited
-        // in `drive`. Only in that mode: the in-process limiter decided
-        // synchronously above.
-        Admission::Charge(pending) => Step::Charge(Box::new(pending)),
+        Made::Later(step) => step,
     };
     let asked = Asked {
         method,
@@ -339,7 +339,7 @@ fn method_label(method: &Method) -> &'static str {
 fn unpanicked<T>(
     said: (&str, &str),
     step: impl FnOnce() -> T,
-    internal: fn(HttpResponse, Served) -> T,
+    internal: impl FnOnce(HttpResponse, Served) -> T,
 ) -> T {
     std::panic::catch_unwind(AssertUnwindSafe(step)).unwrap_or_else(|_| {
         panicked(said);
@@ -347,13 +347,26 @@ fn unpanicked<T>(
     })
 }
 
-/// [`http::admit`], panics caught.
-fn admit(connection: &Connection, head: Head<'_>, method: &str, now: Timestamp) -> Admission {
-    unpanicked(
-        (method, head.uri.path()),
-        || http::admit(connection, head, now),
-        Admission::Answered,
-    )
+/// Everything of a request that needs no wait: [`http::admit`], and for
+/// a request without a body [`Admitted::finish`] as well. One function,
+/// so that one `catch_unwind` covers both (each was a call and a copy of
+/// the answer out of it, `scripts/profile`).
+fn at_once(connection: &Connection, head: Head<'_>, now: Timestamp) -> Made {
+    match http::admit(connection, head, now) {
+        Admission::Answered(response, served) => Made::Answered(response, served, head.body_empty),
+        Admission::Admitted(admitted) if head.body_empty => {
+            match admitted.finish(connection, BodyRead::Complete(Bytes::new())) {
+                Finished::Answered(response, served) => Made::Answered(response, served, true),
+                // A get of an id the store's read copy may not hold yet.
+                Finished::Waiting(waiting) => Made::Later(Step::Wait(waiting)),
+            }
+        }
+        Admission::Admitted(admitted) => Made::Later(Step::ReadBody(admitted)),
+        // The rate limit is decided elsewhere (a shared limiter): awaited
+        // in `drive`. Only in that mode: the in-process limiter decided
+        // synchronously above.
+        Admission::Charge(pending) => Made::Later(Step::Charge(Box::new(pending))),
+    }
 }
 
 /// [`http::admit_decided`], panics caught.
@@ -429,6 +442,21 @@ async fn read_body(declared: Option<u64>, body: Incoming, timeout: Duration) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_step_that_panics_is_answered_500_internal() {
+        let made = unpanicked(
+            ("GET", "/v1/pets"),
+            || -> Made { panic!("a bug in a step (this panic is the test's)") },
+            |response, served| Made::Answered(response, served, false),
+        );
+        let Made::Answered(response, served, read_to_the_end) = made else {
+            panic!("not answered");
+        };
+        assert_eq!(response.status(), 500);
+        assert_eq!(served, Served::default());
+        assert!(!read_to_the_end, "the fallback's own answer");
+    }
 
     #[test]
     fn method_labels_are_the_recorders() {
