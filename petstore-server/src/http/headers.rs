@@ -163,7 +163,7 @@ impl Extra<'_> {
                 let mut after = itoa::Buffer::new();
                 let status = next.status.map(|s| s.as_str().as_bytes());
                 let after = next.after.map(|id| after.format(id.get()).as_bytes());
-                joined(&[
+                joined([
                     b"<",
                     base_url.as_bytes(),
                     b"/pets?limit=",
@@ -177,7 +177,7 @@ impl Extra<'_> {
             }
             Extra::Location { base_url, id } => {
                 let mut digits = itoa::Buffer::new();
-                joined(&[
+                joined([
                     base_url.as_bytes(),
                     b"/pets/",
                     digits.format(id.get()).as_bytes(),
@@ -418,7 +418,7 @@ fn make_changing(key: &Changing) -> [HeaderValue; 3] {
         b";t=",
         after,
     ];
-    let bytes = joined(&parts);
+    let bytes = joined(parts);
     let (a, b) = (remaining.len(), remaining.len() + reset.len());
     let value = |range: std::ops::Range<usize>| {
         bytes
@@ -486,21 +486,24 @@ impl AsRef<[u8]> for Inline {
 }
 
 /// `parts` one after the other, in one allocation.
-fn joined(parts: &[&[u8]]) -> Bytes {
-    let len = parts.iter().map(|part| part.len()).sum();
-    if len > INLINE {
-        return Bytes::from(parts.concat());
-    }
+///
+/// Why an array and `#[inline]`: inlined where its parts are known, the
+/// loop is unrolled and a literal part (`";r="`) is copied by a store or
+/// two of known size, not by a call to `memcpy`; and the length is not
+/// summed in a pass of its own first (`scripts/profile`).
+#[inline]
+fn joined<const N: usize>(parts: [&[u8]; N]) -> Bytes {
     let mut inline = Inline {
-        len,
+        len: 0,
         buf: [0; INLINE],
     };
-    let mut at = 0;
     for part in parts {
-        if let Some(to) = inline.buf.get_mut(at..at + part.len()) {
-            to.copy_from_slice(part);
-        }
-        at += part.len();
+        let at = inline.len;
+        let Some(to) = inline.buf.get_mut(at..at + part.len()) else {
+            return Bytes::from(parts.concat());
+        };
+        to.copy_from_slice(part);
+        inline.len = at + part.len();
     }
     Bytes::from_owner(inline)
 }
