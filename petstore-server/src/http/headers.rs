@@ -6,7 +6,7 @@
 use std::cell::RefCell;
 use std::fmt::Write as _;
 
-use hyper::body::Bytes;
+use hyper::body::{Buf as _, Bytes};
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, LINK, LOCATION};
 use petstore_core::{Decision, ListQuery, PetId};
 
@@ -408,25 +408,23 @@ fn make_changing(key: &Changing) -> [HeaderValue; 3] {
     let reset = reset.format(key.reset).as_bytes();
     let mut after = itoa::Buffer::new();
     let after = after.format(key.after).as_bytes();
-    let parts: [&[u8]; 8] = [
-        remaining,
-        reset,
-        b"\"",
-        key.name.as_bytes(),
-        b"\";r=",
-        remaining,
-        b";t=",
-        after,
-    ];
-    let bytes = joined(parts);
-    let (a, b) = (remaining.len(), remaining.len() + reset.len());
-    let value = |range: std::ops::Range<usize>| {
-        bytes
-            .get(range.clone())
-            .and_then(|_| HeaderValue::from_maybe_shared(bytes.slice(range)).ok())
-            .unwrap_or_else(|| HeaderValue::from_static(""))
+    // `{reset}"{name}";r={remaining};t={after}`: the Reset value, then the
+    // RateLimit value, whose `r=` digits are the Remaining value too
+    // (written once, and one slice of the buffer fewer to count).
+    let name = key.name.as_bytes();
+    let mut bytes = joined([reset, b"\"", name, b"\";r=", remaining, b";t=", after]);
+    let at = reset.len() + 1 + name.len() + 4;
+    let value = |bytes: Bytes| {
+        HeaderValue::from_maybe_shared(bytes).unwrap_or_else(|_| HeaderValue::from_static(""))
     };
-    [value(0..a), value(a..b), value(b..bytes.len())]
+    let remaining = match bytes.get(at..at + remaining.len()) {
+        Some(_) => value(bytes.slice(at..at + remaining.len())),
+        None => HeaderValue::from_static(""),
+    };
+    let split = reset.len().min(bytes.len());
+    let reset = value(bytes.slice(..split));
+    bytes.advance(split);
+    [remaining, reset, value(bytes)]
 }
 
 impl Extra<'_> {
