@@ -224,14 +224,14 @@ impl QuotaHeaders {
             Extra::Location { .. } => &templates.created,
         };
         let mut map = template.clone();
-        let [remaining, reset, current] = changing_values(&binding);
         let last = match extra {
             Extra::Deprecated(link) => Some(link.clone()),
             _ => extra.value(),
         };
-        // The values are moved into the template's slots by position (see
-        // `Templates`): no name is hashed, and no value cloned. Slot by
-        // slot, not an array's values zipped with the slots: its
+        // The values are written into the template's slots by position
+        // (see `Templates`): no name is hashed, and no value moved through
+        // an array of its own (120 bytes copied twice, `scripts/profile`).
+        // Slot by slot, not an array's values zipped with the slots: its
         // iterator's account of what was left to drop cost about 180
         // instructions a response (`scripts/profile`).
         let mut slots = map.values_mut();
@@ -240,7 +240,8 @@ impl QuotaHeaders {
         if let (Some(l), Some(r), Some(s), Some(c)) =
             (slots.next(), slots.next(), slots.next(), slots.next())
         {
-            (*l, *r, *s, *c) = (self.limit(binding.limit), remaining, reset, current);
+            *l = self.limit(binding.limit);
+            changing_values(&binding, [r, s, c]);
         }
         let _policy = slots.next();
         match (slots.last(), last) {
@@ -291,7 +292,8 @@ fn static_text(text: String) -> &'static str {
 /// quota. (A 2xx response gets them from [`QuotaHeaders::success`].)
 pub fn rate_limit(headers: &mut HeaderMap, decision: impl Into<Binding>, quota: &QuotaHeaders) {
     let binding = decision.into();
-    let [remaining, reset, current] = changing_values(&binding);
+    let [mut remaining, mut reset, mut current] = [(); 3].map(|()| HeaderValue::from_static(""));
+    changing_values(&binding, [&mut remaining, &mut reset, &mut current]);
     headers.insert(X_RATELIMIT_LIMIT, quota.limit(binding.limit));
     headers.insert(X_RATELIMIT_REMAINING, remaining);
     headers.insert(X_RATELIMIT_RESET, reset);
@@ -371,20 +373,24 @@ thread_local! {
 /// ones again when they are the same ([`LAST_CHANGING`]); else written as
 /// digits, without `fmt`, into one allocation ([`joined`]) and handed out
 /// as slices of it.
-fn changing_values(binding: &Binding) -> [HeaderValue; 3] {
+fn changing_values(binding: &Binding, slots: [&mut HeaderValue; 3]) {
     let key = binding.changing;
-    let last = LAST_CHANGING.try_with(|last| match &*last.borrow() {
-        Some((made_of, values)) if *made_of == key => Some(values.clone()),
-        _ => None,
+    let [remaining, reset, current] = slots;
+    let found = LAST_CHANGING.try_with(|last| match &*last.borrow() {
+        Some((made_of, [r, s, c])) if *made_of == key => {
+            (*remaining, *reset, *current) = (r.clone(), s.clone(), c.clone());
+            true
+        }
+        _ => false,
     });
-    if let Ok(Some(values)) = last {
-        return values;
+    if found == Ok(true) {
+        return;
     }
-    let values = make_changing(&key);
+    make_changing(&key, [&mut *remaining, &mut *reset, &mut *current]);
     if at_an_end(binding) {
-        let _ = LAST_CHANGING.try_with(|last| *last.borrow_mut() = Some((key, values.clone())));
+        let values = [remaining.clone(), reset.clone(), current.clone()];
+        let _ = LAST_CHANGING.try_with(|last| *last.borrow_mut() = Some((key, values)));
     }
-    values
 }
 
 /// Whether the binding window's bucket is at one of its ends: full but
@@ -401,7 +407,10 @@ fn at_an_end(binding: &Binding) -> bool {
     remaining == 0 || remaining.saturating_add(1) >= binding.limit
 }
 
-fn make_changing(key: &Changing) -> [HeaderValue; 3] {
+fn make_changing(
+    key: &Changing,
+    [remaining_slot, reset_slot, current_slot]: [&mut HeaderValue; 3],
+) {
     let mut remaining = itoa::Buffer::new();
     let remaining = remaining.format(key.remaining).as_bytes();
     let mut reset = itoa::Buffer::new();
@@ -417,14 +426,14 @@ fn make_changing(key: &Changing) -> [HeaderValue; 3] {
     let value = |bytes: Bytes| {
         HeaderValue::from_maybe_shared(bytes).unwrap_or_else(|_| HeaderValue::from_static(""))
     };
-    let remaining = match bytes.get(at..at + remaining.len()) {
+    *remaining_slot = match bytes.get(at..at + remaining.len()) {
         Some(_) => value(bytes.slice(at..at + remaining.len())),
         None => HeaderValue::from_static(""),
     };
     let split = reset.len().min(bytes.len());
-    let reset = value(bytes.slice(..split));
+    *reset_slot = value(bytes.slice(..split));
     bytes.advance(split);
-    [remaining, reset, value(bytes)]
+    *current_slot = value(bytes);
 }
 
 impl Extra<'_> {
