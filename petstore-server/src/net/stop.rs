@@ -8,7 +8,7 @@
 //! the cost of asking: a connection's task polls every branch of its
 //! `select!` each time it wakes (every read, every write), and a poll of
 //! the channel's `wait_for` takes the channel's lock, reads the value and
-//! registers its waiter again, about 160 instructions a request
+//! registers its waiter again, about 200 instructions a request
 //! (`scripts/profile`, the server and the baseline alike). The signal
 //! changes once in the life of a process, so [`Stop`] polls the channel
 //! only when it may have something new for it: on the first poll, when
@@ -87,7 +87,8 @@ impl Drop for Stopper {
 pub(super) struct Stop {
     state: State,
     raised: Arc<AtomicBool>,
-    /// The waker `wait` was last polled with: the one the channel wakes.
+    /// The waker the channel's wait was last polled with: the one the
+    /// channel wakes.
     waker: Option<Waker>,
 }
 
