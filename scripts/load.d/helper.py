@@ -114,6 +114,20 @@ def count(args):
     print(n)
 
 
+# The pet every profiled POST sends (drive, capture).
+PROFILED_PET = b'{"name":"profiled","categoryId":3,"status":"sold"}'
+
+
+def request_parts(key, method):
+    """The headers and body of a profiled request: the key, and for POST
+    the fixed pet."""
+    headers = {"Authorization": f"Bearer {key}"}
+    if method != "POST":
+        return headers, None
+    headers["Content-Type"] = "application/json"
+    return headers, PROFILED_PET
+
+
 def drive(args):
     """N requests, one at a time, on one keep-alive connection (for
     scripts/profile, where the server runs under callgrind and the
@@ -121,11 +135,7 @@ def drive(args):
     PATH becomes a pseudo-random id in 1..--ids (a fixed LCG sequence);
     POST sends a fixed valid pet. Any status but 2xx fails the run."""
     conn = connect(args.base)
-    headers = {"Authorization": f"Bearer {args.key}"}
-    body = None
-    if args.method == "POST":
-        headers["Content-Type"] = "application/json"
-        body = b'{"name":"profiled","categoryId":3,"status":"sold"}'
+    headers, body = request_parts(args.key, args.method)
     state = 12345
     for _ in range(args.n):
         path = args.path
@@ -141,23 +151,25 @@ def drive(args):
 
 
 def capture(args):
-    """GET PATH once and write the response as the server sent it: status
-    line, header lines (names, order and values as received), a blank
-    line, the body. The baseline answers every request with exactly this
+    """GET (or, with --method POST, POST the profiled pet to) PATH once
+    and write the response as the server sent it: status line, header
+    lines (names, order and values as received), a blank line, the body.
+    The baseline answers every request with exactly this
     (examples/baseline.rs), so that the ruler sends the same bytes as the
     server."""
     conn = connect(args.base)
-    conn.request("GET", args.path, headers={"Authorization": f"Bearer {args.key}"})
+    headers, body = request_parts(args.key, args.method)
+    conn.request(args.method, args.path, body=body, headers=headers)
     response = conn.getresponse()
     body = response.read()
     conn.close()
-    if response.status != 200:
-        raise SystemExit(f"GET {args.path}: {response.status}, not 200")
+    if not 200 <= response.status < 300:
+        raise SystemExit(f"{args.method} {args.path}: {response.status}, not 2xx")
     lines = [f"HTTP/1.1 {response.status} {response.reason}"]
     lines += [f"{name}: {value}" for name, value in response.getheaders()]
     with open(args.out, "wb") as f:
         f.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
-    print(f"captured GET {args.path}: {len(lines) - 1} headers, {len(body)} bytes of body")
+    print(f"captured {args.method} {args.path}: {len(lines) - 1} headers, {len(body)} bytes of body")
 
 
 # --- journal ----------------------------------------------------------------
@@ -831,6 +843,7 @@ def main():
     s.add_argument("key")
     s.add_argument("path")
     s.add_argument("out")
+    s.add_argument("--method", choices=["GET", "POST"], default="GET")
     s.set_defaults(func=capture)
 
     s = sub.add_parser("record")
