@@ -18,10 +18,11 @@
 //! and waits until they are all gone), made cheap to poll on every wake.
 
 use std::convert::Infallible;
-use std::future::Future;
+use std::future::{poll_fn, Future};
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use http_body_util::Full;
@@ -245,7 +246,15 @@ async fn serve_io<I, H, F>(
             // Errors here are the client's (reset, timeout, bad framing);
             // hyper has already answered what could be answered.
             _ = connection.as_mut() => return,
-            _ = async { first_head.as_mut()?.as_mut().await; Some(()) }, if first_head.is_some() => {
+            // Done as soon as the first head is seen, not at the deadline:
+            // the timer is then dropped, where it was polled again on
+            // every wake of the connection (each read, each write) and
+            // kept in the runtime's timer wheel until it ran out.
+            _ = poll_fn(|cx| match first_head.as_mut() {
+                Some(_) if first_seen.load(Ordering::Relaxed) => Poll::Ready(()),
+                Some(sleep) => sleep.as_mut().poll(cx),
+                None => Poll::Pending,
+            }), if first_head.is_some() => {
                 if !first_seen.load(Ordering::Relaxed) {
                     // No first head in time: closed, as hyper's timeout
                     // closes a connection.
