@@ -47,6 +47,7 @@
 //! | `driver.rs` | the one request driver: hyper's service call, the body, the awaits |
 //! | `protocol.rs` | one connection: TLS handshake, HTTP/1.1 or HTTP/2, graceful stop; connections by protocol |
 //! | `h2.rs` | HTTP/2's settings and the watchdog of its streams |
+//! | `header_timer.rs` | the timer of HTTP/1's header timeout: one table and a ticker, not a timer entry a request |
 //! | `stop.rs` | the stop signal every connection holds, cheap to poll |
 //! | `tls.rs` | [`Tls`]: `--tls-cert`/`--tls-key`, reloaded on SIGHUP |
 //! | `per_address.rs` | [`PerAddress`]: open connections per client address, and their cap |
@@ -58,6 +59,7 @@
 
 mod driver;
 mod h2;
+mod header_timer;
 mod limits;
 mod per_address;
 mod protocol;
@@ -196,8 +198,16 @@ pub async fn serve<C, H, F>(
     F: Future<Output = Result<HttpResponse, Infallible>> + Send + 'static,
 {
     let mut http1 = http1::Builder::new();
+    match header_timer::HeaderTimer::new() {
+        Ok(timer) => http1.timer(timer),
+        Err(e) => {
+            // No thread for its ticker: tokio's timer does the same job,
+            // at a timer entry a request.
+            log_error!("cannot start the header timer's thread ({e}); using tokio's timer");
+            http1.timer(TokioTimer::new())
+        }
+    };
     http1
-        .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
         .max_header_size(16 * 1024)
         .keep_alive(true);
