@@ -87,7 +87,11 @@ impl HeaderTimer {
 
 impl Timer for HeaderTimer {
     fn sleep(&self, duration: Duration) -> Pin<Box<dyn Sleep>> {
-        self.sleep_until(Instant::now() + duration)
+        let now = Instant::now();
+        // A deadline past what an `Instant` can hold is never reached: a
+        // year stands for it (`+` would panic).
+        let year = Duration::from_secs(365 * 24 * 3600);
+        self.sleep_until(now.checked_add(duration).unwrap_or(now + year))
     }
 
     fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn Sleep>> {
@@ -266,6 +270,9 @@ mod tests {
         assert!(poll(&mut later, &waker).is_pending());
         assert!(poll(&mut later, &waker).is_pending());
         assert_eq!(timer.waiting(), 1, "polled twice, one slot");
+        // Past what an Instant holds: pending, not a panic.
+        let mut never = timer.sleep(Duration::MAX);
+        assert!(poll(&mut never, &waker).is_pending());
     }
 
     #[test]
