@@ -196,23 +196,7 @@ impl Drop for HeaderSleep {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::task::Wake;
-
-    /// A waker that counts its wakes and notes when it was first woken.
-    #[derive(Default)]
-    struct Count(AtomicUsize, Mutex<Option<Instant>>);
-
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.wake_by_ref();
-        }
-
-        fn wake_by_ref(self: &Arc<Self>) {
-            self.1.lock().get_or_insert_with(Instant::now);
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
+    use crate::net::test_waker::counting;
 
     fn poll(sleep: &mut Pin<Box<dyn Sleep>>, waker: &Waker) -> Poll<()> {
         sleep.as_mut().poll(&mut Context::from_waker(waker))
@@ -233,19 +217,15 @@ mod tests {
     #[test]
     fn a_sleep_is_woken_after_its_deadline_and_never_completes_before_it() {
         let timer = HeaderTimer::new().unwrap();
-        let count = Arc::new(Count::default());
-        let waker = Waker::from(count.clone());
+        let (count, waker) = counting();
         let deadline = Instant::now() + Duration::from_millis(300);
         let mut sleep = timer.sleep_until(deadline);
         assert!(poll(&mut sleep, &waker).is_pending());
         assert_eq!(timer.waiting(), 1);
         // Woken by the ticker (the only thing that holds the waker),
         // and not before the deadline: the ticker wakes only passed ones.
-        assert!(
-            eventually(|| count.0.load(Ordering::SeqCst) > 0),
-            "never woken"
-        );
-        let woken = count.1.lock().unwrap_or(deadline);
+        assert!(eventually(|| count.wakes() > 0), "never woken");
+        let woken = count.first_woken().unwrap_or(deadline);
         assert!(
             woken >= deadline,
             "woken {:?} before its deadline",
@@ -258,7 +238,7 @@ mod tests {
     #[test]
     fn a_sleep_not_yet_due_is_pending_and_one_due_is_ready_at_once() {
         let timer = HeaderTimer::new().unwrap();
-        let waker = Waker::from(Arc::new(Count::default()));
+        let (_, waker) = counting();
         let mut due = timer.sleep_until(Instant::now());
         assert!(poll(&mut due, &waker).is_ready());
         assert_eq!(
@@ -278,7 +258,7 @@ mod tests {
     #[test]
     fn a_dropped_sleep_frees_its_slot_for_the_next() {
         let timer = HeaderTimer::new().unwrap();
-        let waker = Waker::from(Arc::new(Count::default()));
+        let (_, waker) = counting();
         let hour = Duration::from_secs(3600);
         let mut first = timer.sleep(hour);
         let mut second = timer.sleep(hour);
@@ -302,27 +282,23 @@ mod tests {
     #[test]
     fn the_waker_of_the_last_poll_is_the_one_woken() {
         let timer = HeaderTimer::new().unwrap();
-        let (first, second) = (Arc::new(Count::default()), Arc::new(Count::default()));
+        let ((first, first_waker), (second, second_waker)) = (counting(), counting());
         let mut sleep = timer.sleep(Duration::from_millis(200));
-        assert!(poll(&mut sleep, &Waker::from(first.clone())).is_pending());
+        assert!(poll(&mut sleep, &first_waker).is_pending());
         // Moved to another task before its deadline.
-        assert!(poll(&mut sleep, &Waker::from(second.clone())).is_pending());
+        assert!(poll(&mut sleep, &second_waker).is_pending());
         assert!(
-            eventually(|| second.0.load(Ordering::SeqCst) > 0),
+            eventually(|| second.wakes() > 0),
             "the task polling it last was never woken"
         );
-        assert_eq!(
-            first.0.load(Ordering::SeqCst),
-            0,
-            "the earlier task was woken"
-        );
+        assert_eq!(first.wakes(), 0, "the earlier task was woken");
     }
 
     #[test]
     fn the_ticker_ends_once_the_timer_and_its_sleeps_are_gone() {
         let timer = HeaderTimer::new().unwrap();
         let ticker = timer.ticker.clone();
-        let waker = Waker::from(Arc::new(Count::default()));
+        let (_, waker) = counting();
         let mut sleep = timer.sleep(Duration::from_secs(3600));
         assert!(poll(&mut sleep, &waker).is_pending());
         drop(timer);

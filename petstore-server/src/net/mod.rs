@@ -49,6 +49,7 @@
 //! | `h2.rs` | HTTP/2's settings and the watchdog of its streams |
 //! | `header_timer.rs` | the timer of HTTP/1's header timeout: one table and a ticker, not a timer entry a request |
 //! | `stop.rs` | the stop signal every connection holds, cheap to poll |
+//! | `test_waker.rs` | (tests only) a waker that counts its wakes |
 //! | `tls.rs` | [`Tls`]: `--tls-cert`/`--tls-key`, reloaded on SIGHUP |
 //! | `per_address.rs` | [`PerAddress`]: open connections per client address, and their cap |
 //! | `proxy_protocol.rs` | `--proxy-protocol`: the client address from a PROXY header |
@@ -65,6 +66,8 @@ mod per_address;
 mod protocol;
 mod proxy_protocol;
 mod stop;
+#[cfg(test)]
+mod test_waker;
 mod tls;
 mod write_timeout;
 

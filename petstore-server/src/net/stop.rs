@@ -146,23 +146,7 @@ impl Future for Stop {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicUsize;
-    use std::task::Wake;
-
-    /// A waker that counts its wakes.
-    #[derive(Default)]
-    struct Count(AtomicUsize);
-
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    fn counting() -> (Arc<Count>, Waker) {
-        let count = Arc::new(Count::default());
-        (count.clone(), Waker::from(count))
-    }
+    use crate::net::test_waker::counting;
 
     fn poll(stop: &mut Stop, waker: &Waker) -> Poll<()> {
         Pin::new(stop).poll(&mut Context::from_waker(waker))
@@ -184,12 +168,8 @@ mod tests {
         assert!(poll(&mut other, &first_waker).is_pending());
 
         stopper.stop();
-        assert_eq!(
-            second.0.load(Ordering::SeqCst),
-            1,
-            "the last waker is woken"
-        );
-        assert_eq!(first.0.load(Ordering::SeqCst), 1, "the other stop's waker");
+        assert_eq!(second.wakes(), 1, "the last waker is woken");
+        assert_eq!(first.wakes(), 1, "the other stop's waker");
         assert!(poll(&mut stop, &second_waker).is_ready());
         assert!(poll(&mut other, &first_waker).is_ready());
         // Told, but still open: counted (and waited for) until dropped.
@@ -210,7 +190,7 @@ mod tests {
         let (woken, waker) = counting();
         assert!(poll(&mut stop, &waker).is_pending());
         drop(stopper);
-        assert_eq!(woken.0.load(Ordering::SeqCst), 1);
+        assert_eq!(woken.wakes(), 1);
         assert!(poll(&mut stop, &waker).is_ready());
     }
 }
