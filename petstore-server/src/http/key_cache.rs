@@ -19,17 +19,19 @@
 //!   header of an older table stays in memory (the thread's headers are
 //!   held as long as a connection holds its last one, or until another
 //!   header takes the slot).
-//! - Bounded: [`SLOTS`] headers per worker thread, in pairs: a header's
-//!   pair is chosen by its last bytes (the key's random tail), and a
-//!   header that finds both of its pair's slots taken replaces the one
-//!   used less lately. No lock: each thread has its own.
+//! - Bounded: [`SLOTS`] headers per worker thread, in sets of [`WAYS`]:
+//!   a header's set is chosen by its last bytes (the key's random tail),
+//!   and a header that finds its set full replaces the one used least
+//!   lately. No lock: each thread has its own.
 //!
-//! Why pairs: with one slot per header, keys that land on one slot take
+//! Why sets: with one slot per header, keys that land on one slot take
 //! it from each other on every turn. 64 keys over 256 single slots left
 //! about a fifth of them sharing one, and under `scripts/profile-keys`
 //! (64 keys in turn over 64 connections) 12.7% of a replica's requests
-//! paid the digest, about 870 instructions a request on average. A pair
-//! holds two such keys.
+//! paid the digest, about 870 instructions a request on average. Keys
+//! that take turns on more headers than their set holds miss every time
+//! (each replaces the one used least lately, which is the next to come),
+//! so a set must rarely get more keys than it has slots: see [`SLOTS`].
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -38,15 +40,24 @@ use crate::keys::KeyEntry;
 use crate::util::mix::mix64;
 use crate::util::same_bytes::same_bytes;
 
-/// Headers remembered per worker thread (about 90 KB with 64-byte
-/// headers, and a few worker threads per process): [`SLOTS`] / 2 pairs.
+/// Headers remembered per worker thread: [`SLOTS`] / [`WAYS`] sets. About
+/// 96 KB of slots, and the headers held (about 64 bytes each), per worker
+/// thread.
 ///
-/// Why 512 pairs: keys that take turns on three slots of a pair miss
-/// every time (each replaces the one used least lately, which is the
-/// next to come), and with 64 keys over 256 pairs a pair held three
-/// often enough that 7% of the requests still paid the digest; over 512
-/// pairs that is rare.
-pub const SLOTS: usize = 1024;
+/// Why 4,096 in sets of 4: with 1,024 slots in pairs, 1,000 keys in turn
+/// (a proxy's pooled connections, `scripts/profile-keys` with
+/// `PROFILE_KEYS=1000`) left so many pairs with three keys or more that
+/// 37% of the requests paid the digest, about 1,600 instructions a
+/// request on average; 64 keys over 512 pairs still had a pair of three
+/// in about one run of seven. Over 1,024 sets of 4, 1,000 keys put one
+/// in a set on average and more than four rarely: 1,000 keys in turn
+/// went from 14,654 to 12,824 instructions a request, 64 keys stayed at
+/// about 12,700 (`scripts/profile-keys`, both builds in one sitting).
+pub const SLOTS: usize = 4096;
+
+/// Slots per set: a header is looked for in the [`WAYS`] slots of its
+/// set, the one used last first.
+pub const WAYS: usize = 4;
 
 #[derive(Debug)]
 struct Slot {
@@ -78,17 +89,17 @@ thread_local! {
     };
 }
 
-/// The first slot of `header`'s pair (the second is the next one): its
-/// last eight bytes (a key's random tail, so honest keys spread evenly)
-/// folded with its length, mixed.
-fn slot_of(header: &[u8]) -> usize {
+/// The first slot of `header`'s set: its last eight bytes (a key's
+/// random tail, so honest keys spread evenly) folded with its length,
+/// mixed.
+fn set_of(header: &[u8]) -> usize {
     let tail = header
         .get(header.len().saturating_sub(8)..)
         .unwrap_or_default();
     let folded = tail.iter().fold(header.len() as u64, |h, b| {
         (h << 8 | u64::from(*b)) ^ (h >> 56)
     });
-    mix64(folded) as usize % (SLOTS / 2) * 2
+    mix64(folded) as usize % (SLOTS / WAYS) * WAYS
 }
 
 /// The entry remembered for `header` in key generation `generation`, if
@@ -97,15 +108,17 @@ pub fn get(header: &[u8], generation: u64) -> Option<Arc<KeyEntry>> {
     REMEMBERED
         .try_with(|remembered| {
             let mut remembered = remembered.borrow_mut();
-            let first = slot_of(header);
-            let pair = remembered.of(generation).get_mut(first..first + 2)?;
-            let found = pair
+            let first = set_of(header);
+            let set = remembered.of(generation).get_mut(first..first + WAYS)?;
+            let found = set
                 .iter()
                 .position(|slot| slot.as_ref().is_some_and(|s| same_bytes(&s.header, header)))?;
-            // The one used last goes first: a new header replaces the
-            // other.
-            pair.swap(0, found);
-            pair[0].as_ref().map(|slot| slot.entry.clone())
+            // The one used last goes first and the others keep their
+            // order, so the set's last slot is the one used least lately
+            // (the one a new header replaces).
+            let used = set.get_mut(..=found)?;
+            used.rotate_right(1);
+            used.first()?.as_ref().map(|slot| slot.entry.clone())
         })
         .ok()
         .flatten()
@@ -120,15 +133,17 @@ pub fn remember(header: &[u8], generation: u64, entry: &Arc<KeyEntry>) {
         if slots.is_empty() {
             slots.resize_with(SLOTS, || None);
         }
-        let first = slot_of(header);
-        if let Some(pair) = slots.get_mut(first..first + 2) {
-            // The one used less lately goes (the second); the header is
+        let first = set_of(header);
+        if let Some(set) = slots.get_mut(first..first + WAYS) {
+            // The one used least lately (the last) goes; the header is
             // not there (the caller missed it in `get`).
-            pair.swap(0, 1);
-            pair[0] = Some(Slot {
-                header: header.into(),
-                entry: entry.clone(),
-            });
+            set.rotate_right(1);
+            if let Some(slot) = set.first_mut() {
+                *slot = Some(Slot {
+                    header: header.into(),
+                    entry: entry.clone(),
+                });
+            }
         }
     });
 }
@@ -156,30 +171,42 @@ mod tests {
         // the older generation's headers are gone.
         assert!(get(header, 2).is_none());
         assert!(get(header, 1).is_none());
-        remember(header, 1, &a);
-        // Another header of the same pair is not taken for it.
-        let other = b"Bearer ps_key_b_0123456789abcdef";
-        assert_eq!(slot_of(other), slot_of(header), "same tail, same pair");
-        assert!(get(other, 1).is_none());
-        // It takes the pair's other slot: both are found.
-        let b = entry("ps_key_b_0123456789abcdef");
-        remember(other, 1, &b);
-        assert!(Arc::ptr_eq(&get(header, 1).unwrap(), &a));
-        assert!(Arc::ptr_eq(&get(other, 1).unwrap(), &b));
-        // A third replaces the one used less lately (`header`, found
-        // before `other`), and keeps the other.
-        let third = b"Bearer ps_key_c_0123456789abcdef";
-        let c = entry("ps_key_c_0123456789abcdef");
-        remember(third, 1, &c);
-        assert!(get(header, 1).is_none());
-        assert!(Arc::ptr_eq(&get(other, 1).unwrap(), &b));
-        assert!(Arc::ptr_eq(&get(third, 1).unwrap(), &c));
-        // Found again, `other` is the pair's last used: the next new
-        // header replaces `third`.
-        assert!(get(other, 1).is_some());
-        remember(header, 1, &a);
-        assert!(get(third, 1).is_none());
-        assert!(get(other, 1).is_some() && get(header, 1).is_some());
+    }
+
+    #[test]
+    fn a_full_set_gives_up_the_header_used_least_lately() {
+        // One tail and one length: one set.
+        let keys: Vec<String> = (0..=WAYS)
+            .map(|i| format!("ps_key_{i}_0123456789abcdef"))
+            .collect();
+        let headers: Vec<Vec<u8>> = keys
+            .iter()
+            .map(|key| format!("Bearer {key}").into_bytes())
+            .collect();
+        assert!(headers.iter().all(|h| set_of(h) == set_of(&headers[0])));
+        let entries: Vec<Arc<KeyEntry>> = keys.iter().map(|key| entry(key)).collect();
+        // The set holds WAYS of them, each found as itself.
+        for (header, entry) in headers.iter().zip(&entries).take(WAYS) {
+            assert!(get(header, 1).is_none());
+            remember(header, 1, entry);
+        }
+        for (header, entry) in headers.iter().zip(&entries).take(WAYS) {
+            assert!(Arc::ptr_eq(&get(header, 1).unwrap(), entry));
+        }
+        // The first used again: the second is now the one used least
+        // lately, and the next new header takes its slot.
+        assert!(get(&headers[0], 1).is_some());
+        remember(&headers[WAYS], 1, &entries[WAYS]);
+        assert!(
+            get(&headers[1], 1).is_none(),
+            "the one used least lately went"
+        );
+        for i in (0..=WAYS).filter(|i| *i != 1) {
+            assert!(
+                Arc::ptr_eq(&get(&headers[i], 1).unwrap(), &entries[i]),
+                "{i}"
+            );
+        }
     }
 
     #[test]
@@ -194,14 +221,25 @@ mod tests {
     }
 
     #[test]
-    fn random_tails_spread_over_the_slots() {
-        let mut used = std::collections::HashSet::new();
-        for i in 0..1000u64 {
-            let header = format!("Bearer ps_{:016x}", i.wrapping_mul(0x2545_F491_4F6C_DD1D));
-            used.insert(slot_of(header.as_bytes()));
+    fn a_thousand_keys_in_turn_are_nearly_all_found() {
+        // A proxy's pooled connections carrying 1,000 clients' keys, in
+        // turn: once each has been seen, nearly every header is found
+        // (1,024 slots in pairs missed 561 of them).
+        let any = entry("ps_key_any_0123456789abcdef");
+        let headers: Vec<String> = (0..1000u64)
+            .map(|i| format!("Bearer ps_{:016x}", i.wrapping_mul(0x2545_F491_4F6C_DD1D)))
+            .collect();
+        for header in &headers {
+            remember(header.as_bytes(), 3, &any);
         }
-        // 1,000 keys over 512 pairs leave about 72 empty.
-        assert!(used.len() > 410, "{} pairs used", used.len());
-        assert!(used.iter().all(|first| first % 2 == 0 && first + 1 < SLOTS));
+        for _ in 0..2 {
+            let missed = headers
+                .iter()
+                .filter(|header| get(header.as_bytes(), 3).is_none())
+                .inspect(|header| remember(header.as_bytes(), 3, &any))
+                .count();
+            assert!(missed <= 20, "{missed} of 1,000 missed");
+        }
+        assert!((0..SLOTS).step_by(WAYS).all(|first| first + WAYS <= SLOTS));
     }
 }
