@@ -202,6 +202,34 @@ mod tests {
         sleep.as_mut().poll(&mut Context::from_waker(waker))
     }
 
+    /// A sleep an hour away, to be polled while its deadline is surely
+    /// ahead, however slow the machine.
+    fn far_off(timer: &HeaderTimer) -> HeaderSleep {
+        HeaderSleep {
+            table: timer.table.clone(),
+            deadline: Instant::now() + Duration::from_secs(3600),
+            slot: None,
+        }
+    }
+
+    fn poll_sleep(sleep: &mut HeaderSleep, waker: &Waker) -> Poll<()> {
+        Pin::new(sleep).poll(&mut Context::from_waker(waker))
+    }
+
+    /// Moves a polled sleep's deadline (its own and its slot's) to
+    /// `deadline`: a sleep until `deadline` that was polled in time,
+    /// without a window between its making and its polls that a busy
+    /// machine could outlast.
+    fn bring_forward(sleep: &mut HeaderSleep, deadline: Instant) {
+        sleep.deadline = deadline;
+        let mut slots = sleep.table.slots.lock();
+        let entry = sleep.slot.and_then(|i| slots.entries.get_mut(i));
+        entry
+            .and_then(Option::as_mut)
+            .expect("a polled sleep has a slot")
+            .deadline = deadline;
+    }
+
     /// Waits up to a minute (a hang, not a slow machine) for `done`.
     fn eventually(done: impl Fn() -> bool) -> bool {
         let start = Instant::now();
@@ -218,10 +246,11 @@ mod tests {
     fn a_sleep_is_woken_after_its_deadline_and_never_completes_before_it() {
         let timer = HeaderTimer::new().unwrap();
         let (count, waker) = counting();
-        let deadline = Instant::now() + Duration::from_millis(300);
-        let mut sleep = timer.sleep_until(deadline);
-        assert!(poll(&mut sleep, &waker).is_pending());
+        let mut sleep = far_off(&timer);
+        assert!(poll_sleep(&mut sleep, &waker).is_pending());
         assert_eq!(timer.waiting(), 1);
+        let deadline = Instant::now() + Duration::from_millis(300);
+        bring_forward(&mut sleep, deadline);
         // Woken by the ticker (the only thing that holds the waker),
         // and not before the deadline: the ticker wakes only passed ones.
         assert!(eventually(|| count.wakes() > 0), "never woken");
@@ -231,7 +260,7 @@ mod tests {
             "woken {:?} before its deadline",
             deadline - woken
         );
-        assert!(poll(&mut sleep, &waker).is_ready());
+        assert!(poll_sleep(&mut sleep, &waker).is_ready());
         assert_eq!(timer.waiting(), 0, "a completed sleep leaves its slot");
     }
 
@@ -283,10 +312,11 @@ mod tests {
     fn the_waker_of_the_last_poll_is_the_one_woken() {
         let timer = HeaderTimer::new().unwrap();
         let ((first, first_waker), (second, second_waker)) = (counting(), counting());
-        let mut sleep = timer.sleep(Duration::from_millis(200));
-        assert!(poll(&mut sleep, &first_waker).is_pending());
+        let mut sleep = far_off(&timer);
+        assert!(poll_sleep(&mut sleep, &first_waker).is_pending());
         // Moved to another task before its deadline.
-        assert!(poll(&mut sleep, &second_waker).is_pending());
+        assert!(poll_sleep(&mut sleep, &second_waker).is_pending());
+        bring_forward(&mut sleep, Instant::now() + Duration::from_millis(200));
         assert!(
             eventually(|| second.wakes() > 0),
             "the task polling it last was never woken"
