@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::redis::RedisCluster;
 use common::*;
-use petstore_server::ratelimit::redis::{cluster_name, current_name};
+use petstore_server::ratelimit::in_redis::{cluster_name, current_name};
 use serde_json::{json, Value};
 
 /// Keys of `perDay` 5: seven requests each give five 200s and two 429s.

@@ -36,9 +36,9 @@ use std::time::Duration;
 
 use common::redis::RedisServer;
 use petstore_core::{AnonymousLimiter, BanPolicy, Decision, KeyLimiter, Quota, Timestamp};
-use petstore_server::ratelimit::redis::{
-    current_name, decode_call, state_arg, text_name, Params, Previous, Requests, Verdict, CARRY,
-    SCRIPT,
+use petstore_server::ratelimit::in_redis::{
+    current_name, decode_call, state_arg, text_name, Params, Previous, Requests,
+    StateReply as Verdict, CARRY, SCRIPT,
 };
 
 /// A small deterministic generator (xorshift64*): the same steps on every

@@ -19,7 +19,7 @@ use super::keygen;
 use crate::http::{Api, Options, Role};
 use crate::keys::Keys;
 use crate::net::{self, ConnLimits, ConnectionsByProtocol, PerAddress, RefusedConnections, Tls};
-use crate::ratelimit::redis::RedisLimits;
+use crate::ratelimit::in_redis::RedisLimits;
 use crate::ratelimit::{snapshot_file, RateLimits};
 use crate::state::AppState;
 use crate::store::{Postgres, Store};

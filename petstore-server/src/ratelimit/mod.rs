@@ -43,19 +43,20 @@
 //! |---|---|
 //! | `mod.rs` | the seam: [`RateLimits`], [`Charged`], [`Later`] |
 //! | `charge.rs` | [`Charge`]: whose buckets a request charges, and the in-process decision |
-//! | `snapshot.rs`, `local.rs` | [`Snapshot`] of the in-process state, taken and restored |
+//! | `snapshot.rs` | [`Snapshot`]: the in-process state at one instant, as plain numbers |
+//! | `snapshot_take_restore.rs` | [`snapshot()`] takes one from the key table, [`restore`] gives it back |
 //! | `snapshot_file.rs` | `DIR/limits.state` and its writer thread |
-//! | `redis/` | the Redis backend, its script `limit.lua`, its metrics |
+//! | `in_redis/` | the Redis backend, its script `limit.lua`, its metrics |
 //!
 //! Rule: `ratelimit/` may use `util/`, `telemetry/` and `keys/`; from
-//! outside, only this file is visible (and `snapshot_file` and `redis`
+//! outside, only this file is visible (and `snapshot_file` and `in_redis`
 //! to the start-up wiring).
 
 mod charge;
-mod local;
-pub mod redis;
+pub mod in_redis;
 mod snapshot;
 pub mod snapshot_file;
+mod snapshot_take_restore;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -64,11 +65,11 @@ use petstore_core::{AnonymousLimiter, Decision, Timestamp};
 use prometheus_client::collector::Collector;
 
 pub use charge::Charge;
-pub use local::{restore, snapshot, Restored};
 pub use snapshot::Snapshot;
+pub use snapshot_take_restore::{restore, snapshot, Restored};
 
 use crate::keys::KeyEntry;
-use redis::RedisLimits;
+use in_redis::RedisLimits;
 
 /// Where the rate limits are decided.
 #[derive(Clone, Debug)]

@@ -31,8 +31,8 @@ use std::time::{Duration, Instant};
 use petstore_core::{AnonymousState, Clock, KeyLimiterState, Quota, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use super::local;
 use super::snapshot::Snapshot;
+use super::snapshot_take_restore;
 use crate::keys::{Keys, StateId};
 use crate::util::file_read::read_regular_file;
 use crate::util::hex::{hex, parse_lowercase_digest};
@@ -233,7 +233,7 @@ pub fn load(path: &Path) -> Option<Snapshot> {
 /// snapshot (what the file holds, for [`Writer::spawn`]).
 pub fn restore(path: &Path, keys: &Keys, now: Timestamp) -> Option<Snapshot> {
     let snapshot = load(path)?;
-    let r = local::restore(keys, snapshot.clone(), now);
+    let r = snapshot_take_restore::restore(keys, snapshot.clone(), now);
     log_info!(
         "limits: restored {} key(s) and {} client address(es) from {} ({} saved key(s) gone or with a new quota start fresh)",
         r.keys,
@@ -295,7 +295,7 @@ fn run(
         next += INTERVAL;
         let now = clock.now();
         let keys = keys();
-        let snapshot = local::snapshot(&keys, now);
+        let snapshot = snapshot_take_restore::snapshot(&keys, now);
         drop(keys);
         if last.as_ref() != Some(&snapshot) {
             match write_atomic(path, &encode(&snapshot, now)) {

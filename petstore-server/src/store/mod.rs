@@ -27,7 +27,7 @@
 //!
 //! Rule: `store/` may use `util/` and `telemetry/`; from outside, only
 //! this file is visible (and [`Postgres`] to the start-up wiring).
-//! Each backend registers its own metrics ([`Store::collector`]).
+//! Each backend registers its own metrics ([`Store::collectors`]).
 
 mod committer;
 mod failed;

@@ -13,7 +13,7 @@ use crate::telemetry::histogram::Histogram;
 
 /// Redis latency and fallbacks, for `/metrics`.
 #[derive(Debug)]
-pub struct Stats {
+pub struct RedisStats {
     pub(super) fallbacks: AtomicU64,
     /// Requests Redis decided (over the calls: the mean batch).
     pub(super) decisions: AtomicU64,
@@ -23,9 +23,9 @@ pub struct Stats {
     pub(super) state_errors: AtomicU64,
 }
 
-impl Default for Stats {
-    fn default() -> Stats {
-        Stats {
+impl Default for RedisStats {
+    fn default() -> RedisStats {
+        RedisStats {
             fallbacks: AtomicU64::new(0),
             decisions: AtomicU64::new(0),
             latency: Histogram::seconds(&LATENCY_BOUNDS),
@@ -37,7 +37,7 @@ impl Default for Stats {
 /// Upper bounds (seconds) of the Redis latency histogram; `+Inf` follows.
 pub static LATENCY_BOUNDS: [f64; 7] = [0.000_25, 0.000_5, 0.001, 0.002, 0.005, 0.01, 0.025];
 
-impl Stats {
+impl RedisStats {
     /// Requests decided by the in-process limiter because Redis failed or
     /// the breaker was open.
     pub fn fallbacks(&self) -> u64 {
@@ -55,9 +55,9 @@ impl Stats {
     }
 }
 
-/// Reads the Redis limiter's [`Stats`] at scrape time.
+/// Reads the Redis limiter's [`RedisStats`] at scrape time.
 #[derive(Debug)]
-pub struct RedisCollector(pub Arc<Stats>);
+pub struct RedisCollector(pub Arc<RedisStats>);
 
 impl Collector for RedisCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {

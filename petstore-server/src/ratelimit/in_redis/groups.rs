@@ -129,7 +129,7 @@ pub fn cluster_name(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ::redis::cluster_routing::Slot;
+    use redis::cluster_routing::Slot;
 
     #[test]
     fn slots_are_redis_clusters() {

@@ -2,11 +2,11 @@
 //! Cluster (`--redis-cluster`). Both connect lazily, so a replica starts
 //! while Redis is down, deciding alone until it answers.
 
-use ::redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-use ::redis::cluster::{ClusterClient, ClusterConfig};
-use ::redis::cluster_async::ClusterConnection;
-use ::redis::cluster_routing::Slot;
-use ::redis::{
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::{ClusterClient, ClusterConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::Slot;
+use redis::{
     Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ScriptInvocation, ServerErrorKind,
 };
 
@@ -38,7 +38,7 @@ impl Link {
     /// A link to the Redis at `url` (`redis://host:port/db`), each call
     /// and connection bounded by `timeout`.
     pub(super) fn single(url: &str, timeout: Duration) -> Result<Link, String> {
-        let client = ::redis::Client::open(url).map_err(|e| format!("--redis: {e}"))?;
+        let client = redis::Client::open(url).map_err(|e| format!("--redis: {e}"))?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(timeout))
             .set_response_timeout(Some(timeout))
@@ -108,7 +108,7 @@ impl Link {
 
     /// `CONFIG GET name` on Redis (one node of a cluster): the value.
     pub(super) async fn config_get(&self, name: &str) -> RedisResult<Option<String>> {
-        let mut command = ::redis::cmd("CONFIG");
+        let mut command = redis::cmd("CONFIG");
         command.arg("GET").arg(name);
         let reply: Vec<String> = match self {
             Link::Single(connection) => command.query_async(&mut connection.clone()).await?,

@@ -1,6 +1,7 @@
-//! The in-process backend: the state lives in each key entry's
-//! `KeyLimiter` and in the table's `AnonymousLimiter`; this takes a
-//! [`Snapshot`] of it and restores one.
+//! Taking and restoring a [`Snapshot`]: the in-process backend's state
+//! lives in each key entry's `KeyLimiter` and in the table's
+//! `AnonymousLimiter`; [`snapshot`] copies it out, [`restore`] puts it
+//! back.
 //!
 //! Taking a snapshot locks each key's limiter for a copy of a few
 //! numbers, and the anonymous limiter for a pass over its entries; it runs

@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use ::redis::cluster_routing::Slot;
 use parking_lot::Mutex;
+use redis::cluster_routing::Slot;
 
 /// How long the replica decides alone after a failure before it probes
 /// Redis again.

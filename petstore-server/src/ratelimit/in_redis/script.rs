@@ -132,10 +132,10 @@ pub const TEXT: &str = ":v2";
 #[derive(Clone, Copy, Debug)]
 pub struct Suffixed<'a>(pub &'a str, pub &'static str);
 
-impl ::redis::ToRedisArgs for Suffixed<'_> {
+impl redis::ToRedisArgs for Suffixed<'_> {
     fn write_redis_args<W>(&self, out: &mut W)
     where
-        W: ?Sized + ::redis::RedisWrite,
+        W: ?Sized + redis::RedisWrite,
     {
         use std::io::Write as _;
         let mut arg = out.writer_for_next_arg();
@@ -154,7 +154,7 @@ pub enum Previous {
     Hash,
     /// Elsewhere, not read yet (a cluster: under the state's own hash
     /// tag, another slot): the script decides nothing for the state and
-    /// says so ([`Verdict::Unread`]).
+    /// says so ([`StateReply::Unread`]).
     Unread,
     /// As the replica read it (`carry.lua`): the state's text, or empty
     /// when there was none.
@@ -163,7 +163,7 @@ pub enum Previous {
     /// its `:v3` form, and the call gives only that name (two fewer names
     /// are about 7% of Redis's work for a state). Should it be missing
     /// after all (its TTL ran out), the script decides nothing for it
-    /// ([`Verdict::Unread`]) and the replica calls again naming its
+    /// ([`StateReply::Unread`]) and the replica calls again naming its
     /// previous forms.
     Unnamed,
 }
@@ -220,10 +220,10 @@ pub struct StateArg<'a> {
     previous: &'a Previous,
 }
 
-impl ::redis::ToRedisArgs for StateArg<'_> {
+impl redis::ToRedisArgs for StateArg<'_> {
     fn write_redis_args<W>(&self, out: &mut W)
     where
-        W: ?Sized + ::redis::RedisWrite,
+        W: ?Sized + redis::RedisWrite,
     {
         use std::io::Write as _;
         let (mark, text) = self.previous.from();
@@ -237,7 +237,7 @@ impl ::redis::ToRedisArgs for StateArg<'_> {
 
 /// What the script said about one state of a call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub enum StateReply {
     /// Its requests' decisions, in order ([`Requests::decisions`]).
     Decided(Requests),
     /// Decided as a fresh state: what was at its name was not a state
@@ -299,15 +299,18 @@ impl Requests {
 }
 
 /// The script's reply to a call whose states had these request counts,
-/// in order: one [`Verdict`] per state (a state's parameters are needed
+/// in order: one [`StateReply`] per state (a state's parameters are needed
 /// only to read its decisions: [`Requests::decisions`]). `None` for a reply
 /// that is not the script's (its length, a negative number, an unknown
 /// outcome or flag).
-pub fn decode_call(reply: &[u8], counts: impl IntoIterator<Item = usize>) -> Option<Vec<Verdict>> {
+pub fn decode_call(
+    reply: &[u8],
+    counts: impl IntoIterator<Item = usize>,
+) -> Option<Vec<StateReply>> {
     let (now, mut rest) = reply.split_first_chunk::<8>()?;
     let now_ms = u64::try_from(i64::from_le_bytes(*now)).ok()?;
     let counts = counts.into_iter();
-    let mut verdicts = Vec::with_capacity(counts.size_hint().0);
+    let mut replies = Vec::with_capacity(counts.size_hint().0);
     for count in counts {
         let (&flag, after) = rest.split_first()?;
         rest = after;
@@ -326,22 +329,22 @@ pub fn decode_call(reply: &[u8], counts: impl IntoIterator<Item = usize>) -> Opt
                 Requests { at, count, now_ms }
             }
             2 => {
-                verdicts.push(Verdict::NotStored);
+                replies.push(StateReply::NotStored);
                 continue;
             }
             3 => {
-                verdicts.push(Verdict::Unread);
+                replies.push(StateReply::Unread);
                 continue;
             }
             _ => return None,
         };
-        verdicts.push(if flag == 0 {
-            Verdict::Decided(requests)
+        replies.push(if flag == 0 {
+            StateReply::Decided(requests)
         } else {
-            Verdict::Reset(requests)
+            StateReply::Reset(requests)
         });
     }
-    rest.is_empty().then_some(verdicts)
+    rest.is_empty().then_some(replies)
 }
 
 /// Whether one request's [`REQUEST_BYTES`] are the script's: a known
@@ -441,14 +444,14 @@ mod tests {
     #[test]
     fn a_suffixed_argument_is_the_names_bytes() {
         let name = "{ab12}:m60/d1000";
-        let mut call = ::redis::cmd("EVALSHA");
+        let mut call = redis::cmd("EVALSHA");
         call.arg(Suffixed(name, CURRENT))
             .arg(Suffixed(name, TEXT))
             .arg(Suffixed("", CURRENT));
         let args: Vec<Vec<u8>> = call
             .args_iter()
             .filter_map(|arg| match arg {
-                ::redis::Arg::Simple(bytes) => Some(bytes.to_vec()),
+                redis::Arg::Simple(bytes) => Some(bytes.to_vec()),
                 _ => None,
             })
             .collect();
@@ -511,16 +514,16 @@ mod tests {
             flag(2),
             flag(3),
         ]);
-        let verdicts = decode_call(&call, [1, 1, 3, 2]).unwrap();
+        let replies = decode_call(&call, [1, 1, 3, 2]).unwrap();
         let remaining = |requests: &Requests| {
             let decisions: Vec<_> = requests.decisions(&call, &p).collect();
             assert_eq!(decisions.len(), requests.count());
             decisions[0].as_ref().unwrap().minute.remaining
         };
-        assert!(matches!(&verdicts[0], Verdict::Decided(r) if remaining(r) == 59));
-        assert!(matches!(&verdicts[1], Verdict::Reset(r) if remaining(r) == 58));
-        assert_eq!(verdicts[2], Verdict::NotStored);
-        assert_eq!(verdicts[3], Verdict::Unread);
+        assert!(matches!(&replies[0], StateReply::Decided(r) if remaining(r) == 59));
+        assert!(matches!(&replies[1], StateReply::Reset(r) if remaining(r) == 58));
+        assert_eq!(replies[2], StateReply::NotStored);
+        assert_eq!(replies[3], StateReply::Unread);
         // The reply must hold exactly the call's requests.
         assert!(decode_call(&call, [1, 1, 3]).is_none());
         assert!(decode_call(&call, [2, 1, 3, 2]).is_none());
