@@ -26,7 +26,7 @@ pub(super) trait Commit: Send + Sync + 'static {
 
 /// A create waiting for the committer.
 #[derive(Debug)]
-pub(super) struct Pending {
+pub(super) struct WaitingCreate {
     new: NewPet,
     reply: oneshot::Sender<Result<Pet, CreateFailed>>,
 }
@@ -34,11 +34,11 @@ pub(super) struct Pending {
 /// The committer's queue: where creates wait.
 #[derive(Debug)]
 pub(super) struct Committer {
-    queue: mpsc::Sender<Pending>,
+    queue: mpsc::Sender<WaitingCreate>,
 }
 
 /// The committer task's end of the queue; [`run`] drains it.
-pub(super) type Queue = mpsc::Receiver<Pending>;
+pub(super) type Queue = mpsc::Receiver<WaitingCreate>;
 
 impl Committer {
     /// A committer whose queue holds at most `capacity` creates; the
@@ -57,7 +57,7 @@ impl Committer {
     ) -> Result<oneshot::Receiver<Result<Pet, CreateFailed>>, CreateFailed> {
         let (reply, answer) = oneshot::channel();
         self.queue
-            .try_send(Pending { new, reply })
+            .try_send(WaitingCreate { new, reply })
             .map_err(|_| CreateFailed)?;
         Ok(answer)
     }
@@ -68,7 +68,7 @@ impl Committer {
 pub(super) async fn run<C: Commit>(backend: Arc<C>, mut pending: Queue, max_batch: usize) {
     let mut batch = Vec::with_capacity(max_batch);
     while pending.recv_many(&mut batch, max_batch).await > 0 {
-        batch.retain(|p: &Pending| !p.reply.is_closed());
+        batch.retain(|p: &WaitingCreate| !p.reply.is_closed());
         let (news, replies): (Vec<NewPet>, Vec<_>) =
             batch.drain(..).map(|p| (p.new, p.reply)).unzip();
         if news.is_empty() {

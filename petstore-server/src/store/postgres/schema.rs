@@ -27,9 +27,9 @@
 //! built from the core's own tables, [`petstore_core::name_rules`]): no
 //! control character, bidirectional control or noncharacter, and at least
 //! one character that is neither White_Space nor default-ignorable. So
-//! the read copy can apply every row PostgreSQL holds (attack run F3b: a
-//! row written by hand with a control character passed version 1's
-//! CHECKs, and no replica could apply it). A database holding such a row
+//! the read copy can apply every row PostgreSQL holds (a row written by
+//! hand with a control character passes version 1's CHECKs, and no
+//! replica could apply it). A database holding such a row
 //! refuses the migration, and the server its start, naming the
 //! constraint: fix or delete the row, then start again.
 

@@ -33,7 +33,7 @@ impl Op {
 
 /// Counters of the PostgreSQL store, read by `/metrics`.
 #[derive(Debug)]
-pub struct Stats {
+pub struct PostgresStats {
     /// Time of each batch's transaction, connection included.
     pub commit: Histogram,
     /// Time of each tail query.
@@ -43,9 +43,9 @@ pub struct Stats {
     errors: [AtomicU64; 3],
 }
 
-impl Default for Stats {
-    fn default() -> Stats {
-        Stats {
+impl Default for PostgresStats {
+    fn default() -> PostgresStats {
+        PostgresStats {
             commit: Histogram::seconds(&SECONDS_BUCKETS),
             tail: Histogram::seconds(&SECONDS_BUCKETS),
             batch: Histogram::counts(&BATCH_BUCKETS),
@@ -54,7 +54,7 @@ impl Default for Stats {
     }
 }
 
-impl Stats {
+impl PostgresStats {
     pub(crate) fn count_error(&self, op: Op) {
         self.errors[op as usize].fetch_add(1, Ordering::Relaxed);
     }

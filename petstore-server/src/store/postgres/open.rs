@@ -1,0 +1,136 @@
+//! Opening the PostgreSQL store ([`Postgres::open`]): the connection
+//! pool, the schema made ready, the read copy loaded, and the committer,
+//! the tail and the listener started.
+
+use std::str::FromStr;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Instant;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use petstore_core::Inventory;
+use tokio::sync::Notify;
+use tokio_postgres::{Config, NoTls};
+
+use super::copy::load;
+use super::describe::{describe, pool_error};
+use super::health::Health;
+use super::schema;
+use super::stats::PostgresStats;
+use super::write::{MAX_BATCH, QUEUE};
+use super::{Postgres, CONNECT_TIMEOUT};
+use crate::log_info;
+use crate::store::committer::{self, Committer};
+
+/// Connections in the pool: the committer, the tail, catch-ups, the load.
+const POOL_SIZE: usize = 8;
+
+/// Why the PostgreSQL store could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum PostgresOpenError {
+    /// The URL does not parse.
+    #[error("--postgres: not a valid PostgreSQL URL or connection string: {0}")]
+    Url(String),
+    /// No connection could be made.
+    #[error("cannot connect to PostgreSQL at {target}: {cause}")]
+    Connect {
+        /// Host, port and database (never the password).
+        target: String,
+        /// Why.
+        cause: String,
+    },
+    /// The schema could not be made ready, or is too new.
+    #[error(transparent)]
+    Schema(#[from] schema::SchemaError),
+    /// Loading the read copy failed.
+    #[error("cannot load the pets from PostgreSQL: {0}")]
+    Load(String),
+}
+
+impl Postgres {
+    /// Connects to `url`, creates or migrates the schema, loads the read
+    /// copy, and starts the committer, the tail and the listener. Call
+    /// from inside the tokio runtime.
+    pub async fn open(url: &str) -> Result<Arc<Postgres>, PostgresOpenError> {
+        let mut config = Config::from_str(url).map_err(|e| PostgresOpenError::Url(describe(&e)))?;
+        config.connect_timeout(CONNECT_TIMEOUT);
+        if config.get_application_name().is_none() {
+            config.application_name("petstore-server");
+        }
+        let target = target(&config);
+        let manager = Manager::from_config(
+            config.clone(),
+            NoTls,
+            ManagerConfig {
+                // A connection is checked with a query each time it is
+                // taken: one that died with a PostgreSQL restart is
+                // replaced, never handed to a create to fail.
+                recycling_method: RecyclingMethod::Verified,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(CONNECT_TIMEOUT))
+            .create_timeout(Some(CONNECT_TIMEOUT))
+            .recycle_timeout(Some(CONNECT_TIMEOUT))
+            .build()
+            .map_err(|e| PostgresOpenError::Connect {
+                target: target.clone(),
+                cause: e.to_string(),
+            })?;
+        let mut client = pool.get().await.map_err(|e| PostgresOpenError::Connect {
+            target: target.clone(),
+            cause: pool_error(&e),
+        })?;
+        let was = schema::migrate(&mut client).await?;
+        if was < schema::VERSION {
+            log_info!(
+                "PostgreSQL {target}: schema migrated from version {was} to {}",
+                schema::VERSION
+            );
+        }
+        drop(client);
+
+        let copy = Arc::new(Inventory::in_memory());
+        let started = Instant::now();
+        load(&pool, &copy).await.map_err(PostgresOpenError::Load)?;
+        log_info!(
+            "inventory: PostgreSQL {target}, {} pet(s) loaded into the read copy in {} ms",
+            copy.len(),
+            started.elapsed().as_millis()
+        );
+
+        let (queue, pending) = Committer::new(QUEUE);
+        let pg = Arc::new(Postgres {
+            latest: AtomicU64::new(copy.len() as u64),
+            copy,
+            pool,
+            queue,
+            health: Health::default(),
+            stats: PostgresStats::default(),
+            tail: tokio::sync::Mutex::new(()),
+            tails_started: AtomicU64::new(0),
+            wake: Notify::new(),
+        });
+        tokio::spawn(committer::run(Arc::clone(&pg), pending, MAX_BATCH));
+        tokio::spawn(Arc::clone(&pg).tail_loop());
+        tokio::spawn(Arc::clone(&pg).listen_loop(config));
+        Ok(pg)
+    }
+}
+
+/// `host:port/dbname`, for messages: never the password.
+fn target(config: &Config) -> String {
+    let host = match config.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+        Some(tokio_postgres::config::Host::Unix(p)) => p.display().to_string(),
+        None => "localhost".into(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let db = config
+        .get_dbname()
+        .or(config.get_user())
+        .unwrap_or("postgres");
+    format!("{host}:{port}/{db}")
+}
