@@ -4,7 +4,7 @@
 //!
 //! Why a committer: the core's create blocks its caller until the group
 //! commit's fsync, so each waiting create would hold a thread of the
-//! blocking pool (about 126 threads under 64 connections). Instead a
+//! blocking pool. Instead a
 //! create queues its pet and awaits a oneshot channel (`committer.rs`);
 //! the committer takes every pending pet and hands them to
 //! [`Inventory::create_many`] on one blocking thread: one thread and one

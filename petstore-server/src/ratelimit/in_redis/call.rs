@@ -27,7 +27,7 @@ impl RedisLimits {
         // EVALSHA written straight into one command: redis-rs's
         // `ScriptInvocation` keeps each argument in a `Vec` of its own and
         // copies them all into a command again, and each name was a
-        // `format!` (`Suffixed`): about ten allocations a state.
+        // `format!` (`Suffixed`): several allocations a state.
         // Sized for the whole call up front: grown an argument at a time,
         // its buffers were copied again and again, most of them past
         // malloc's per-thread cache (a call carries tens of states).

@@ -22,9 +22,9 @@ impl RedisLimits {
     /// carry a twelfth of the queue. Sent from one task in one go, the
     /// calls of the groups one master holds reach it in one read and are
     /// answered in one turn; each group's flusher on its own sent them
-    /// at moments of their own, a turn each (`scripts/redis-cost`; on one
-    /// Redis, 3 states a call cost 24 us a state one call a turn, 12 four
-    /// calls a turn). The price: a round lasts as long as its slowest
+    /// at moments of their own, a turn each (`scripts/redis-cost` measures
+    /// both: several calls a turn cost Redis much less a state than one).
+    /// The price: a round lasts as long as its slowest
     /// call, so a master that stops answering holds the others' next
     /// round for one timeout, until its breaker opens (and once per probe
     /// after that). One Redis is one shard: a round is one call.

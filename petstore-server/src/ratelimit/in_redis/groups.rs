@@ -6,8 +6,8 @@
 //! reply, the read and write) is about as much as deciding a state, and
 //! with the key's own SHA-256 as its hash tag every state had a slot of
 //! its own, so a cluster call carried one state and paid that cost per
-//! request (0.69 of one Redis's CPU per request on each of 3 masters,
-//! where 0.33 would be the load spread evenly). Redis refuses a call
+//! request (each master worked far more than its even share of the
+//! load). Redis refuses a call
 //! whose declared keys span two slots (CROSSSLOT), even on one node and
 //! even with `allow-cross-slot-keys`, and undeclared keys would break
 //! the cluster's guarantees: so the states of a call must share a slot,

@@ -50,8 +50,8 @@
 --              lately), so only its first name is given: should it be
 --              missing after all (its TTL ran out), it is not decided
 --              (flag 3), and the replica calls again naming all three.
---              Why: two names fewer are about 7% of Redis's work for a
---              state (callgrind), and the state is nearly always there.
+--              Why: two names fewer are two objects fewer for Redis to
+--              make, and the state is nearly always there.
 --              Why FROM in the same argument: every argument is an object
 --              Redis makes and a Lua string the script is handed, read or
 --              not; FROM's first byte is read where it lies.

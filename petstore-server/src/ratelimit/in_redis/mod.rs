@@ -23,8 +23,8 @@
 //!   `SET ... PX`) at the state's name with `:v3`, read and written with
 //!   `struct.unpack`/`struct.pack`; each state's numbers packed into one
 //!   argument; the reply one packed string. Why: a hash's `HMGET`, `HSET`
-//!   and `PEXPIRE` cost Redis twice a `GET` and a `SET`; parsing and
-//!   printing decimals was a third of the script's time; and hundreds of
+//!   and `PEXPIRE` cost Redis more than a `GET` and a `SET`; parsing and
+//!   printing decimals was a large share of the script's time; and hundreds of
 //!   reply integers cost the replica's client more to parse than the rest
 //!   of the call. A state with no `:v3` form yet takes over the previous
 //!   version's text at `:v2`, or the hash of the version before at the
@@ -34,8 +34,8 @@
 //! - **Named alone when decided lately** (`recent.rs`): a call gives a
 //!   state that this replica's calls decided within the last
 //!   second only its current name, not the two of its previous forms,
-//!   which Redis would take in and never read (about 7% of its work for
-//!   a state). A guess, never trusted: such a state missing after all
+//!   which Redis would take in and never read (work for nothing, on
+//!   every call). A guess, never trusted: such a state missing after all
 //!   (its TTL ran out) comes back unread, and goes again at once, named
 //!   with its previous forms.
 //! - **One clock:** the script reads Redis `TIME`, so every replica

@@ -4,7 +4,7 @@
 //! it a TTL of at least a second past the call (`limit.lua`). So a call
 //! names it alone ([`Previous::Unnamed`](super::Previous::Unnamed)), not
 //! with the two names of its previous forms, which Redis would take in
-//! and never read: about 7% of Redis's work for a state. A guess, never
+//! and never read: work Redis would do for nothing. A guess, never
 //! trusted: a state missing after all comes back unread, and the replica
 //! calls again naming its previous forms.
 
@@ -29,8 +29,8 @@ const SLOTS: usize = 4096;
 /// Why by identity, not by name: a key's state name is one `Arc` for the
 /// life of its key table (`KeyEntry::state_name`), so its address is
 /// its identity, and a slot is found by a multiplication where hashing
-/// the name (80 bytes, SipHash, twice a request) cost the replica about
-/// 1,500 instructions a request (`scripts/profile-keys`). Each slot holds
+/// the name (80 bytes, SipHash, twice a request) was a visible share of
+/// the replica's work per request (`scripts/profile-keys`). Each slot holds
 /// its `Arc`, so no other name can take its address while it is
 /// remembered. An anonymous state's name is one `Arc` per address and
 /// worker thread (`anonymous.rs`): found when the request's thread

@@ -19,9 +19,9 @@ pub const CARRY: &str = include_str!("carry.lua");
 pub const MAX_BAN_MS: u64 = 1_000_000_000_000;
 
 /// The most requests one call decides, over all its states. Bounds the
-/// time one script holds Redis's thread (a few microseconds per request:
-/// 128 keep a call well under a millisecond, so another replica's call
-/// waits at most that long behind it) and the reply's size; more waiting
+/// time one script holds Redis's thread (each request adds to it: 128
+/// keep a call short, so another replica's call waits little behind it)
+/// and the reply's size; more waiting
 /// requests go in the next call.
 pub const MAX_CALL: usize = 128;
 
@@ -161,7 +161,7 @@ pub enum Previous {
     Read(String),
     /// Not named: the replica's calls decided the state lately, so it has
     /// its `:v3` form, and the call gives only that name (two fewer names
-    /// are about 7% of Redis's work for a state). Should it be missing
+    /// are two fewer objects for Redis to make). Should it be missing
     /// after all (its TTL ran out), the script decides nothing for it
     /// ([`StateReply::Unread`]) and the replica calls again naming its
     /// previous forms.
