@@ -61,9 +61,14 @@ def replace_once(text, old, new):
 
 def variant(tree, name):
     if name.startswith("rev:"):
-        shown = subprocess.run(
-            ["git", "show", name[4:] + ":petstore-server/src/ratelimit/redis/limit.lua"],
-            capture_output=True, text=True)
+        # The script's folder was renamed (ratelimit/redis -> in_redis);
+        # an older revision holds it at the old path.
+        for folder in ("in_redis", "redis"):
+            shown = subprocess.run(
+                ["git", "show", name[4:] + f":petstore-server/src/ratelimit/{folder}/limit.lua"],
+                capture_output=True, text=True)
+            if shown.returncode == 0:
+                break
         if shown.returncode != 0:
             sys.exit(f"lua-cost: {name}: {shown.stderr.strip()}")
         return shown.stdout
