@@ -24,9 +24,11 @@
 #![deny(missing_docs)]
 
 pub mod cli;
+pub mod headers;
 pub mod http;
 pub mod keys;
 pub mod net;
+mod paths;
 pub mod ratelimit;
 mod state;
 mod store;

@@ -26,9 +26,11 @@ const SERVER_RULES: &[(&str, &[&str])] = &[
     ("util", &[]),
     // Logs, metrics registry, recorder, histogram, access log; the
     // recorder sizes its arrays by the route table.
-    ("telemetry", &["util", "http/route.rs"]),
+    ("paths.rs", &[]),
+    ("telemetry", &["util", "paths.rs"]),
+    ("headers", &["util"]),
     // The key table: each entry keeps its 2xx header templates.
-    ("keys", &["util", "telemetry", "http/headers.rs"]),
+    ("keys", &["util", "telemetry", "headers"]),
     // The two seams and their backends.
     ("store", &["util", "telemetry"]),
     ("ratelimit", &["util", "telemetry", "keys/mod.rs"]),
@@ -49,6 +51,8 @@ const SERVER_RULES: &[(&str, &[&str])] = &[
         &[
             "util",
             "telemetry",
+            "headers",
+            "paths.rs",
             "state.rs",
             "keys/mod.rs",
             "store/mod.rs",

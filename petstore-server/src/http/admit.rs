@@ -30,10 +30,11 @@ use super::body::MAX_BODY;
 use super::connection::Connection;
 use super::cors::Origin;
 use super::error::{ApiError, HttpResponse};
-use super::headers::{Binding, QuotaHeaders};
 use super::reply::{decorate, empty, json, refusal};
-use super::route::{pet_segment, Operation, Route, UNKNOWN};
+use super::route::{pet_segment, Operation, Route};
 use super::{cors, health, query_string};
+use crate::headers::{Binding, QuotaHeaders};
+use crate::paths::UNKNOWN;
 use crate::ratelimit::{Charged, Later};
 use crate::state::AppState;
 

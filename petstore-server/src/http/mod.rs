@@ -13,13 +13,12 @@
 //!
 //! | file | holds |
 //! |---|---|
-//! | `route.rs` | the routes, their templates and methods; the operations |
+//! | `route.rs` | which path is which route, its methods; the operations |
 //! | `admit.rs` | every check before the body, and the rate limit |
 //! | `finish.rs` | the answer once the body is read, or what it waits for |
 //! | `body.rs` | what was read of the body, and its cap |
 //! | `reply.rs` | JSON and empty answers, CORS on every response, refusals' headers |
 //! | `error.rs` | [`ApiError`]: every error's status, code and body |
-//! | `headers.rs` | rate-limit and deprecation headers; per-quota templates |
 //! | `auth.rs` | the `Authorization: Bearer` header |
 //! | `connection.rs` | [`Connection`]: a client's address and the key it presented last |
 //! | `key_cache.rs` | the keys presented lately on the worker thread |
@@ -41,13 +40,12 @@ mod connection;
 mod cors;
 mod error;
 mod finish;
-pub mod headers;
 mod health;
 mod key_cache;
 mod openapi;
 pub mod query_string;
 mod reply;
-pub mod route;
+mod route;
 #[cfg(test)]
 mod tests;
 

@@ -17,9 +17,9 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-/// The route templates (`http/route.rs`); the last is for requests that
-/// match no route.
-use crate::http::route::TEMPLATES as ROUTES;
+/// The route templates (`paths.rs`); the last is for requests that match
+/// no route.
+use crate::paths::TEMPLATES as ROUTES;
 
 /// Method labels; the last is for any other method (a client must not be
 /// able to mint label values).
