@@ -7,7 +7,7 @@ use petstore_core::Decision;
 
 use super::joined::joined;
 
-/// What the values of [`changing_values`] are made of: equal inputs, equal
+/// What the values of [`changing_values`](super::last_values::changing_values) are made of: equal inputs, equal
 /// values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Changing {

@@ -38,7 +38,7 @@ thread_local! {
 /// The values of a response that change with the decision:
 /// `X-RateLimit-Remaining`, `X-RateLimit-Reset`, `RateLimit`. The last
 /// ones again when they are the same ([`LAST_CHANGING`]); else written as
-/// digits, without `fmt`, into one allocation ([`joined`]) and handed out
+/// digits, without `fmt`, into one allocation ([`joined`](super::joined::joined)) and handed out
 /// as slices of it.
 pub(super) fn changing_values(binding: &Binding, slots: [&mut HeaderValue; 3]) {
     let key = binding.changing;

@@ -144,7 +144,7 @@ impl Admitted {
     }
 }
 
-/// A 2xx answer of an operation; [`QuotaHeaders::success`] makes its
+/// A 2xx answer of an operation; [`QuotaHeaders::success`](crate::headers::QuotaHeaders::success) makes its
 /// headers.
 struct Success<'a> {
     status: StatusCode,

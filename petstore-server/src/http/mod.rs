@@ -6,8 +6,8 @@
 //! and awaits what must be awaited; everything a client sees is decided
 //! here.
 //!
-//! A request goes [`admit`] (no body needed) → [`Admitted::finish`] (with
-//! the body) → a response; or, when a shared limiter decides, [`admit`] →
+//! A request goes [`admit()`] (no body needed) → [`Admitted::finish`] (with
+//! the body) → a response; or, when a shared limiter decides, [`admit()`] →
 //! [`Admission::Charge`] → [`admit_decided`] → …; or, when the store must
 //! be awaited, [`Finished::Waiting`] → [`Waiting::finish`].
 //!
@@ -28,9 +28,10 @@
 //! | `openapi.rs` | `GET /v1/openapi.json` |
 //! | `api.rs` | [`Api`]: the contract's options and what it builds once from them |
 //!
-//! Rule: `http/` may use `state.rs`, the seams (`store/mod.rs`,
-//! `ratelimit/mod.rs`), `keys/`, `telemetry/` and `util/`; never a
-//! backend, a socket or a runtime.
+//! May use: `util`, `telemetry`, `headers`, `paths.rs`, `state.rs`, `keys/mod.rs`, `store/mod.rs`, `ratelimit/mod.rs`.
+//!
+//! Never a backend, a socket or a runtime (`tests/arch_layers.rs` checks
+//! all three): what awaits and what holds a connection is `net/`'s.
 
 mod admit;
 mod api;
