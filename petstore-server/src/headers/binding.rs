@@ -19,7 +19,7 @@ pub(super) struct Changing {
 
 /// What the rate-limit headers of a response say of its [`Decision`]:
 /// the binding window's name, limit, remaining requests, reset time and
-/// seconds to full. 40 bytes where the decision is 128.
+/// seconds to full: a fraction of the whole decision's size.
 ///
 /// Why: an admitted request carries it to its response, and the request
 /// (`Admitted`) is moved by value several times on its way there (into

@@ -24,8 +24,8 @@ thread_local! {
     /// `RateLimit` and, within a second, `Reset` time after time, and a
     /// client polling the first page gets the same next `Link`. Handing
     /// out a clone of the last values (a reference count) skips their
-    /// digits, their validation as header values and their allocation:
-    /// about 1,200 instructions of a list response (`scripts/profile`).
+    /// digits, their validation as header values and their allocation,
+    /// a good share of a list response (`scripts/profile`).
     /// A miss (a draining bucket, another page) costs a comparison, and
     /// the clones kept here when the values may come again
     /// ([`at_an_end`]). One entry each, per worker thread: bounded, and
@@ -67,8 +67,8 @@ pub(super) fn changing_values(binding: &Binding, slots: [&mut HeaderValue; 3]) {
 /// a token is back. In between every admitted request takes a token, so
 /// `Remaining` is new each time (a busy key, as under `scripts/load`),
 /// and keeping those values for [`LAST_CHANGING`] was three reference
-/// counts up and three down again per request for nothing (about 130
-/// instructions, `scripts/profile`).
+/// counts up and three down again per request for nothing
+/// (`scripts/profile`).
 fn at_an_end(binding: &Binding) -> bool {
     let remaining = binding.changing.remaining;
     remaining == 0 || remaining.saturating_add(1) >= binding.limit

@@ -24,7 +24,7 @@ use crate::util::intern::Interner;
 /// (at load), not per request, and leaked, so it is a `Copy` pointer: a
 /// request hands the values to its response without formatting,
 /// allocating, validating or touching a shared reference count, and
-/// moves 8 bytes where the values themselves were 72 (the request's
+/// moves one pointer rather than the values themselves (the request's
 /// `Admitted` is moved by value several times on its way).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QuotaHeaders(&'static PolicyValues);
@@ -150,10 +150,10 @@ impl QuotaHeaders {
         };
         // The values are written into the template's slots by position
         // (see `Templates`): no name is hashed, and no value moved through
-        // an array of its own (120 bytes copied twice, `scripts/profile`).
-        // Slot by slot, not an array's values zipped with the slots: its
-        // iterator's account of what was left to drop cost about 180
-        // instructions a response (`scripts/profile`).
+        // an array of its own (copied twice, `scripts/profile`). Slot by
+        // slot, not an array's values zipped with the slots: that
+        // iterator's account of what was left to drop cost more than the
+        // writes (`scripts/profile`).
         let mut slots = map.values_mut();
         let _content_type = slots.next();
         // Every template has these slots (`Templates::new`).

@@ -272,9 +272,9 @@ fn answered(
 /// one), and its `Authorization`, in one pass over its headers.
 ///
 /// Why one pass and not two lookups: a lookup by name hashes the name and
-/// probes the map, about 90 instructions each (`scripts/profile`: the
-/// `Host` check alone was 176 a request), while a request's head holds a
-/// handful of headers whose names compare as small integers. The pass is
+/// probes the map, each time (`scripts/profile` shows it), while a
+/// request's head holds a handful of headers whose names compare as
+/// small integers. The pass is
 /// bounded by hyper's cap on the number of headers (100).
 fn host_and_authorization(headers: &HeaderMap) -> (u8, Authorization<'_>) {
     let mut hosts = 0u8;
