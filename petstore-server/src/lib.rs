@@ -5,28 +5,37 @@
 //! rooms, one concern each. The contract it serves is
 //! `docs/contract.md`; where each behaviour of it lives:
 //!
-//! | room | holds | may use |
-//! |---|---|---|
-//! | [`cli`] | flags, the start-up wiring (the only place naming every backend), `keygen`, `journal check\|repair` | anything |
-//! | [`net`] | sockets: the accept loop and its limits, TLS, HTTP/1.1 or HTTP/2 per connection (and HTTP/2's watchdog), the one request driver, the per-address cap, the PROXY protocol, the write timeout | `http`, `state`, `telemetry`, `util` |
-//! | [`http`] | the contract: routes, the checks in their order, errors, headers, auth, CORS, query strings, OpenAPI, health | `state`, `keys`, the seams' `mod.rs`, `telemetry`, `util` |
-//! | `state` | `AppState`: the store, the rate limits, the keys in force, the clock, the metrics | the seams' `mod.rs`, `keys`, `telemetry`, `util` |
-//! | [`keys`] | the key table, the keys file, reloads, the external name of a key's limiter state | `util`, `telemetry`, `http/headers.rs` |
-//! | [`ratelimit`] | the rate-limit seam: in process (with the state file `limits.state`) or Redis | `keys`, `telemetry`, `util` |
-//! | `store` | the store seam: in memory, the journal's committer, PostgreSQL | `telemetry`, `util` |
-//! | `telemetry` | logs, the access log, the metrics registry and recorder | `util`, `http/route.rs` |
-//! | `util` | buffers, interned strings, safe file reads, hex, a hash mixer | nothing |
+//! | room | holds |
+//! |---|---|
+//! | [`cli`] | flags, the start-up wiring (the only place naming every backend), `keygen`, `journal check\|repair` |
+//! | [`net`] | sockets: the accept loop and its limits, TLS, HTTP/1.1 or HTTP/2 per connection (and HTTP/2's watchdog), the one request driver, the per-address cap, the PROXY protocol, the write timeout |
+//! | [`http`] | the contract: routes, the checks in their order, errors, auth, CORS, query strings, OpenAPI, health |
+//! | `state` | `AppState`: the store, the rate limits, the keys in force, the clock, the metrics |
+//! | [`keys`] | the key table, the keys file, reloads, the external name of a key's limiter state |
+//! | [`ratelimit`] | the rate-limit seam: in process (with the state file `limits.state`) or Redis |
+//! | `store` | the store seam: in memory, the journal's committer, PostgreSQL |
+//! | [`headers`] | the rate-limit and deprecation headers: a quota's values and 2xx templates, made once |
+//! | [`telemetry`] | logs, the access log, the metrics registry and recorder |
+//! | `paths` | the service's paths and route templates |
+//! | [`util`] | buffers, interned values, safe file reads, hex, a hash mixer |
 //!
-//! The rules are checked by `tests/arch_layers.rs`, which also fails on
-//! any import circle among files. Both seams are enums: static dispatch,
-//! no `dyn` on the request path.
+//! Each room's rule, what it may import, is one line of its `mod.rs`
+//! (of the file itself for a one-file room): `May use: ...`. A room is
+//! visible from outside only through its `mod.rs` unless a rule names
+//! the folder. `tests/arch_layers.rs` reads those lines and fails on a
+//! forbidden import, on a room without its line, on any import circle
+//! among rooms or among files, on a socket or runtime named in `http/`,
+//! and on a backend named outside `store/`, `ratelimit/` and `cli/`.
+//! Both seams are enums: static dispatch, no `dyn` on the request path.
 
 #![deny(missing_docs)]
 
 pub mod cli;
+pub mod headers;
 pub mod http;
 pub mod keys;
 pub mod net;
+mod paths;
 pub mod ratelimit;
 mod state;
 mod store;

@@ -2,8 +2,7 @@
 //! the rate limits, the key table in force, the clock and the metrics. No
 //! HTTP and no backend: those are `http/` and the seams' own business.
 //!
-//! Rule: `state.rs` may use the seams (`store/mod.rs`,
-//! `ratelimit/mod.rs`), `keys/`, `telemetry/` and `util/`.
+//! May use: `util`, `telemetry`, `keys/mod.rs`, `store/mod.rs`, `ratelimit/mod.rs`.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -1,3 +1,5 @@
+//! May use: `*`.
+//!
 //! The command line: flags, the start-up wiring (the only place that
 //! names every backend), `keygen`, and `journal check|repair`.
 //!

@@ -6,9 +6,9 @@
 use hyper::body::Bytes;
 use hyper::header::HeaderValue;
 
-use super::headers::successor_link;
 use super::openapi::openapi_document;
 use super::route::Route;
+use crate::headers::successor_link;
 
 /// Options of the HTTP contract.
 #[derive(Clone, Debug)]

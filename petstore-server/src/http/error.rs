@@ -208,7 +208,7 @@ mod tests {
             let response = e.to_response();
             assert_eq!(response.status(), e.status());
             let body = http_body_util::BodyExt::collect(response.into_body());
-            let bytes = futures_lite_block_on(body);
+            let bytes = collect_on_a_new_runtime(body);
             let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
             assert_eq!(v["code"], e.code());
             assert_eq!(v["status"], e.status().as_u16());
@@ -217,7 +217,9 @@ mod tests {
         }
     }
 
-    fn futures_lite_block_on(
+    /// Collects a response body on a tokio runtime of its own, built for
+    /// the one call (tests only: `http/` runs on no runtime).
+    fn collect_on_a_new_runtime(
         fut: impl std::future::Future<
             Output = Result<http_body_util::Collected<Bytes>, std::convert::Infallible>,
         >,

@@ -16,8 +16,8 @@ use super::api::Api;
 use super::body::{BodyRead, MAX_BODY};
 use super::connection::Connection;
 use super::error::{ApiError, HttpResponse};
-use super::headers::Extra;
 use super::reply::{decorate, refusal};
+use crate::headers::Extra;
 use crate::state::AppState;
 use crate::store::CreateFailed;
 use crate::util::buffers;
@@ -144,7 +144,7 @@ impl Admitted {
     }
 }
 
-/// A 2xx answer of an operation; [`QuotaHeaders::success`] makes its
+/// A 2xx answer of an operation; [`QuotaHeaders::success`](crate::headers::QuotaHeaders::success) makes its
 /// headers.
 struct Success<'a> {
     status: StatusCode,

@@ -6,9 +6,9 @@
 //! client that keeps its connection. Behind a proxy that pools its
 //! connections to the replicas (HAProxy's `http-reuse`, on by default),
 //! one connection carries many clients' requests, and every request whose
-//! key differs from the one before paid the digest: about 4,200 of the
-//! 29,000 instructions a request of a replica took with 64 keys taken in
-//! turn over 64 connections (callgrind, `scripts/redis-cost`'s traffic).
+//! key differs from the one before paid the digest, the largest single
+//! cost of such a request (`scripts/redis-cost`'s traffic: many keys
+//! taken in turn over pooled connections).
 //!
 //! What keeps this safe, as the connection's memory:
 //! - Only headers with a valid key are remembered (a client cannot fill
@@ -25,10 +25,9 @@
 //!   lately. No lock: each thread has its own.
 //!
 //! Why sets: with one slot per header, keys that land on one slot take
-//! it from each other on every turn. 64 keys over 256 single slots left
-//! about a fifth of them sharing one, and under `scripts/profile-keys`
-//! (64 keys in turn over 64 connections) 12.7% of a replica's requests
-//! paid the digest, about 870 instructions a request on average. Keys
+//! it from each other on every turn: with a few dozen keys over a few
+//! hundred single slots, a good share of them share one, and each of
+//! their requests pays the digest again (`scripts/profile-keys`). Keys
 //! that take turns on more headers than their set holds miss every time
 //! (each replaces the one used least lately, which is the next to come),
 //! so a set must rarely get more keys than it has slots: see [`SLOTS`].
@@ -47,12 +46,11 @@ use crate::util::same_bytes::same_bytes;
 /// Why 4,096 in sets of 4: with 1,024 slots in pairs, 1,000 keys in turn
 /// (a proxy's pooled connections, `scripts/profile-keys` with
 /// `PROFILE_KEYS=1000`) left so many pairs with three keys or more that
-/// 37% of the requests paid the digest, about 1,600 instructions a
-/// request on average; 64 keys over 512 pairs still had a pair of three
-/// in about one run of seven. Over 1,024 sets of 4, 1,000 keys put one
-/// in a set on average and more than four rarely: 1,000 keys in turn
-/// went from 14,654 to 12,824 instructions a request, 64 keys stayed at
-/// about 12,700 (`scripts/profile-keys`, both builds in one sitting).
+/// a large share of the requests paid the digest, and even 64 keys over
+/// 512 pairs often had a pair of three. Over 1,024 sets of 4, 1,000 keys
+/// put one in a set on average and more than four rarely, so nearly
+/// every request finds its header (docs/performance.md has the
+/// figures).
 pub const SLOTS: usize = 4096;
 
 /// Slots per set: a header is looked for in the [`WAYS`] slots of its

@@ -6,20 +6,19 @@
 //! and awaits what must be awaited; everything a client sees is decided
 //! here.
 //!
-//! A request goes [`admit`] (no body needed) → [`Admitted::finish`] (with
-//! the body) → a response; or, when a shared limiter decides, [`admit`] →
+//! A request goes [`admit()`] (no body needed) → [`Admitted::finish`] (with
+//! the body) → a response; or, when a shared limiter decides, [`admit()`] →
 //! [`Admission::Charge`] → [`admit_decided`] → …; or, when the store must
 //! be awaited, [`Finished::Waiting`] → [`Waiting::finish`].
 //!
 //! | file | holds |
 //! |---|---|
-//! | `route.rs` | the routes, their templates and methods; the operations |
+//! | `route.rs` | which path is which route, its methods; the operations |
 //! | `admit.rs` | every check before the body, and the rate limit |
 //! | `finish.rs` | the answer once the body is read, or what it waits for |
 //! | `body.rs` | what was read of the body, and its cap |
 //! | `reply.rs` | JSON and empty answers, CORS on every response, refusals' headers |
 //! | `error.rs` | [`ApiError`]: every error's status, code and body |
-//! | `headers.rs` | rate-limit and deprecation headers; per-quota templates |
 //! | `auth.rs` | the `Authorization: Bearer` header |
 //! | `connection.rs` | [`Connection`]: a client's address and the key it presented last |
 //! | `key_cache.rs` | the keys presented lately on the worker thread |
@@ -29,9 +28,10 @@
 //! | `openapi.rs` | `GET /v1/openapi.json` |
 //! | `api.rs` | [`Api`]: the contract's options and what it builds once from them |
 //!
-//! Rule: `http/` may use `state.rs`, the seams (`store/mod.rs`,
-//! `ratelimit/mod.rs`), `keys/`, `telemetry/` and `util/`; never a
-//! backend, a socket or a runtime.
+//! May use: `util`, `telemetry`, `headers`, `paths.rs`, `state.rs`, `keys/mod.rs`, `store/mod.rs`, `ratelimit/mod.rs`.
+//!
+//! Never a backend, a socket or a runtime (`tests/arch_layers.rs` checks
+//! all three): what awaits and what holds a connection is `net/`'s.
 
 mod admit;
 mod api;
@@ -41,13 +41,12 @@ mod connection;
 mod cors;
 mod error;
 mod finish;
-pub mod headers;
 mod health;
 mod key_cache;
 mod openapi;
 pub mod query_string;
 mod reply;
-pub mod route;
+mod route;
 #[cfg(test)]
 mod tests;
 

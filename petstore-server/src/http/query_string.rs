@@ -198,9 +198,8 @@ fn any_list_query(query: Option<&str>) -> Result<ListQuery, ApiError> {
 /// parse takes and refuses or accepts with its own messages.
 ///
 /// Why: the general way scans the query into pairs and then matches each
-/// name and value, about 300 instructions for `limit=20` and 500 for
-/// `status=sold&limit=20` on every list request (`scripts/profile`);
-/// these prefixes cost a few comparisons. Equal results are checked
+/// name and value on every list request, a visible share of its cost
+/// (`scripts/profile`); these prefixes cost a few comparisons. Equal results are checked
 /// against the general parse (`the_common_shapes_parse_as_the_general_way`).
 fn common_list_query(query: &str) -> Option<ListQuery> {
     let mut list = ListQuery::new();

@@ -9,7 +9,7 @@ use hyper::{Response, StatusCode};
 use super::api::Api;
 use super::cors;
 use super::error::{ApiError, HttpResponse};
-use super::headers::{self, Binding, QuotaHeaders};
+use crate::headers::{self, Binding, QuotaHeaders};
 
 /// The CORS headers every response carries when CORS is on.
 /// `origin`: the request's allowed origin ([`cors::Origin::of`]).

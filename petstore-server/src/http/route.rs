@@ -1,6 +1,6 @@
-//! The routes of the service: each path's template (the label of the
-//! metrics and the access log), the methods it answers, and the
-//! operations behind a key.
+//! The routes of the service: which path is which route (the paths
+//! themselves, and their templates, are `paths.rs`), the methods it
+//! answers, and the operations behind a key.
 
 /// The routes of the service.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -13,18 +13,7 @@ pub(super) enum Route<'a> {
     Metrics,
 }
 
-const HEALTH: &str = "/healthz";
-const OPENAPI_JSON: &str = "/v1/openapi.json";
-const PETS: &str = "/v1/pets";
-const PET: &str = "/v1/pets/{petId}";
-const ORDERS: &str = "/v1/store/orders";
-const METRICS: &str = "/metrics";
-pub(super) const UNKNOWN: &str = "unknown";
-const PET_PREFIX: &str = "/v1/pets/";
-
-/// Every route template, as the metrics and the access log name a
-/// request's route; the last, `unknown`, is for requests that match none.
-pub const TEMPLATES: [&str; 7] = [HEALTH, OPENAPI_JSON, PETS, PET, ORDERS, METRICS, UNKNOWN];
+use crate::paths::{HEALTH, METRICS, OPENAPI_JSON, ORDERS, PET, PETS, PET_PREFIX};
 
 impl<'a> Route<'a> {
     pub(super) fn template(self) -> &'static str {

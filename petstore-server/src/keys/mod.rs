@@ -15,9 +15,10 @@
 //! | `reload.rs` | [`Rerun`]: one reload at a time, run again once if asked meanwhile |
 //! | `dev_key.rs` | the development key kept in the data directory |
 //!
-//! Rule: `keys/` may use `util/`, `telemetry/`, and `http/headers.rs`
-//! (each entry keeps its 2xx header templates, built once per reload
-//! rather than per request).
+//! May use: `util`, `telemetry`, `headers`.
+//!
+//! `headers`: each entry keeps its quota's header values and 2xx
+//! templates, built once per reload rather than per request.
 
 mod dev_key;
 mod file;

@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::state_id::StateId;
-use crate::http::headers::QuotaHeaders;
+use crate::headers::QuotaHeaders;
 use crate::util::intern::intern;
 
 /// Anonymous clients remembered at most by default (see

@@ -180,9 +180,9 @@ struct Asked {
 ///   store's (a journal commit, a PostgreSQL insert) alone is 2.6 KiB.
 ///   Only the requests that reach them pay for those boxes, each small.
 ///
-/// callgrind, a request whose rate limit Redis decides (400 requests):
-/// about 800 fewer instructions in `memcpy`, `malloc` and `free`, inside
-/// the run-to-run spread of the whole request's count.
+/// Under callgrind, a request whose rate limit Redis decides spends less
+/// in `memcpy`, `malloc` and `free` this way, though the whole request's
+/// count moves within its run-to-run spread.
 async fn drive(
     connection: Arc<Connection>,
     body: Option<Incoming>,

@@ -71,7 +71,7 @@ pub(super) fn builder(limits: &ConnLimits) -> http2::Builder<TokioExecutor> {
 
 /// What the watchdog tells the connection to do.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Verdict {
+pub(super) enum WatchdogAction {
     /// Nothing yet; look again at this instant (or when a stream moves).
     Wait(Instant),
     /// Send GOAWAY and let the streams in flight finish.
@@ -130,28 +130,28 @@ impl Watchdog {
     /// What to do at `now`; `going_away` once GOAWAY was sent (after it
     /// only a stall matters: hyper closes the connection itself once its
     /// streams are done).
-    pub(super) fn verdict(&self, now: Instant, going_away: bool) -> Verdict {
+    pub(super) fn action(&self, now: Instant, going_away: bool) -> WatchdogAction {
         let counts = self.counts.lock();
         let wants_out = counts.close_asked
             || (counts.cancelled > MAX_CANCELLED && counts.cancelled > counts.completed);
         if counts.open > 0 {
             let due = counts.moved + self.stalled;
             return if now >= due {
-                Verdict::Abort
+                WatchdogAction::Abort
             } else if wants_out && !going_away {
-                Verdict::GoAway
+                WatchdogAction::GoAway
             } else {
-                Verdict::Wait(due)
+                WatchdogAction::Wait(due)
             };
         }
         if going_away {
-            return Verdict::Wait(now + self.idle);
+            return WatchdogAction::Wait(now + self.idle);
         }
         let due = counts.moved + self.idle;
         if wants_out || now >= due {
-            Verdict::GoAway
+            WatchdogAction::GoAway
         } else {
-            Verdict::Wait(due)
+            WatchdogAction::Wait(due)
         }
     }
 
@@ -260,12 +260,12 @@ mod tests {
         let start = Instant::now();
         let dog = Watchdog::new(&limits(), start);
         assert_eq!(
-            dog.verdict(start, false),
-            Verdict::Wait(start + Duration::from_secs(10))
+            dog.action(start, false),
+            WatchdogAction::Wait(start + Duration::from_secs(10))
         );
         assert_eq!(
-            dog.verdict(start + Duration::from_secs(10), false),
-            Verdict::GoAway
+            dog.action(start + Duration::from_secs(10), false),
+            WatchdogAction::GoAway
         );
     }
 
@@ -276,17 +276,17 @@ mod tests {
         let guard = dog.open();
         let opened = dog.counts.lock().moved;
         assert_eq!(
-            dog.verdict(opened + Duration::from_secs(39), false),
-            Verdict::Wait(opened + Duration::from_secs(40))
+            dog.action(opened + Duration::from_secs(39), false),
+            WatchdogAction::Wait(opened + Duration::from_secs(40))
         );
         assert_eq!(
-            dog.verdict(opened + Duration::from_secs(40), false),
-            Verdict::Abort
+            dog.action(opened + Duration::from_secs(40), false),
+            WatchdogAction::Abort
         );
         // Going away changes nothing for a stalled stream.
         assert_eq!(
-            dog.verdict(opened + Duration::from_secs(40), true),
-            Verdict::Abort
+            dog.action(opened + Duration::from_secs(40), true),
+            WatchdogAction::Abort
         );
         drop(guard);
     }
@@ -307,8 +307,8 @@ mod tests {
         let moved = counts.moved;
         drop(counts);
         assert_eq!(
-            dog.verdict(moved, false),
-            Verdict::Wait(moved + Duration::from_secs(10))
+            dog.action(moved, false),
+            WatchdogAction::Wait(moved + Duration::from_secs(10))
         );
     }
 
@@ -320,11 +320,11 @@ mod tests {
             drop(dog.open());
         }
         assert!(matches!(
-            dog.verdict(Instant::now(), false),
-            Verdict::Wait(_)
+            dog.action(Instant::now(), false),
+            WatchdogAction::Wait(_)
         ));
         drop(dog.open());
-        assert_eq!(dog.verdict(Instant::now(), false), Verdict::GoAway);
+        assert_eq!(dog.action(Instant::now(), false), WatchdogAction::GoAway);
     }
 
     #[test]
@@ -336,11 +336,11 @@ mod tests {
             .headers_mut()
             .insert(CONNECTION, hyper::header::HeaderValue::from_static("close"));
         let _kept = dog.open().respond(response);
-        assert_eq!(dog.verdict(Instant::now(), false), Verdict::GoAway);
+        assert_eq!(dog.action(Instant::now(), false), WatchdogAction::GoAway);
         // Once GOAWAY is sent, the stream in flight is let finish.
         assert!(matches!(
-            dog.verdict(Instant::now(), true),
-            Verdict::Wait(_)
+            dog.action(Instant::now(), true),
+            WatchdogAction::Wait(_)
         ));
     }
 }

@@ -4,8 +4,8 @@
 //! every request head, as soon as the previous response is written, and
 //! drops it once the head is read. On tokio's timer that is a timer
 //! entry made, inserted into the runtime's wheel, removed again, and a
-//! worker that parks with a timeout computed from the wheel: about 1,500
-//! instructions a request, in the server and the raw-hyper ruler alike
+//! worker that parks with a timeout computed from the wheel: a visible
+//! share of every request, in the server and the raw-hyper ruler alike
 //! (`scripts/profile`), for a deadline seconds away that almost never
 //! passes.
 //!

@@ -55,8 +55,7 @@
 //! | `proxy_protocol.rs` | `--proxy-protocol`: the client address from a PROXY header |
 //! | `write_timeout.rs` | a socket whose stalled writes fail after a bounded time |
 //!
-//! Rule: `net/` may use `http/` (its `mod.rs`), `state.rs`,
-//! `telemetry/` and `util/`.
+//! May use: `util`, `telemetry`, `state.rs`, `http/mod.rs`.
 
 mod driver;
 mod h2;

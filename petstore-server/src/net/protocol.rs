@@ -39,7 +39,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use super::h2::{Verdict, Watchdog};
+use super::h2::{Watchdog, WatchdogAction};
 use super::limits::ConnLimits;
 use super::stop::Stop;
 use super::write_timeout::WriteTimeout;
@@ -295,15 +295,15 @@ where
     let mut connection = pin!(protocols.http2.serve_connection(io, service));
     let mut going_away = false;
     loop {
-        let next = match watchdog.verdict(Instant::now(), going_away) {
-            Verdict::Wait(at) => at,
-            Verdict::GoAway => {
+        let next = match watchdog.action(Instant::now(), going_away) {
+            WatchdogAction::Wait(at) => at,
+            WatchdogAction::GoAway => {
                 connection.as_mut().graceful_shutdown();
                 going_away = true;
                 continue;
             }
             // Dropped: hyper's streams and the socket with it.
-            Verdict::Abort => return,
+            WatchdogAction::Abort => return,
         };
         tokio::select! {
             _ = connection.as_mut() => return,

@@ -1,3 +1,5 @@
+//! May use: `util`, `telemetry`, `keys/mod.rs`.
+//!
 //! Where the limiter's state lives, behind one seam: [`RateLimits`].
 //!
 //! The rules (two buckets per key, strikes, bans, per-address buckets)

@@ -1,3 +1,5 @@
+//! May use: `util`, `telemetry`.
+//!
 //! The seam between the HTTP contract and where pets are kept: a
 //! [`Store`], with its backends.
 //!

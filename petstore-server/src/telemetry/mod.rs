@@ -10,8 +10,9 @@
 //! | `histogram.rs` | an atomic histogram for the backends' latencies |
 //! | `process.rs` | the process figures (memory, CPU, open files, start) from `/proc/self` |
 //!
-//! Rule: `telemetry/` may use `util/`, and the route table
-//! (`http/route.rs`) to size the recorder's arrays.
+//! May use: `util`, `paths.rs`.
+//!
+//! `paths.rs`: the recorder sizes its arrays by the route templates.
 
 pub mod access_log;
 pub mod histogram;

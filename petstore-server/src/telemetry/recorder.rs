@@ -6,7 +6,8 @@
 //! path: a `Family` lookup takes a read lock and hashes the labels, and a
 //! `Histogram` takes a mutex, on every request; with every worker thread
 //! writing the same lock words and counters, their cache lines bounce
-//! between cores. That cost 5.7% of list throughput (`scripts/load`).
+//! between cores, which costs list throughput measurably
+//! (`scripts/load`; docs/performance.md has the figures).
 //! Here the labels are indices into fixed tables (the routes, methods and
 //! statuses the server can answer are known), and each thread writes only
 //! its own shard, so a request costs three uncontended increments.
@@ -17,9 +18,9 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-/// The route templates (`http/route.rs`); the last is for requests that
-/// match no route.
-use crate::http::route::TEMPLATES as ROUTES;
+/// The route templates (`paths.rs`); the last is for requests that match
+/// no route.
+use crate::paths::TEMPLATES as ROUTES;
 
 /// Method labels; the last is for any other method (a client must not be
 /// able to mint label values).

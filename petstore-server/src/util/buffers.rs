@@ -1,5 +1,5 @@
 //! Reused buffers for list pages and for the header values that change
-//! with every response (`headers.rs`). A page of 20 pets is about 1.4 KiB,
+//! with every response (`headers/`). A page of 20 pets is about 1.4 KiB,
 //! over glibc's per-thread cache of small blocks (tcache, up to 1 KiB),
 //! so allocating and freeing one per request takes a malloc arena lock.
 //! With two workers that lock was contended: `perf record -e

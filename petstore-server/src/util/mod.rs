@@ -2,7 +2,7 @@
 //! interned strings, reading an operator's file safely, hex digests,
 //! constant-time equality, a hash mixer.
 //!
-//! Rule: `util/` imports nothing from the crate.
+//! May use: nothing.
 
 pub mod buffers;
 pub mod file_read;

@@ -6,9 +6,10 @@ use subtle::ConstantTimeEq;
 /// secret). The differences are OR-ed together a word at a time, without
 /// a branch on the data, and the one comparison at the end goes through
 /// `subtle` (its optimisation barrier keeps the compiler from turning the
-/// whole into an early exit). A barrier per byte, `subtle`'s own slice
-/// comparison, cost 900 instructions a request, and one per word 280
-/// (`scripts/profile`); this costs about 60.
+/// whole into an early exit). Why not a barrier per byte (`subtle`'s own
+/// slice comparison) or per word: each barrier is an opaque step the
+/// compiler cannot merge, so their cost grows with the value's length
+/// (`scripts/profile`); one barrier costs the same for any length.
 pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;

@@ -1,0 +1,107 @@
+//! [`Extra`]: what a 2xx operation response carries after the
+//! rate-limit headers (a next `Link`, the deprecation headers, a
+//! `Location`), and that value made for one response.
+
+use hyper::header::HeaderValue;
+use petstore_core::{ListQuery, PetId};
+
+use super::joined::joined;
+use super::last_values::{NextLink, LAST_NEXT};
+
+/// What a 2xx operation response carries after the rate-limit headers.
+#[derive(Clone, Copy, Debug)]
+pub enum Extra<'a> {
+    /// A list page, and the query of the next page if there is one: its
+    /// `Link: <{base_url}/pets?limit=N[&status=S]&after=ID>; rel="next"`.
+    Next {
+        /// The public base address, including `/v1`.
+        base_url: &'a str,
+        /// The next page's query; `None` on the last page (no `Link`).
+        next: Option<ListQuery>,
+    },
+    /// `getPet`: `Deprecation`, `Sunset`, and this successor `Link`.
+    Deprecated(&'a HeaderValue),
+    /// A created pet: its `Location: {base_url}/pets/{id}`.
+    Location {
+        /// The public base address, including `/v1`.
+        base_url: &'a str,
+        /// The created pet's id.
+        id: PetId,
+    },
+}
+
+impl Extra<'_> {
+    /// Makes the value of the response's own last header (`Link` next,
+    /// `Location`) in one allocation; `None` when it has none that changes
+    /// per request. Digits by `itoa`, no `fmt`: this is on every list and
+    /// create response.
+    fn make_value(&self) -> Option<HeaderValue> {
+        let bytes = match *self {
+            Extra::Next {
+                base_url,
+                next: Some(next),
+            } => {
+                let mut limit = itoa::Buffer::new();
+                let mut after = itoa::Buffer::new();
+                let status = next.status.map(|s| s.as_str().as_bytes());
+                let after = next.after.map(|id| after.format(id.get()).as_bytes());
+                joined([
+                    b"<",
+                    base_url.as_bytes(),
+                    b"/pets?limit=",
+                    limit.format(next.limit.get()).as_bytes(),
+                    if status.is_some() { b"&status=" } else { b"" },
+                    status.unwrap_or_default(),
+                    if after.is_some() { b"&after=" } else { b"" },
+                    after.unwrap_or_default(),
+                    b">; rel=\"next\"",
+                ])
+            }
+            Extra::Location { base_url, id } => {
+                let mut digits = itoa::Buffer::new();
+                joined([
+                    base_url.as_bytes(),
+                    b"/pets/",
+                    digits.format(id.get()).as_bytes(),
+                ])
+            }
+            Extra::Next { next: None, .. } | Extra::Deprecated(_) => return None,
+        };
+        HeaderValue::from_maybe_shared(bytes).ok()
+    }
+
+    /// The value of the response's own last header (`Link` next,
+    /// `Location`); `None` when it has none that changes per request (or
+    /// it is not a valid header value). A next `Link` equal to the last
+    /// one this thread made is that one again ([`LAST_NEXT`]).
+    pub(super) fn value(&self) -> Option<HeaderValue> {
+        let Extra::Next {
+            base_url,
+            next: Some(next),
+        } = *self
+        else {
+            return self.make_value();
+        };
+        let key = NextLink {
+            base_len: base_url.len(),
+            next,
+        };
+        // The value starts `<{base_url}`: a link of another base address
+        // (another server in the process) is not taken for this one.
+        let last = LAST_NEXT.try_with(|last| match &*last.borrow() {
+            Some((made_of, value))
+                if *made_of == key
+                    && value.as_bytes().get(1..1 + base_url.len()) == Some(base_url.as_bytes()) =>
+            {
+                Some(value.clone())
+            }
+            _ => None,
+        });
+        if let Ok(Some(value)) = last {
+            return Some(value);
+        }
+        let value = self.make_value()?;
+        let _ = LAST_NEXT.try_with(|last| *last.borrow_mut() = Some((key, value.clone())));
+        Some(value)
+    }
+}

@@ -1,0 +1,41 @@
+//! Response headers that the contract puts on many responses: the
+//! rate-limit headers (both the `X-RateLimit-*` trio and the IETF
+//! `RateLimit`/`RateLimit-Policy` fields) and `getPet`'s deprecation
+//! headers.
+//!
+//! A room of its own, below both `keys/` and `http/`: each key's entry
+//! keeps its quota's [`QuotaHeaders`], made once per reload rather than
+//! per request, and the contract fills them in on every response.
+//!
+//! | file | holds |
+//! |---|---|
+//! | `names.rs` | the header names, as constants |
+//! | `quota.rs` | [`QuotaHeaders`]: a quota's values and 2xx templates; [`rate_limit`] for errors |
+//! | `binding.rs` | [`Binding`]: what the headers say of a decision, written as digits |
+//! | `last_values.rs` | the values this worker thread made last, handed out again |
+//! | `extra.rs` | [`Extra`]: a response's own last header (`Link`, `Location`, deprecation) |
+//! | `static_text.rs` | header texts interned for the life of the process |
+//! | `joined.rs` | byte strings made of parts in one allocation |
+//! | `deprecation.rs` | `getPet`'s `Deprecation`, `Sunset` and successor `Link` |
+//!
+//! May use: `util`.
+
+mod binding;
+mod deprecation;
+mod extra;
+mod joined;
+mod last_values;
+mod names;
+mod quota;
+mod static_text;
+
+pub use binding::Binding;
+pub use deprecation::{
+    deprecation, successor_link, DEPRECATION_VALUE, GET_PET_DEPRECATED_AT, GET_PET_SUNSET,
+};
+pub use extra::Extra;
+pub use names::{
+    DEPRECATION, RATELIMIT, RATELIMIT_POLICY, SUNSET, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING,
+    X_RATELIMIT_RESET,
+};
+pub use quota::{rate_limit, QuotaHeaders};

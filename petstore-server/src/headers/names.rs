@@ -1,0 +1,18 @@
+//! The names of the headers this room writes, made once as constants.
+
+use hyper::header::HeaderName;
+
+/// `X-RateLimit-Limit`.
+pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+/// `X-RateLimit-Remaining`.
+pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+/// `X-RateLimit-Reset`.
+pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+/// `RateLimit` (draft-ietf-httpapi-ratelimit-headers).
+pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+/// `RateLimit-Policy`.
+pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+/// `Deprecation` (RFC 9745).
+pub const DEPRECATION: HeaderName = HeaderName::from_static("deprecation");
+/// `Sunset` (RFC 8594).
+pub const SUNSET: HeaderName = HeaderName::from_static("sunset");

@@ -1,0 +1,30 @@
+//! The service's paths: each route's template, as the router matches it
+//! (`http/route.rs`) and as the metrics and the access log name a
+//! request's route (`telemetry/recorder.rs`).
+//!
+//! A room of its own, below both: the recorder sizes its counter arrays
+//! by [`TEMPLATES`] at compile time, and the contract must not be
+//! imported by the telemetry it reports to.
+//!
+//! May use: nothing.
+
+/// `GET /healthz`.
+pub const HEALTH: &str = "/healthz";
+/// `GET /v1/openapi.json`.
+pub const OPENAPI_JSON: &str = "/v1/openapi.json";
+/// The pets collection.
+pub const PETS: &str = "/v1/pets";
+/// One pet, by id.
+pub const PET: &str = "/v1/pets/{petId}";
+/// The orders placeholder.
+pub const ORDERS: &str = "/v1/store/orders";
+/// `GET /metrics`.
+pub const METRICS: &str = "/metrics";
+/// The label of a request that matches no route.
+pub const UNKNOWN: &str = "unknown";
+/// What a one-pet path starts with, before its `{petId}` segment.
+pub const PET_PREFIX: &str = "/v1/pets/";
+
+/// Every route template, as the metrics and the access log name a
+/// request's route; the last, `unknown`, is for requests that match none.
+pub const TEMPLATES: [&str; 7] = [HEALTH, OPENAPI_JSON, PETS, PET, ORDERS, METRICS, UNKNOWN];
