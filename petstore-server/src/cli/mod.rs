@@ -1,5 +1,3 @@
-//! May use: `*`.
-//!
 //! The command line: flags, the start-up wiring (the only place that
 //! names every backend), `keygen`, and `journal check|repair`.
 //!
@@ -11,7 +9,8 @@
 //! | `keygen.rs` | `petstore-server keygen` |
 //! | `journal_cmd.rs` | `petstore-server journal check` and `journal repair` |
 //!
-//! Rule: `cli/` may use anything; only the binary (`main.rs`) uses it.
+//! May use: `*`.
+//! Only the binary (`main.rs`) uses it.
 
 mod flags;
 mod journal_cmd;

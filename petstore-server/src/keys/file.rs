@@ -25,7 +25,7 @@ pub const KEYS_FILE_CAP: u64 = 1 << 20;
 
 /// The largest `perMinute` and `perDay` (100,000,000): the bound under
 /// which a shared limiter's arithmetic in doubles stays exact (every
-/// intermediate below 2^53; the Redis script, `ratelimit/redis/limit.lua`).
+/// intermediate below 2^53; the Redis script, `ratelimit/in_redis/limit.lua`).
 /// Enforced with or without a shared limiter, so that turning one on
 /// never makes a keys file invalid.
 pub const MAX_QUOTA: u32 = 100_000_000;

@@ -1,5 +1,3 @@
-//! May use: `util`, `telemetry`, `keys/mod.rs`.
-//!
 //! Where the limiter's state lives, behind one seam: [`RateLimits`].
 //!
 //! The rules (two buckets per key, strikes, bans, per-address buckets)
@@ -50,9 +48,9 @@
 //! | `snapshot_file.rs` | `DIR/limits.state` and its writer thread |
 //! | `in_redis/` | the Redis backend, its script `limit.lua`, its metrics |
 //!
-//! Rule: `ratelimit/` may use `util/`, `telemetry/` and `keys/`; from
-//! outside, only this file is visible (and `snapshot_file` and `in_redis`
-//! to the start-up wiring).
+//! May use: `util`, `telemetry`, `keys/mod.rs`.
+//! From outside only this file is visible (and `snapshot_file` and
+//! `in_redis` to the start-up wiring).
 
 mod charge;
 pub mod in_redis;

@@ -1,5 +1,3 @@
-//! May use: `util`, `telemetry`.
-//!
 //! The seam between the HTTP contract and where pets are kept: a
 //! [`Store`], with its backends.
 //!
@@ -27,8 +25,9 @@
 //! | `metrics.rs` | pets, writability and the journal's commits in `/metrics` |
 //! | `postgres/` | [`Postgres`]: committer, read copy, schema, its metrics |
 //!
-//! Rule: `store/` may use `util/` and `telemetry/`; from outside, only
-//! this file is visible (and [`Postgres`] to the start-up wiring).
+//! May use: `util`, `telemetry`.
+//! From outside only this file is visible (and [`Postgres`] to the
+//! start-up wiring).
 //! Each backend registers its own metrics ([`Store::collectors`]).
 
 mod committer;

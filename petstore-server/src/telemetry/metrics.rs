@@ -26,7 +26,7 @@
 //!
 //! The metrics are registered by their owners: the requests, refusals
 //! and anonymous clients here; the store's (pets, journal, PostgreSQL)
-//! by `store/`, Redis's by `ratelimit/redis/`, the refused connections by
+//! by `store/`, Redis's by `ratelimit/in_redis/`, the refused connections by
 //! `net/`. The first three are counted by a [`Recorder`] (per-thread shards of
 //! plain atomics, cheap on the hot path) and summed at scrape time; the
 //! last four are read from the inventory at scrape time, so the write
