@@ -4,9 +4,7 @@
 //! of `net_hostile_clients.rs`, run beside it in one process, did not
 //! get along with.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
+use crate::common;
 
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};

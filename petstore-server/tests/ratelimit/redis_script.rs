@@ -26,9 +26,7 @@
 //! (its first argument; empty in production, meaning Redis `TIME`). The
 //! calls of a round go in one pipeline, so 100,000 steps take seconds.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
+use crate::common;
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::num::NonZeroU32;

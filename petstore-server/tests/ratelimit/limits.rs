@@ -2,9 +2,7 @@
 //! Retry-After, bans, the per-address limit of anonymous requests, the
 //! binding window and the plan defaults.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
+use crate::common;
 
 use common::{
     assert_error, now_unix, parse_ratelimit, sha256_hex, x_ratelimit, RateLimitField, Response,

@@ -8,9 +8,7 @@
 //! strace is required: without it this test fails, saying so (`.ci/run`
 //! installs it).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};

@@ -1,9 +1,7 @@
 //! Error responses: 404, 405, 408, 413, 415, 501, the order of the checks,
 //! and the exact shape of every error body.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

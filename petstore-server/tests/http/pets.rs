@@ -1,9 +1,7 @@
 //! The three operations: createPet, getPet, listPets, and every 400 of
 //! docs/contract.md.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
+use crate::common;
 
 use common::{assert_error, assert_names, Server, KEY};
 use proptest::prelude::*;

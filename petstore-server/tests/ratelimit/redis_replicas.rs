@@ -4,9 +4,7 @@
 //! limits go on where they were; stopped, each replica limits alone at
 //! the full plan without a 5xx; back, one shared limit again.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -5,9 +5,7 @@
 //! responses carry no connection-specific header, rate limits charge
 //! each stream, the access log and `/metrics` name the protocol.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
+use crate::common;
 
 use common::transport::{build, connect, runtime, Sender, TestCa, Transport};
 use common::*;

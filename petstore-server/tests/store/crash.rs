@@ -13,8 +13,6 @@
 //! whose journal holds a changed pet (with a valid checksum), to prove the
 //! checker would catch each.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};

@@ -8,9 +8,7 @@
 //! server binaries and `redis-server`: it fails, naming what to install,
 //! without them.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};

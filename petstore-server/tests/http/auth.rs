@@ -1,9 +1,7 @@
 //! API keys: 401s and their challenges, SHA-256 entries, reload with
 //! SIGHUP, startup errors of the keys file, `keygen`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::Duration;

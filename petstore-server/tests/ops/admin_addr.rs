@@ -1,9 +1,7 @@
 //! `--admin-addr`: `/metrics` and `/healthz` on a second listener, and 404
 //! on the public one, so that a public front end cannot expose them.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
+use crate::common;
 
 use std::io::ErrorKind;
 use std::net::SocketAddr;

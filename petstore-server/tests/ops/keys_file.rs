@@ -3,9 +3,7 @@
 //! or holding a key where an entry or a number belongs (the log must name
 //! the place, never the value).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;

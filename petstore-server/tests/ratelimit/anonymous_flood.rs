@@ -7,8 +7,6 @@
 //! Every address in 127.0.0.0/8 is this machine's, so a client socket
 //! bound to 127.0.x.y before connecting is a distinct client to the server.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::{Child, Command, Stdio};

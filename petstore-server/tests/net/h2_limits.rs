@@ -6,9 +6,7 @@
 //! and the header list bounds, the body timeout per stream, and the
 //! drain's GOAWAY.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
+use crate::common;
 
 use std::io::Write as _;
 use std::net::SocketAddr;

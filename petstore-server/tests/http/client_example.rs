@@ -6,8 +6,6 @@
 //! Self-contained on purpose (no `mod common`): it spawns the server
 //! itself and speaks HTTP/1.1 over `std::net::TcpStream`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};

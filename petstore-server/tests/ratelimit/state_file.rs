@@ -3,9 +3,7 @@
 //! a ban, the state file never holds a key, and editing one key's entry or
 //! the `ban` section leaves the other keys' buckets alone.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

@@ -2,9 +2,7 @@
 //! `--base-url`, CORS, and the keyless endpoints (`/healthz`,
 //! `/v1/openapi.json`, whose document must say what the decisions say).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 

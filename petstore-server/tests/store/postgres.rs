@@ -2,9 +2,7 @@
 //! against a private PostgreSQL that each test starts, stops, kills and
 //! restarts itself (`common/postgres.rs`).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};

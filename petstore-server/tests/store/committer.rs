@@ -3,9 +3,7 @@
 //! each waiting create used to hold one (about 126 threads under 64
 //! connections).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};

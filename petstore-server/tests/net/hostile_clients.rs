@@ -4,9 +4,7 @@
 //! hostile side binds its source address with tokio's `TcpSocket` (std
 //! cannot bind before connecting) and then talks through std sockets.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
+use crate::common;
 
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -2,9 +2,7 @@
 //! and the connection-level limits (header timeout, header size,
 //! connection count).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::thread;

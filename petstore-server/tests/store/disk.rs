@@ -6,9 +6,7 @@
 //! The tmpfs tests mount a filesystem, which needs root (CI runs as root).
 //! Without it they fail with a message saying so; they never skip.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
+use crate::common;
 
 use std::fs;
 use std::io::Write as _;

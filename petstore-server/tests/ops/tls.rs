@@ -5,9 +5,7 @@
 //! served, and a client that never says hello closed by the header
 //! timeout.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
+use crate::common;
 
 use std::io::{Read as _, Write as _};
 use std::time::{Duration, Instant};

@@ -3,9 +3,7 @@
 //! its connection, new connections still served), then closes its
 //! listener, finishes what is in flight and exits 0.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
+use crate::common;
 
 use std::io::ErrorKind;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -2,9 +2,7 @@
 //! codings, `Expect: 100-continue`, and saying `Connection: close` when it
 //! closes; and that the designed 501 is not logged as a fault.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::time::{Duration, Instant};

@@ -6,9 +6,7 @@
 //! previous version kept under its key's own hash tag is carried over,
 //! and a group whose slot moves to another master keeps its counts.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
