@@ -421,7 +421,8 @@ fn bad_keys_files_refuse_to_start_naming_the_entry() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
-    let missing = common::unique_temp_dir().join("no-such-keys.json");
+    let dir = common::TempDir::new();
+    let missing = dir.join("no-such-keys.json");
     let failure = ServerBuilder::default()
         .keys_path(&missing)
         .expect_startup_failure();

@@ -3,20 +3,22 @@
 //! that it backs off well enough never to be banned; and, as a control,
 //! that a naive client retrying at once on the same plan IS banned.
 //!
-//! Self-contained on purpose (no `mod common`): it spawns the server
-//! itself and speaks HTTP/1.1 over `std::net::TcpStream`.
+//! Self-contained on purpose (of the common harness it takes only
+//! `TempDir`): it spawns the server itself and speaks HTTP/1.1 over
+//! `std::net::TcpStream`, as the example does.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+
+use crate::common::TempDir;
 
 const SERVER: &str = env!("CARGO_BIN_EXE_petstore-server");
 
@@ -53,21 +55,6 @@ fn keys_file(name: &str, key: &str) -> Value {
 const CREATE: u64 = 8;
 const PAGE_SIZE: u64 = 4;
 
-fn temp_dir() -> PathBuf {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    let dir = std::env::temp_dir().join(format!(
-        "petstore-client-it-{}-{}-{nanos}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// Collects a child's pipe in the background.
 fn drain(mut pipe: impl Read + Send + 'static) -> (Arc<Mutex<Vec<u8>>>, thread::JoinHandle<()>) {
     let buf = Arc::new(Mutex::new(Vec::new()));
@@ -89,12 +76,13 @@ struct Server {
     child: Child,
     addr: SocketAddr,
     stderr: Arc<Mutex<Vec<u8>>>,
-    dir: PathBuf,
+    /// Holds the keys file; removed after the process is gone.
+    _dir: TempDir,
 }
 
 impl Server {
     fn start(keys: &Value) -> Server {
-        let dir = temp_dir();
+        let dir = TempDir::new();
         let keys_path = dir.join("keys.json");
         std::fs::write(&keys_path, serde_json::to_vec_pretty(keys).unwrap()).unwrap();
         let mut cmd = Command::new(SERVER);
@@ -128,7 +116,7 @@ impl Server {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             stderr,
-            dir,
+            _dir: dir,
         };
         match rx.recv_timeout(Duration::from_secs(20)) {
             Ok(Ok(addr)) => server.addr = addr,
@@ -150,7 +138,6 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

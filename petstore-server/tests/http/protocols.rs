@@ -218,7 +218,9 @@ fn start(transport: Transport) -> (Server, Option<TestCa>) {
     if !transport.tls() {
         return (builder.start(), None);
     }
-    let dir = unique_temp_dir();
+    // Dropped (and removed) on return: the server reads the pair once,
+    // at its start, and the client trusts the authority from memory.
+    let dir = TempDir::new();
     let ca = TestCa::new(&dir);
     let server = builder
         .arg("--tls-cert")

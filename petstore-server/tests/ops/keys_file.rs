@@ -9,7 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{default_keys, wait_until, Server, ServerBuilder, KEY};
+use common::{default_keys, wait_until, Server, ServerBuilder, TempDir, KEY};
 use serde_json::json;
 
 /// Requests answered one after another. No writer ever opens the FIFO:
@@ -55,7 +55,7 @@ fn a_keys_file_replaced_by_a_fifo_is_refused_and_requests_go_on() {
 
 #[test]
 fn a_keys_file_over_a_mebibyte_or_not_a_file_is_refused_at_start() {
-    let dir = common::unique_temp_dir();
+    let dir = TempDir::new();
     let big = dir.join("big.json");
     let mut text = default_keys().to_string();
     text.push_str(&" ".repeat(1 << 20));
@@ -82,12 +82,11 @@ fn a_keys_file_over_a_mebibyte_or_not_a_file_is_refused_at_start() {
         "{}",
         failure.stderr
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn a_keys_file_writable_by_group_or_others_is_warned_about() {
-    let dir = common::unique_temp_dir();
+    let dir = TempDir::new();
     let path = dir.join("keys.json");
     std::fs::write(&path, default_keys().to_string()).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -125,7 +124,6 @@ fn a_keys_file_writable_by_group_or_others_is_warned_about() {
         server.stderr_text()
     );
     drop(server);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{wait_until, x_ratelimit, Conn, Server, ServerBuilder, KEY};
+use common::{wait_until, x_ratelimit, Conn, Server, ServerBuilder, TempDir, KEY};
 
 #[test]
 fn prints_exactly_one_listening_line_and_no_dev_key_with_a_keys_file() {
@@ -99,7 +99,8 @@ fn printed_dev_key(server: &Server) -> String {
 #[test]
 fn the_dev_key_is_kept_in_the_data_directory_across_restarts() {
     use std::os::unix::fs::PermissionsExt;
-    let data = common::unique_temp_dir().join("data");
+    let dir = TempDir::new();
+    let data = dir.join("data");
     let mut first = ServerBuilder::default().no_keys().data(&data).start();
     let key = printed_dev_key(&first);
     first.signal("TERM");

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use common::postgres::Postgres;
 use common::redis::RedisServer;
-use common::{free_port, proxy_v1, unique_temp_dir, wait_until, Conn, Server};
+use common::{free_port, proxy_v1, wait_until, Conn, Server, TempDir};
 use serde_json::json;
 
 const KEY: &str = "rolling-restart-key";
@@ -52,17 +52,21 @@ backend replicas
     server r2 127.0.0.1:@R2@
 ";
 
-struct Haproxy(Child);
+/// HAProxy, and the directory of its configuration (removed after it).
+struct Haproxy {
+    child: Child,
+    _config: TempDir,
+}
 
 impl Drop for Haproxy {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
 fn start_haproxy(front: u16, r1: u16, r2: u16) -> Haproxy {
-    let dir = unique_temp_dir();
+    let dir = TempDir::new();
     let cfg = dir.join("haproxy.cfg");
     std::fs::write(
         &cfg,
@@ -83,7 +87,10 @@ fn start_haproxy(front: u16, r1: u16, r2: u16) -> Haproxy {
         .unwrap_or_else(|e| {
             panic!("cannot run haproxy ({e}): install it (Debian: apt-get install haproxy)")
         });
-    Haproxy(child)
+    Haproxy {
+        child,
+        _config: dir,
+    }
 }
 
 fn replica(port: u16, postgres: &Postgres, redis: &RedisServer) -> Server {

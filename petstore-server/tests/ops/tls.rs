@@ -27,7 +27,7 @@ fn tls_server(ca: &TestCa, extra: &[&str]) -> ServerBuilder {
 
 #[test]
 fn a_missing_or_broken_pair_refuses_the_start_naming_the_file() {
-    let dir = unique_temp_dir();
+    let dir = TempDir::new();
     let ca = TestCa::new(&dir);
 
     let missing = dir.join("nowhere.crt");
@@ -79,7 +79,7 @@ fn a_missing_or_broken_pair_refuses_the_start_naming_the_file() {
 
 #[test]
 fn sighup_reloads_the_pair_for_new_connections_and_keeps_a_broken_one_out() {
-    let dir = unique_temp_dir();
+    let dir = TempDir::new();
     let ca = TestCa::new(&dir);
     let first = std::fs::read(&ca.cert).unwrap();
     let server = tls_server(&ca, &[]).start();
@@ -125,7 +125,7 @@ fn sighup_reloads_the_pair_for_new_connections_and_keeps_a_broken_one_out() {
 
 #[test]
 fn plain_http_on_the_tls_port_is_not_served() {
-    let dir = unique_temp_dir();
+    let dir = TempDir::new();
     let ca = TestCa::new(&dir);
     let server = tls_server(&ca, &[]).start();
     let mut stream = std::net::TcpStream::connect(server.addr).unwrap();
@@ -151,7 +151,7 @@ fn plain_http_on_the_tls_port_is_not_served() {
 
 #[test]
 fn a_client_that_never_says_hello_is_closed_by_the_header_timeout() {
-    let dir = unique_temp_dir();
+    let dir = TempDir::new();
     let ca = TestCa::new(&dir);
     let server = tls_server(&ca, &["--header-timeout", "1"]).start();
     let started = Instant::now();

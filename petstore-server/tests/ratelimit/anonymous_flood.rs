@@ -14,9 +14,13 @@ use std::process::{Child, Command, Stdio};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpSocket;
 
+use crate::common::TempDir;
+
 struct Server {
     child: Child,
     addr: SocketAddr,
+    /// Holds the keys file; removed after the process is gone.
+    _dir: TempDir,
 }
 
 impl Drop for Server {
@@ -30,7 +34,8 @@ impl Drop for Server {
 const CAPACITY: u32 = 1_000;
 
 fn start(keys: &str) -> Server {
-    let path = std::env::temp_dir().join(format!("petstore-abuse-{}.json", std::process::id()));
+    let dir = TempDir::new();
+    let path = dir.join("keys.json");
     std::fs::write(&path, keys).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_petstore-server"))
         .args(["--addr", "127.0.0.1:0", "--in-memory", "--keys"])
@@ -47,7 +52,11 @@ fn start(keys: &str) -> Server {
             break a.parse().unwrap();
         }
     };
-    Server { child, addr }
+    Server {
+        child,
+        addr,
+        _dir: dir,
+    }
 }
 
 fn rss_kb(pid: u32) -> u64 {

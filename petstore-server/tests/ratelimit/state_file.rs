@@ -8,7 +8,7 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{assert_error, sha256_hex, wait_until, x_ratelimit, Server};
+use common::{assert_error, sha256_hex, wait_until, x_ratelimit, Server, TempDir};
 use serde_json::{json, Value};
 
 /// perDay 10: the day window binds from the first request.
@@ -31,13 +31,13 @@ fn keys(other_per_day: u32, strikes: u32) -> Value {
 }
 
 struct Setup {
-    dir: PathBuf,
+    dir: TempDir,
     keys: PathBuf,
 }
 
 impl Setup {
     fn new() -> Setup {
-        let dir = common::unique_temp_dir();
+        let dir = TempDir::new();
         let keys_path = dir.join("keys.json");
         std::fs::write(&keys_path, keys(20, 2).to_string()).unwrap();
         Setup {
@@ -59,12 +59,6 @@ impl Setup {
             .keys_path(&self.keys)
             .data(&self.data())
             .start()
-    }
-}
-
-impl Drop for Setup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::Duration;
 
-use common::{unique_temp_dir, Server, KEY};
+use common::{Server, TempDir, KEY};
 
 /// The server's thread count, from `/proc`.
 fn threads(pid: u32) -> usize {
@@ -27,7 +27,7 @@ fn threads(pid: u32) -> usize {
 
 #[test]
 fn sixty_four_durable_creators_hold_no_thread_each() {
-    let dir = unique_temp_dir();
+    let dir = TempDir::new();
     let server = Server::builder().data(&dir).start();
     let done = AtomicBool::new(false);
     let most = Mutex::new(0);
@@ -79,5 +79,4 @@ fn sixty_four_durable_creators_hold_no_thread_each() {
         most <= cores + 12,
         "{most} threads under 64 durable creators on {cores} cores"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -15,11 +15,13 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::common::TempDir;
 
 const KEY: &str = "crash-test-key";
 
@@ -143,16 +145,9 @@ fn rng() -> impl FnMut() -> u64 {
     }
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("petstore-crash-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 #[test]
 fn kill_9_during_concurrent_creates_loses_no_acknowledged_pet() {
-    let root = scratch("rounds");
+    let root = TempDir::new();
     let keys = root.join("keys.json");
     std::fs::write(
         &keys,
@@ -351,7 +346,6 @@ fn kill_9_during_concurrent_creates_loses_no_acknowledged_pet() {
         "the checker missed a changed pet"
     );
     drop(changed_server);
-    std::fs::remove_dir_all(&root).unwrap();
 }
 
 /// CRC-32 (IEEE), bit by bit: the journal's checksum, written here
@@ -373,7 +367,7 @@ fn crc32(bytes: &[u8]) -> u32 {
 
 #[test]
 fn a_damaged_journal_stops_the_server_from_starting() {
-    let root = scratch("damaged");
+    let root = TempDir::new();
     let keys = root.join("keys.json");
     std::fs::write(
         &keys,
@@ -408,5 +402,4 @@ fn a_damaged_journal_stops_the_server_from_starting() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("pets.journal line 2"), "{stderr}");
     assert!(!String::from_utf8_lossy(&output.stdout).contains("listening on"));
-    std::fs::remove_dir_all(&root).unwrap();
 }

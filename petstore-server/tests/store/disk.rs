@@ -104,7 +104,7 @@ fn files_starting(dir: &Path, prefix: &str) -> Vec<PathBuf> {
 
 #[test]
 fn a_journal_deleted_under_a_running_server_stops_creates_not_reads() {
-    let dir = unique_temp_dir();
+    let dir = TempDir::new();
     let data = dir.join("data");
     let server = ServerBuilder::default().data(&data).start();
     let rex = server.create_pet(&json!({"name": "Rex", "categoryId": 1}));
@@ -163,12 +163,11 @@ fn a_journal_deleted_under_a_running_server_stops_creates_not_reads() {
     );
     assert!(!data.join("pets.journal").exists(), "it created nothing");
     drop(server);
-    fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn a_health_check_notices_a_replaced_journal_before_any_create() {
-    let dir = unique_temp_dir();
+    let dir = TempDir::new();
     let data = dir.join("data");
     let server = ServerBuilder::default().data(&data).start();
     server.create_pet(&json!({"name": "Rex", "categoryId": 1}));
@@ -187,12 +186,11 @@ fn a_health_check_notices_a_replaced_journal_before_any_create() {
     let stderr = server.stderr_once_logged("can no longer store pets");
     assert_eq!(count(&stderr, "can no longer store pets"), 1, "{stderr}");
     drop(server);
-    fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn a_second_server_on_a_data_directory_in_use_refuses_to_start() {
-    let dir = unique_temp_dir();
+    let dir = TempDir::new();
     let data = dir.join("data");
     let first = ServerBuilder::default().data(&data).start();
     let second = ServerBuilder::default()
@@ -212,7 +210,6 @@ fn a_second_server_on_a_data_directory_in_use_refuses_to_start() {
     let again = ServerBuilder::default().data(&data).start();
     assert_eq!(again.list_ids("/v1/pets").0, [1]);
     drop(again);
-    fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Creates pets on a fresh durable server in `data` and stops it.
@@ -239,7 +236,7 @@ fn damage_line(path: &Path, n: usize) -> Vec<u8> {
 
 #[test]
 fn a_damaged_last_record_stops_the_start_and_check_and_repair_are_the_way_out() {
-    let dir = unique_temp_dir();
+    let dir = TempDir::new();
     let data = dir.join("data");
     let pets = journal_of(&data, &["Rex", "Tom", "Kitty"]);
     let journal = data.join("pets.journal");
@@ -322,12 +319,11 @@ fn a_damaged_last_record_stops_the_start_and_check_and_repair_are_the_way_out() 
         text(&busy.stderr)
     );
     drop(server);
-    fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn repair_of_a_damaged_middle_record_moves_it_and_what_follows_and_says_so() {
-    let dir = unique_temp_dir();
+    let dir = TempDir::new();
     let data = dir.join("data");
     journal_of(&data, &["a", "b", "c", "d", "e"]);
     let journal = data.join("pets.journal");
@@ -365,19 +361,18 @@ fn repair_of_a_damaged_middle_record_moves_it_and_what_follows_and_says_so() {
         "{}",
         text(&check.stderr)
     );
-    fs::remove_dir_all(&dir).unwrap();
 }
 
-/// A 256 KiB tmpfs, unmounted (and its mount point removed) on drop,
-/// also when the test fails.
+/// A 256 KiB tmpfs, unmounted on drop, also when the test fails (its
+/// mount point then goes with `_root`).
 struct SmallDisk {
-    root: PathBuf,
+    _root: TempDir,
     mount: PathBuf,
 }
 
 impl SmallDisk {
     fn mount() -> SmallDisk {
-        let root = unique_temp_dir();
+        let root = TempDir::new();
         let mount = root.join("disk");
         fs::create_dir_all(&mount).unwrap();
         let out = Command::new("mount")
@@ -391,7 +386,7 @@ impl SmallDisk {
             mount.display(),
             text(&out.stderr)
         );
-        SmallDisk { root, mount }
+        SmallDisk { _root: root, mount }
     }
 
     /// Fills every free byte with a file named `name`.
@@ -419,7 +414,6 @@ impl Drop for SmallDisk {
             // Something still holds it: detach it now, freed when released.
             let _ = Command::new("umount").arg("-l").arg(&self.mount).status();
         }
-        let _ = fs::remove_dir_all(&self.root);
     }
 }
 

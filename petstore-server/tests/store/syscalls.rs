@@ -173,7 +173,7 @@ impl Drop for Traced {
 
 #[test]
 fn every_201_follows_an_fdatasync_of_the_journal_and_its_creation_fsyncs_the_directory() {
-    let dir = unique_temp_dir();
+    let dir = TempDir::new();
     let keys = dir.join("keys.json");
     std::fs::write(&keys, default_keys().to_string()).unwrap();
     let data = dir.join("data");
@@ -254,7 +254,6 @@ fn every_201_follows_an_fdatasync_of_the_journal_and_its_creation_fsyncs_the_dir
              fdatasyncs of the journal at {syncs:?}"
         );
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
