@@ -247,7 +247,7 @@ fn client_example() -> &'static Path {
         // Not the variables cargo set for this test's own crate: a build
         // script that watches one (ring's, `CARGO_MANIFEST_DIR`) saw it
         // change, so this build and the next `cargo test` each rebuilt
-        // ring, rustls and the server (about 100 s of CI on busy cores).
+        // ring, rustls and the server, the slowest crates of the build.
         for (name, _) in std::env::vars_os() {
             let name = name.to_string_lossy();
             if name.starts_with("CARGO_PKG_")
@@ -268,8 +268,8 @@ fn client_example() -> &'static Path {
         // `--workspace`, as the README's `cargo test --workspace`: cargo
         // unifies features over the packages it builds, so a build of this
         // package alone resolves some dependencies' features differently
-        // and compiles its own copy of the server's library (about 60 s of
-        // CI on busy cores). This way only the example itself is built.
+        // and compiles its own copy of the server's library, a second
+        // build of it. This way only the example itself is built.
         cmd.args(["build", "--workspace", "--example", "client"])
             .args(["--message-format", "json"])
             .arg("--manifest-path")

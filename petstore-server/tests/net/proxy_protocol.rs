@@ -1,8 +1,6 @@
 //! `--proxy-protocol` under attack: connections that never send their
-//! PROXY header must not take the slots of everyone else. A test binary
-//! of its own: it holds silent connections that the write-timeout tests
-//! of `net_hostile_clients.rs`, run beside it in one process, did not
-//! get along with.
+//! PROXY header must not take the slots of everyone else, nor hold their
+//! connection for longer than one header timeout by sending it late.
 
 use crate::common;
 
@@ -16,7 +14,7 @@ const HEALTH: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
 #[test]
 fn with_the_proxy_protocol_one_address_cannot_hold_every_slot_before_its_header() {
     // 16 connections from one address that never send their PROXY
-    // header (attack run F4). Counted under the socket's address while
+    // header. Counted under the socket's address while
     // the header is awaited, only 4 of them hold a slot; the others are
     // closed at once, and a client from another address is served. Were
     // they not counted, all 16 slots would stay taken for the header
@@ -31,7 +29,7 @@ fn with_the_proxy_protocol_one_address_cannot_hold_every_slot_before_its_header(
         "120",
     ]);
     // An address of its own (not HOSTILE's), so that this test and the
-    // others of the file, which run beside it, never share a source.
+    // others of the area, which run beside it, never share a source.
     let silent_source = Ipv4Addr::new(127, 0, 0, 3);
     let silent: Vec<Conn> = (0..16)
         .map(|_| connect_from(silent_source, server.addr, None).unwrap())
@@ -50,10 +48,9 @@ fn with_the_proxy_protocol_one_address_cannot_hold_every_slot_before_its_header(
 
 #[test]
 fn one_header_timeout_covers_the_proxy_header_and_the_http_head() {
-    // Attack run F4, the other half: the PROXY header and the HTTP head
-    // each had their own timeout, so a client sending the first late and
-    // the second never held its connection for both (3.7 s at a timeout
-    // of 2). One timeout now covers both: the head gets what the PROXY
+    // A client that sends its PROXY header late and its HTTP head never
+    // must not hold its connection for two header timeouts, one for
+    // each. One timeout covers both: the head gets what the PROXY
     // header left. Timeout 6 s, the header after 3 s, then a head that
     // never ends: closed 6 s after the connection was accepted; the old
     // code gave the head 6 s of its own from when it read the header.

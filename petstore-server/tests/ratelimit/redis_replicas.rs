@@ -539,10 +539,11 @@ fn a_redis_that_may_evict_states_is_warned_about_at_start() {
 
 #[test]
 fn a_poisoned_state_is_reset_and_takes_no_other_key_off_the_shared_limits() {
-    // Something that is not a state written at one's name (attack run
-    // F2; it used to fail the script with WRONGTYPE): that state is reset, once and
-    // logged with its name; every other state stays shared, where one
-    // global breaker used to send them all to each replica alone.
+    // Something that is not a state written at one's name (a value of
+    // another type would fail the script with WRONGTYPE): that state is
+    // reset, once and logged with its name; every other state stays
+    // shared, rather than one failure sending them all to each replica's
+    // own limiter.
     let redis = RedisServer::start();
     let server = replica(&redis);
     let name = format!("{{{}}}:m100000/d{PER_DAY}:v3", sha256_hex(FREE));
@@ -583,9 +584,9 @@ fn a_poisoned_state_is_reset_and_takes_no_other_key_off_the_shared_limits() {
 
 #[test]
 fn a_ban_redis_reported_holds_while_redis_is_away() {
-    // Attack run F1: bans lived only in Redis, so a stopped Redis lifted
-    // every ban (20 of 20 requests of a banned key got 200). A ban each
-    // replica has seen from Redis is remembered by its own limiter.
+    // A ban kept only in Redis would be lifted by a stopped Redis: every
+    // request of a banned key would be served again. A ban each replica
+    // has seen from Redis is remembered by its own limiter.
     let redis = RedisServer::start();
     let (a, b) = (replica(&redis), replica(&redis));
     assert_eq!(a.get("/v1/pets", Some(STRICT)).status, 200);
@@ -609,7 +610,7 @@ fn a_ban_redis_reported_holds_while_redis_is_away() {
 
 #[test]
 fn a_ban_a_replica_started_alone_is_shared_once_redis_is_back() {
-    // Attack run F1, the other half: while Redis is away, a replica's own
+    // The other way round: while Redis is away, a replica's own
     // limiter decides, and may start a ban that Redis never saw. Once
     // Redis answers, the ban rides along in that replica's next call, so
     // the other replica enforces it too (it answered 200 before).

@@ -1,7 +1,7 @@
 //! Durable creates wait without a thread each: the journal's committer
-//! (`store/journal.rs`) holds one blocking thread per group commit, where
-//! each waiting create used to hold one (about 126 threads under 64
-//! connections).
+//! (`store/journal.rs`) holds one blocking thread per group commit, not
+//! one per waiting create, which would grow the server's threads with
+//! its connections.
 
 use crate::common;
 

@@ -298,7 +298,7 @@ fn postgres_down_means_creates_503_reads_go_on_and_it_recovers() {
         assert_eq!(server.get("/v1/pets/1", Some(KEY)).status, 200);
         // An id above the copy: the catch-up fails, so the replica cannot
         // say the pet does not exist (another replica may have made it):
-        // 503, never a 404 (attack run F3).
+        // 503, never a 404, which would deny an acknowledged pet.
         let above = server.get("/v1/pets/1000", Some(KEY));
         assert_error(&above, 503, "unavailable");
         assert!(
@@ -541,12 +541,12 @@ fn a_killed_replica_loses_no_acknowledged_pet() {
 
 #[test]
 fn creates_refused_while_the_counter_is_locked_are_never_stored_afterwards() {
-    // Attack run F7: with the counter row locked by another session for
-    // longer than a create may wait, the creates answered 503, yet half
-    // of them were committed once the lock ended (their statements were
-    // already in PostgreSQL, waiting). PostgreSQL's own lock and
-    // statement timeouts now roll them back first. The lock is held
-    // until the test ends it, however long the creates take.
+    // With the counter row locked by another session for longer than a
+    // create may wait, the creates answer 503; they must not be committed
+    // once the lock ends, although their statements are already in
+    // PostgreSQL, waiting. PostgreSQL's own lock and statement timeouts
+    // roll them back first. The lock is held until the test ends it,
+    // however long the creates take.
     let pg = Postgres::start();
     let server = replica(&pg);
     assert_eq!(create(&server, "before").0, 201);
@@ -588,12 +588,12 @@ fn creates_refused_while_the_counter_is_locked_are_never_stored_afterwards() {
 
 #[test]
 fn a_counter_behind_the_table_is_named_once_and_ends_when_fixed() {
-    // Attack run F3c: a row inserted by hand at an id the counter has not
-    // given. Creates answered 503 for good with no cause named: each
+    // A row inserted by hand at an id the counter has not given: each
     // failed transaction rolls the counter back, so every create meets
-    // the same row. The cause is now logged once and in /healthz, and
-    // fixing the counter ends it. (A row further ahead leaves a gap the
-    // copy cannot cross: the degraded state of the test below.)
+    // the same row and answers 503 for good. The cause must be named,
+    // logged once and in /healthz, and fixing the counter ends it. (A
+    // row further ahead leaves a gap the copy cannot cross: the degraded
+    // state of the test below.)
     let pg = Postgres::start();
     let server = replica(&pg);
     assert_eq!(create(&server, "first").0, 201);
@@ -633,12 +633,12 @@ fn a_counter_behind_the_table_is_named_once_and_ends_when_fixed() {
 
 #[test]
 fn a_committed_row_the_copy_cannot_apply_is_one_persistent_degraded_state() {
-    // Attack run F3b: a row written by hand with a name the contract
-    // refuses (a control character; the table's CHECKs let it through).
-    // Creates kept answering 201 for pets the replica then denied with
-    // 404, and /healthz flapped with the log, every poll. Now: one
-    // degraded state, logged once, creates 503, reads go on, until the
-    // row is fixed.
+    // A row written by hand with a name the contract refuses (a control
+    // character; the table's CHECKs let it through) must not leave
+    // creates answering 201 for pets the replica then denies with 404,
+    // nor /healthz flapping with the log at every poll: one degraded
+    // state, logged once, creates 503, reads go on, until the row is
+    // fixed.
     let pg = Postgres::start();
     let server = replica(&pg);
     assert_eq!(create(&server, "before").0, 201);
@@ -700,7 +700,7 @@ fn a_committed_row_the_copy_cannot_apply_is_one_persistent_degraded_state() {
 
 #[test]
 fn a_row_written_above_the_counter_is_named_as_a_gap_until_deleted() {
-    // A row 3 ids ahead of the counter (the attack run's F3c as written):
+    // A row 3 ids ahead of the counter:
     // ids 2 and 3 never exist, so no replica's copy can take id 4. The
     // degraded state names the gap and what to do; deleting the row ends
     // it, and ids go on from 2.
