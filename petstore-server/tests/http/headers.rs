@@ -646,7 +646,7 @@ fn openapi_document_declares_500_503_formats_and_bounds() {
     assert_eq!(assert_error(&resp, 400, "invalid_query"), message);
 
     // The header limit the description states is the server's, 100
-    // fields (tests/ops_lifecycle.rs checks the 431 itself).
+    // fields (tests/ops/lifecycle.rs checks the 431 itself).
     let description = doc["info"]["description"].as_str().unwrap();
     assert!(
         description.contains("more than 100 header fields"),
@@ -655,7 +655,7 @@ fn openapi_document_declares_500_503_formats_and_bounds() {
     assert!(!description.contains("64 header fields"));
 
     // /healthz lies outside the base address: its bodies have a schema,
-    // 503 `degraded` with a reason, and 503 `draining` (ops_drain.rs)
+    // 503 `degraded` with a reason, and 503 `draining` (tests/ops/drain.rs)
     // included.
     let health = &doc["components"]["schemas"]["Health"];
     let states: BTreeSet<&str> = health["properties"]["status"]["enum"]

@@ -391,7 +391,7 @@ fn oversized_headers_are_431() {
 #[test]
 fn connections_over_the_maximum_wait_and_are_served_later() {
     // All from 127.0.0.1: the per-address cap (default an eighth, 1 here)
-    // is lifted to the whole maximum; tests/net_hostile_clients.rs tests the cap.
+    // is lifted to the whole maximum; tests/net/hostile_clients.rs tests the cap.
     // The header timeout is far longer than the test: the two held
     // connections (idle keep-alive ones) stay open until they are
     // dropped, however slow the machine.
