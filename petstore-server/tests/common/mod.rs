@@ -4,7 +4,8 @@
 //!
 //! | file | holds |
 //! |---|---|
-//! | `mod.rs` | constants, keys files, temporary folders, `wait_until` |
+//! | `mod.rs` | constants, keys files, `wait_until` |
+//! | `temp_dir.rs` | `TempDir`: a test's own directory, removed on drop |
 //! | `server.rs` | `ServerBuilder`, `Server`: a real server process, its output, its end |
 //! | `client.rs` | `Conn`, `Response`, `Headers`: one client connection and what it reads |
 //! | `assert.rs` | assertions on error bodies and rate-limit headers |
@@ -19,7 +20,6 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -29,6 +29,7 @@ pub mod redis;
 mod assert;
 mod client;
 mod server;
+mod temp_dir;
 
 // Not every test binary uses every part.
 #[allow(unused_imports)]
@@ -37,6 +38,7 @@ pub use assert::*;
 pub use client::*;
 #[allow(unused_imports)]
 pub use server::*;
+pub use temp_dir::TempDir;
 
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -106,19 +108,6 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-/// A fresh, empty directory under the system temp dir.
-pub fn unique_temp_dir() -> PathBuf {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    let dir = std::env::temp_dir().join(format!("petstore-it-{}-{n}-{nanos}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 /// Polls `cond` every 20 ms until it holds or `timeout` passes.

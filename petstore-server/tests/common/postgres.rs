@@ -27,7 +27,7 @@ const SEARCH: &[&str] = &[
 #[derive(Debug)]
 pub struct Postgres {
     bin: PathBuf,
-    dir: PathBuf,
+    dir: super::TempDir,
     /// Its TCP port on 127.0.0.1.
     pub port: u16,
     as_postgres_user: bool,
@@ -62,7 +62,7 @@ impl Postgres {
     /// initdb and start; waits until it accepts connections.
     pub fn start() -> Postgres {
         let bin = find_bin();
-        let dir = super::unique_temp_dir();
+        let dir = super::TempDir::new();
         let as_postgres_user = is_root();
         if as_postgres_user {
             // The data directory must belong to the user that runs the
@@ -265,6 +265,6 @@ impl Drop for Postgres {
         if self.data().join("postmaster.pid").exists() {
             let _ = self.run("pg_ctl", &["-D", &data, "-m", "immediate", "-w", "stop"]);
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        // `dir` goes with the fields, after the server is stopped.
     }
 }

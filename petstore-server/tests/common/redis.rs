@@ -10,7 +10,6 @@
 //! the Redis tests are part of `cargo test --workspace` and never skip.
 
 use std::net::TcpListener;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -23,7 +22,7 @@ const BIN: &str = "redis-server";
 pub struct RedisServer {
     child: Option<Child>,
     port: u16,
-    dir: PathBuf,
+    dir: super::TempDir,
     aof: bool,
     cluster: bool,
 }
@@ -48,7 +47,7 @@ impl RedisServer {
         let mut server = RedisServer {
             child: None,
             port,
-            dir: super::unique_temp_dir(),
+            dir: super::TempDir::new(),
             aof,
             cluster: false,
         };
@@ -163,8 +162,8 @@ impl RedisServer {
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
+        // `dir` goes with the fields, after the process is gone.
         self.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -196,7 +195,7 @@ impl RedisCluster {
                 let mut node = RedisServer {
                     child: None,
                     port: cluster_port(),
-                    dir: super::unique_temp_dir(),
+                    dir: super::TempDir::new(),
                     aof: false,
                     cluster: true,
                 };

@@ -146,7 +146,7 @@ impl ServerBuilder {
 
     /// Spawns the server with its output readers; not yet listening.
     fn spawn(self) -> Server {
-        let dir = unique_temp_dir();
+        let dir = TempDir::new();
         let (mut cmd, keys_path) = self.command(&dir);
         let mut child = cmd.spawn().expect("spawn petstore-server");
         let stdout = Arc::new(Mutex::new(Vec::new()));
@@ -291,7 +291,7 @@ pub struct Server {
     child: Child,
     /// Where it listens.
     pub addr: SocketAddr,
-    dir: PathBuf,
+    dir: TempDir,
     keys_path: Option<PathBuf>,
     stdout: Arc<Mutex<Vec<String>>>,
     stderr: Arc<Mutex<Vec<u8>>>,
@@ -544,6 +544,6 @@ impl Drop for Server {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        // `dir` goes with the fields, after the process is gone.
     }
 }

@@ -1,0 +1,28 @@
+//! The HTTP contract, against the real server binary: what a client sends
+//! and what it gets back, over every protocol the server speaks.
+//!
+//! | file | tests |
+//! |---|---|
+//! | `auth.rs` | API keys: 401s and their challenges, SHA-256 entries, SIGHUP reload, `keygen` |
+//! | `client_example.rs` | the `client` example backs off and is never banned; a naive client is |
+//! | `errors.rs` | 404, 405, 408, 413, 415, 501, the order of the checks, error bodies |
+//! | `framing.rs` | HEAD, `Host`, transfer codings, `Expect: 100-continue`, `Connection: close` |
+//! | `headers.rs` | deprecation headers, `--base-url`, CORS, `/healthz`, the OpenAPI document |
+//! | `pets.rs` | createPet, getPet, listPets and every 400 of the contract |
+//! | `protocols.rs` | one contract over HTTP/1.1, h2c, HTTP/1.1 over TLS and HTTP/2 over TLS |
+//!
+//! One test binary for the area, so that the shared harness (`../common`)
+//! is compiled once for all of it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod auth;
+mod client_example;
+mod errors;
+mod framing;
+mod headers;
+mod pets;
+mod protocols;

@@ -1,0 +1,26 @@
+//! The server as an operator runs it, against the real server binary:
+//! flags, signals, files that go wrong, stopping and restarting.
+//!
+//! | file | tests |
+//! |---|---|
+//! | `admin_addr.rs` | `--admin-addr`: `/metrics` and `/healthz` on a second listener only |
+//! | `drain.rs` | SIGTERM with `--shutdown-delay`: drain, close the listener, finish, exit 0 |
+//! | `keys_file.rs` | a keys file that is a FIFO, too large, writable by others, or holds a key where it should not |
+//! | `lifecycle.rs` | the process's output, flags and environment, shutdown, connection-level limits |
+//! | `rolling_restart.rs` | two replicas restarted in turn behind HAProxy lose no request |
+//! | `tls.rs` | `--tls-cert`/`--tls-key`, a broken pair, SIGHUP reload, plain HTTP on the TLS port |
+//!
+//! One test binary for the area, so that the shared harness (`../common`)
+//! is compiled once for all of it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod admin_addr;
+mod drain;
+mod keys_file;
+mod lifecycle;
+mod rolling_restart;
+mod tls;

@@ -1,0 +1,25 @@
+//! The inventory's durability, against the real server binary: the
+//! journal on disk (crashes, full and failing disks, the system calls it
+//! makes) and the inventory in PostgreSQL.
+//!
+//! | file | tests |
+//! |---|---|
+//! | `committer.rs` | durable creates wait without a thread each |
+//! | `crash.rs` | kill -9 during concurrent creates loses no acknowledged pet |
+//! | `disk.rs` | a journal deleted or damaged, a second server, a full disk; `journal check`/`repair` |
+//! | `postgres.rs` | replicas on one PostgreSQL, its outages, a counter or rows it cannot use |
+//! | `syscalls.rs` | under strace: every 201 follows an `fdatasync` of the journal |
+//!
+//! One test binary for the area, so that the shared harness (`../common`)
+//! is compiled once for all of it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod committer;
+mod crash;
+mod disk;
+mod postgres;
+mod syscalls;
