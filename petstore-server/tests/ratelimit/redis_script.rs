@@ -1,4 +1,4 @@
-//! The Redis script (`src/ratelimit/redis/limit.lua`) against the core's limiter:
+//! The Redis script (`src/ratelimit/in_redis/limit.lua`) against the core's limiter:
 //! the same requests at the same instants give the same `Decision`, field
 //! for field (outcome, Retry-After, both windows' remaining and reset, so
 //! `t=` too, and the start of a ban), over 100,000 random steps whose

@@ -2,7 +2,7 @@
 -- states, each with its requests, decided and charged atomically in Redis
 -- at one instant. For each state, the core's KeyLimiter::check
 -- (petstore-core/src/limiter.rs) or AnonymousLimiter::check, number for
--- number, called once per request (tests/ratelimit_redis_script.rs runs
+-- number, called once per request (tests/ratelimit/redis_script.rs runs
 -- both on the same random steps and compares every field).
 --
 -- Why many states per call: Redis runs scripts on one thread, and a

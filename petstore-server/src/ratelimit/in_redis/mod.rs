@@ -41,7 +41,7 @@
 //! - **One clock:** the script reads Redis `TIME`, so every replica
 //!   computes the same `X-RateLimit-Reset` and `Retry-After`. Times are
 //!   whole milliseconds; the decision is the core's for that millisecond
-//!   (tests/ratelimit_redis_script.rs compares them over 100,000 random steps).
+//!   (tests/ratelimit/redis_script.rs compares them over 100,000 random steps).
 //! - **Names:** `{<sha256 hex>}:m<perMinute>/d<perDay>` for a key (the
 //!   braces are a Redis Cluster hash tag: a key's state has one slot;
 //!   the quota in the name makes a changed quota start fresh), and
