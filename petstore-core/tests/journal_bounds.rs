@@ -1,5 +1,5 @@
-//! A journal line longer than any record can be (attack run F5, "read
-//! with bounded memory"): a huge file of garbage with no newline, or a
+//! A journal line longer than any record can be (the journal is read with
+//! bounded memory): a huge file of garbage with no newline, or a
 //! sparse one, is corruption at its line, for a start, a check and a
 //! repair alike. It is never taken for a torn write: a start does not
 //! copy it aside (gigabytes of disk) and does not read it whole (gigabytes

@@ -23,10 +23,10 @@ use std::num::NonZeroU32;
 
 use parking_lot::Mutex;
 
-use crate::bucket::Bucket;
-use crate::clock::Timestamp;
-use crate::decision::{Decision, Outcome};
-use crate::limiter::{window, MINUTE};
+use super::bucket::Bucket;
+use super::clock::Timestamp;
+use super::decision::{Decision, Outcome};
+use super::limiter::{window, MINUTE};
 
 /// Per-client-address minute buckets with bounded memory.
 ///
