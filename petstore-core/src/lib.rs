@@ -16,7 +16,7 @@
 //! | `inventory/` | [`Inventory`]: storage, `get`/`list`/`create`, `apply`; [`ListQuery`], [`Limit`], [`Page`]; the arena and the pet's canonical JSON ([`Pet::to_json`]); [`CreateError`], [`OpenError`] |
 //! | `inventory/journal/` | the append-only journal of a durable inventory: group commit, record format, replay, [`check_journal`] and [`repair_journal`] |
 //! | `limit/` | the rate limiter: [`RateLimiter`], [`KeyLimiter`], [`AnonymousLimiter`], [`Decision`], [`Plans`] and [`Quota`], the [`Clock`] |
-//! | `quote.rs` | [`quote`]: how an error message quotes client input (64 characters, then `…`) |
+//! | `quote.rs` | [`quote()`]: how an error message quotes client input (64 characters, then `…`) |
 //!
 //! # Examples
 //!

@@ -23,7 +23,7 @@
 //!   limit, encoded once it can no longer change: ids only grow and pets
 //!   never change, so a first page with more matching pets after it is
 //!   final. A client polling the first page gets it without a copy
-//!   ([`Inventory::final_page`]). At most 4 x 100 pages (about 1.3 MB
+//!   ([`Inventory::final_page`](crate::Inventory::final_page)). At most 4 x 100 pages (about 1.3 MB
 //!   with 10-character names).
 //!
 //! `get` reads name and category back out of the pet's JSON, whose layout
@@ -44,7 +44,7 @@ pub(crate) struct Records {
 }
 
 impl Records {
-    /// [`Inventory::list_json_into`] under the lock.
+    /// [`Inventory::list_json_into`](crate::Inventory::list_json_into) under the lock.
     pub(super) fn json_page(&self, query: &ListQuery, mut body: Vec<u8>) -> JsonPage {
         body.clear();
         if query.status.is_none() {

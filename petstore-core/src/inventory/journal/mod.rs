@@ -10,7 +10,7 @@
 //! | `dir_lock.rs` | the data directory's lock |
 //! | `group_commit.rs` | [`Journal`]: open, append, group commit, failure |
 //! | `record.rs` | the record format: a line per pet with its CRC-32, written and checked |
-//! | `lines.rs` | [`Lines`]: the streaming reader, bounded memory |
+//! | `lines.rs` | [`Lines`](lines::Lines): the streaming reader, bounded memory |
 //! | `replay.rs` | replay on open, [`Recovery`], [`TornTail`] |
 //! | `save_aside.rs` | bytes cut from the journal, copied aside first |
 //! | `repair.rs` | [`check_journal`], [`repair_journal`]: the way out of a damaged journal |
@@ -87,6 +87,9 @@
 //! would otherwise cost that much memory and that much disk at a start).
 //!
 //! [`Inventory`]: crate::Inventory
+//! [`CreateError::Storage`]: crate::CreateError::Storage
+//! [`OpenError::Corrupt`]: crate::OpenError::Corrupt
+//! [`MAX_RECORD_LEN`]: record::MAX_RECORD_LEN
 
 mod dir_lock;
 mod files;
