@@ -172,20 +172,20 @@ impl AnonymousLimiter {
                 tat
             }
         };
-        let verdict = self.bucket.judge(tat, now);
-        let (outcome, remaining, full_at, stored) = if verdict.allowed {
+        let judgement = self.bucket.judge(tat, now);
+        let (outcome, remaining, full_at, stored) = if judgement.allowed {
             (
                 Outcome::Allowed,
-                verdict.remaining,
-                verdict.full_at,
-                verdict.next_tat,
+                judgement.remaining,
+                judgement.full_at,
+                judgement.next_tat,
             )
         } else {
-            let retry_after = verdict.wait;
+            let retry_after = judgement.wait;
             (
                 Outcome::Limited { retry_after },
-                verdict.remaining,
-                verdict.full_at.max(now),
+                judgement.remaining,
+                judgement.full_at.max(now),
                 tat,
             )
         };

@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use super::id::{CategoryId, PetId};
 use super::status::PetStatus;
 
-/// A pet of the inventory: a [`NewPet`](crate::NewPet) plus the id the inventory gave it.
-/// Serialises to exactly the contract's JSON.
+/// A pet of the inventory: a [`NewPet`](crate::NewPet) plus the id the
+/// inventory gave it. Serialises to exactly the contract's JSON.
 ///
 /// # Examples
 ///

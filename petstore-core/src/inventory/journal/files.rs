@@ -56,6 +56,8 @@ fn not_regular() -> io::Error {
     )
 }
 
+/// Syncs the directory itself, so that a file created in it (or a
+/// length it was cut to) survives a crash along with its name.
 pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
