@@ -23,12 +23,7 @@ const HUGE: u64 = 64 << 20;
 
 /// A fresh, empty directory path (not created) unique to this test.
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "petstore-journal-bounds-{}-{name}",
-        std::process::id()
-    ));
-    let _ = fs::remove_dir_all(&dir);
-    dir
+    crate::scratch::scratch(&format!("journal-bounds-{name}"))
 }
 
 /// A journal of `n` pets in `dir`; returns its bytes.
