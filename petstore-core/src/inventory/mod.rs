@@ -84,7 +84,7 @@ impl Inventory {
 
     /// A durable inventory kept in `dir` (created if missing): the pets of
     /// its journal are replayed, and every create is on disk before it
-    /// returns. See the `journal` module for the format, group commit and
+    /// returns. See `inventory/journal/` for the format, group commit and
     /// recovery rules.
     ///
     /// # Examples

@@ -23,13 +23,15 @@
 //!   limit, encoded once it can no longer change: ids only grow and pets
 //!   never change, so a first page with more matching pets after it is
 //!   final. A client polling the first page gets it without a copy
-//!   ([`Inventory::final_page`](crate::Inventory::final_page)). At most 4 x 100 pages (about 1.3 MB
+//!   ([`Inventory::final_page`]). At most 4 x 100 pages (about 1.3 MB
 //!   with 10-character names).
 //!
 //! `get` reads name and category back out of the pet's JSON, whose layout
-//! this module alone writes. That keeps a pet at about 89 bytes (1,000,000
-//! pets with 10-character names in under 100 MB) instead of holding every
-//! pet twice.
+//! `json.rs` alone writes. That keeps a pet at its JSON plus a few bytes of
+//! index (docs/performance.md has the resident size at a million pets)
+//! instead of holding every pet twice.
+//!
+//! [`Inventory::final_page`]: crate::Inventory::final_page
 
 use super::json::encode;
 use super::query::{JsonPage, Limit, ListQuery};

@@ -75,8 +75,8 @@
 //! [`Recovery::torn_tail`] says so. A complete line (one that ends in a
 //! newline) that does not check out is corruption, wherever it is, the
 //! last line included: opening fails with [`OpenError::Corrupt`] naming
-//! the file and line, and nothing is dropped silently. The `repair`
-//! module gives the operator the way out.
+//! the file and line, and nothing is dropped silently. `repair.rs` gives
+//! the operator the way out.
 //!
 //! The journal is read as a stream, a buffer at a time, never whole: the
 //! memory replay needs is the read buffer plus one record, whatever the
