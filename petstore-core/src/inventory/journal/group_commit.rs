@@ -25,6 +25,10 @@ use crate::pet::{NewPet, Pet, PetId, PetStatus};
 /// Called once, when the journal turns failed.
 type FailureHook = Box<dyn Fn(&StorageFailure) + Send + Sync>;
 
+/// An open journal: appends pets by group commit and holds the data
+/// directory's lock for as long as it lives. One mutex guards the pending
+/// batch and the commit state (held only between I/O, never across it); the
+/// condition variable wakes the creates that wait for a leader's flush.
 pub(crate) struct Journal {
     path: PathBuf,
     fsync: FsyncPolicy,
