@@ -7,25 +7,16 @@
 //!
 //! # Layout
 //!
-//! One concept per module:
+//! Three rooms and one shared file; each room's `mod.rs` opens with its
+//! own table of files and the rule of what it may import:
 //!
-//! | module | holds |
+//! | path | holds |
 //! |---|---|
-//! | `pet` | [`Pet`], [`NewPet`], [`PetStatus`], [`PetId`], [`CategoryId`], name rules |
-//! | `body` | the `createPet` JSON body parser behind [`NewPet::from_json`] |
-//! | `query` | [`ListQuery`], [`Limit`], [`Page`], [`JsonPage`] |
-//! | `json` | the pet's canonical JSON: [`Pet::to_json`], its encoder and fast reader |
-//! | `inventory` | [`Inventory`]: storage, `get`/`list`/`create`, `apply` for a copy of another store |
-//! | `journal` | the append-only journal of a durable inventory: group commit, recovery |
-//! | `repair` | [`check_journal`], [`repair_journal`]: the way out of a damaged journal |
-//! | `clock` | [`Clock`], [`SystemClock`], [`FakeClock`], [`Timestamp`] |
-//! | `quota` | [`Plan`], [`Plans`], [`Quota`], [`BanPolicy`] |
-//! | `bucket` | one GCRA token bucket (private) |
-//! | `decision` | [`Decision`], [`Outcome`], [`WindowState`]: what the headers need |
-//! | `limiter` | [`KeyLimiter`] (one key: minute + day + ban), its state as plain numbers [`KeyLimiterState`], [`RateLimiter`] |
-//! | `anonymous` | [`AnonymousLimiter`]: per-address limits with bounded memory; [`AnonymousState`] |
-//! | `error` | the typed errors |
-//! | `quote` | [`quote`]: how an error message quotes client input (64 characters, then `…`) |
+//! | `pet/` | [`Pet`], [`NewPet`] and its `createPet` body parser, [`PetStatus`], [`PetId`], [`CategoryId`], the Unicode name rules ([`validate_name`]), [`PetError`] |
+//! | `inventory/` | [`Inventory`]: storage, `get`/`list`/`create`, `apply`; [`ListQuery`], [`Limit`], [`Page`]; the arena and the pet's canonical JSON ([`Pet::to_json`]); [`CreateError`], [`OpenError`] |
+//! | `inventory/journal/` | the append-only journal of a durable inventory: group commit, record format, replay, [`check_journal`] and [`repair_journal`] |
+//! | `limit/` | the rate limiter: [`RateLimiter`], [`KeyLimiter`], [`AnonymousLimiter`], [`Decision`], [`Plans`] and [`Quota`], the [`Clock`] |
+//! | `quote.rs` | [`quote()`]: how an error message quotes client input (64 characters, then `…`) |
 //!
 //! # Examples
 //!
@@ -47,40 +38,26 @@
 
 #![deny(missing_docs)]
 
-mod anonymous;
-mod body;
-mod bucket;
-mod clock;
-mod decision;
-mod error;
 mod inventory;
-mod journal;
-mod json;
-mod limiter;
+mod limit;
 mod pet;
-mod query;
-mod quota;
 mod quote;
-mod repair;
 
-pub use anonymous::{client_key, AnonymousLimiter, AnonymousState};
-pub use clock::{Clock, FakeClock, SystemClock, Timestamp};
-pub use decision::{Decision, Outcome, WindowState};
-pub use error::{
-    ApplyError, CreateError, IdError, LimitError, NameError, OpenError, PetError, QuotaError,
-    StorageFailure, StorageFault,
+#[allow(deprecated)]
+pub use inventory::LimitError;
+pub use inventory::{
+    check_journal, repair_journal, ApplyError, BadLine, CreateError, FinalPage, FsyncPolicy,
+    Inventory, JournalCheck, JournalOptions, JournalRepair, JournalStats, JsonPage, Limit,
+    ListQuery, OpenError, Page, PageSizeError, Recovery, StorageFailure, StorageFault, TornTail,
+    BATCH_BUCKETS, FSYNC_BUCKETS, JOURNAL_FILE, LOCK_FILE, MAX_LISTED,
 };
-pub use inventory::Inventory;
-pub use journal::{
-    FsyncPolicy, JournalOptions, JournalStats, Recovery, TornTail, BATCH_BUCKETS, FSYNC_BUCKETS,
-    JOURNAL_FILE, LOCK_FILE,
+pub use limit::{
+    client_key, AnonymousLimiter, AnonymousState, BanPolicy, Clock, Decision, FakeClock,
+    KeyLimiter, KeyLimiterState, Outcome, Plan, Plans, Quota, QuotaError, RateLimiter, SystemClock,
+    Timestamp, UnknownPlan, WindowState,
 };
-pub use limiter::{KeyLimiter, KeyLimiterState, RateLimiter};
 pub use pet::{
-    name_rules, validate_name, CategoryId, NameRules, NewPet, Pet, PetId, PetStatus, UnknownStatus,
-    MAX_NAME_CHARS,
+    name_rules, validate_name, CategoryId, IdError, NameError, NameRules, NewPet, Pet, PetError,
+    PetId, PetStatus, UnknownStatus, MAX_NAME_CHARS,
 };
-pub use query::{FinalPage, JsonPage, Limit, ListQuery, Page};
-pub use quota::{BanPolicy, Plan, Plans, Quota, UnknownPlan};
 pub use quote::{quote, Quoted, MAX_QUOTED_CHARS};
-pub use repair::{check_journal, repair_journal, BadLine, JournalCheck, JournalRepair, MAX_LISTED};

@@ -3,7 +3,7 @@
 //! docs/contract.md: a message quotes client input at most
 //! [`MAX_QUOTED_CHARS`] characters long, then `…`. A client can send a
 //! 60 KB field name or a 5,000-digit path; echoing it whole makes every
-//! error as large as the attack and floods logs and dashboards that show
+//! error as large as the input and floods logs and dashboards that show
 //! messages. Every message that quotes client input goes through this one
 //! function, so the rule cannot drift between the body parser, the query
 //! parser and the router.

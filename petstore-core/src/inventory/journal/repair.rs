@@ -32,11 +32,12 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-use crate::error::OpenError;
-use crate::journal::{
-    cut_aside, decode_record, ensure_regular_file, ensure_regular_path, lock_dir, Line, Lines,
-    JOURNAL_FILE, MAX_RECORD_LEN,
-};
+use super::dir_lock::lock_dir;
+use super::files::{ensure_regular_file, ensure_regular_path, JOURNAL_FILE};
+use super::lines::{Line, Lines};
+use super::record::{decode_record, MAX_RECORD_LEN};
+use super::save_aside::cut_aside;
+use crate::inventory::error::OpenError;
 
 /// At most this many damaged lines are described one by one; the rest
 /// are only counted (a journal of garbage must not make a huge report).

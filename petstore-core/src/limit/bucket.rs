@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use crate::clock::Timestamp;
+use super::clock::Timestamp;
 
 /// The configuration of one bucket: `capacity` tokens refilled evenly over
 /// `period`.
@@ -22,7 +22,7 @@ pub(crate) struct Bucket {
 
 /// What a bucket says about one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Verdict {
+pub(crate) struct Judgement {
     /// The request may take a token.
     pub(crate) allowed: bool,
     /// Tokens left: after taking one when allowed, as it stands otherwise.
@@ -58,7 +58,7 @@ impl Bucket {
 
     /// Judges one request at `now` against the stored `tat`; the caller
     /// stores `next_tat` only if it lets the request through.
-    pub(crate) fn judge(&self, tat: u128, now: Timestamp) -> Verdict {
+    pub(crate) fn judge(&self, tat: u128, now: Timestamp) -> Judgement {
         let cap = u128::from(self.capacity);
         let token = u128::from(self.period_ns);
         let span = token * cap;
@@ -78,7 +78,7 @@ impl Bucket {
         };
         let remaining = ((span - used) / token) as u32;
         let full_at = self.full_at(next_tat);
-        Verdict {
+        Judgement {
             allowed,
             remaining,
             full_at,

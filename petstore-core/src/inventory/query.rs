@@ -1,7 +1,7 @@
 //! The `listPets` query ([`ListQuery`], [`Limit`]) and its results
 //! ([`Page`], [`JsonPage`]).
 
-use crate::error::LimitError;
+use super::error::PageSizeError;
 use crate::pet::{Pet, PetId, PetStatus};
 
 /// A page size: 1 to 100, default 20. Values outside cannot be built.
@@ -27,10 +27,10 @@ impl Limit {
     pub const DEFAULT: Limit = Limit(20);
 
     /// A page size; fails outside 1..=100.
-    pub fn new(value: u64) -> Result<Limit, LimitError> {
+    pub fn new(value: u64) -> Result<Limit, PageSizeError> {
         match value {
             1..=100 => Ok(Limit(value as u8)),
-            _ => Err(LimitError),
+            _ => Err(PageSizeError),
         }
     }
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::clock::Timestamp;
+use super::clock::Timestamp;
 
 /// Allowed, refused, or refused because the key is banned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,8 +112,8 @@ pub(crate) fn retry_after_secs(wait: Duration) -> u64 {
 }
 
 /// Whole seconds of `wait`, rounded up. In `u64`: the same as dividing its
-/// nanoseconds (a `u128`) by 10^9, without the 128-bit division that was
-/// a tenth of the rate-limit work of a request (`scripts/profile`).
+/// nanoseconds (a `u128`) by 10^9, without the 128-bit division, which is
+/// slow next to the rest of a rate-limit check and runs on every request.
 fn ceil_secs(wait: Duration) -> u64 {
     wait.as_secs()
         .saturating_add(u64::from(wait.subsec_nanos() > 0))

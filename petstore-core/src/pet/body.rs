@@ -13,8 +13,11 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 
-use crate::error::{IdError, PetError};
-use crate::pet::{validate_name, CategoryId, NewPet, PetStatus};
+use super::error::{IdError, PetError};
+use super::id::CategoryId;
+use super::name::validate_name;
+use super::new_pet::NewPet;
+use super::status::PetStatus;
 
 pub(crate) fn parse_new_pet(body: &[u8]) -> Result<NewPet, PetError> {
     if body.iter().all(u8::is_ascii_whitespace) {
@@ -192,7 +195,7 @@ impl NewPet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::NameError;
+    use crate::pet::error::NameError;
 
     fn parse(s: &str) -> Result<NewPet, PetError> {
         parse_new_pet(s.as_bytes())

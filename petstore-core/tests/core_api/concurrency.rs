@@ -309,12 +309,7 @@ struct TempDir(PathBuf);
 
 impl TempDir {
     fn new(name: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!(
-            "petstore-concurrency-{}-{name}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        TempDir(dir)
+        TempDir(crate::scratch::scratch(&format!("concurrency-{name}")))
     }
 }
 

@@ -17,9 +17,7 @@ use petstore_core::{
 
 /// A fresh, empty directory path (not created) unique to this test.
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("petstore-journal-{}-{name}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    dir
+    crate::scratch::scratch(&format!("journal-{name}"))
 }
 
 fn new_pet(i: usize) -> NewPet {

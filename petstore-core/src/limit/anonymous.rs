@@ -23,10 +23,10 @@ use std::num::NonZeroU32;
 
 use parking_lot::Mutex;
 
-use crate::bucket::Bucket;
-use crate::clock::Timestamp;
-use crate::decision::{Decision, Outcome};
-use crate::limiter::{window, MINUTE};
+use super::bucket::Bucket;
+use super::clock::Timestamp;
+use super::decision::{Decision, Outcome};
+use super::limiter::{window, MINUTE};
 
 /// Per-client-address minute buckets with bounded memory.
 ///
@@ -172,20 +172,20 @@ impl AnonymousLimiter {
                 tat
             }
         };
-        let verdict = self.bucket.judge(tat, now);
-        let (outcome, remaining, full_at, stored) = if verdict.allowed {
+        let judgement = self.bucket.judge(tat, now);
+        let (outcome, remaining, full_at, stored) = if judgement.allowed {
             (
                 Outcome::Allowed,
-                verdict.remaining,
-                verdict.full_at,
-                verdict.next_tat,
+                judgement.remaining,
+                judgement.full_at,
+                judgement.next_tat,
             )
         } else {
-            let retry_after = verdict.wait;
+            let retry_after = judgement.wait;
             (
                 Outcome::Limited { retry_after },
-                verdict.remaining,
-                verdict.full_at.max(now),
+                judgement.remaining,
+                judgement.full_at.max(now),
                 tat,
             )
         };

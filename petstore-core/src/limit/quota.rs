@@ -6,7 +6,7 @@ use std::num::NonZeroU32;
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::error::QuotaError;
+use super::error::QuotaError;
 
 /// Requests allowed per minute and per day.
 ///

@@ -1,5 +1,5 @@
-//! A journal line longer than any record can be (attack run F5, "read
-//! with bounded memory"): a huge file of garbage with no newline, or a
+//! A journal line longer than any record can be (the journal is read with
+//! bounded memory): a huge file of garbage with no newline, or a
 //! sparse one, is corruption at its line, for a start, a check and a
 //! repair alike. It is never taken for a torn write: a start does not
 //! copy it aside (gigabytes of disk) and does not read it whole (gigabytes
@@ -23,12 +23,7 @@ const HUGE: u64 = 64 << 20;
 
 /// A fresh, empty directory path (not created) unique to this test.
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "petstore-journal-bounds-{}-{name}",
-        std::process::id()
-    ));
-    let _ = fs::remove_dir_all(&dir);
-    dir
+    crate::scratch::scratch(&format!("journal-bounds-{name}"))
 }
 
 /// A journal of `n` pets in `dir`; returns its bytes.

@@ -19,10 +19,10 @@ use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::bucket::{Bucket, Verdict};
-use crate::clock::{Clock, Timestamp};
-use crate::decision::{retry_after_secs, Decision, Outcome, WindowState};
-use crate::quota::{BanPolicy, Quota};
+use super::bucket::{Bucket, Judgement};
+use super::clock::{Clock, Timestamp};
+use super::decision::{retry_after_secs, Decision, Outcome, WindowState};
+use super::quota::{BanPolicy, Quota};
 
 pub(crate) const MINUTE: Duration = Duration::from_secs(60);
 pub(crate) const DAY: Duration = Duration::from_secs(86_400);
@@ -256,7 +256,7 @@ impl KeyLimiter {
                 (minute.full_at, day.full_at),
             ),
             Outcome::Limited { .. } => {
-                let keep = |v: Verdict| {
+                let keep = |v: Judgement| {
                     if v.allowed {
                         v.remaining + 1
                     } else {

@@ -1,0 +1,114 @@
+//! The inventory's typed errors: why a create, an open or an apply
+//! failed, and what a page size outside its bounds is. Each names what
+//! was wrong, so a server can turn it into a clear message without
+//! guessing.
+
+/// Why [`Inventory::create`](crate::Inventory::create) did not store a pet.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    /// Every id up to 2^63 - 1 has been given out.
+    #[error("the inventory is full: no pet ids are left")]
+    IdsExhausted,
+    /// The journal could not be written or synced, or its file was
+    /// deleted or replaced. The pet was not stored (or not durably), and
+    /// the inventory refuses every later create until it is reopened;
+    /// reads go on.
+    #[error("the inventory cannot store pets: {0}")]
+    Storage(StorageFailure),
+}
+
+/// Why a durable inventory cannot store pets any more, in words fit for a
+/// client or a health check: never a path or an error number (those are
+/// in [`StorageFailure::detail`], for the log).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+pub enum StorageFault {
+    /// A write or fsync found the disk full.
+    #[error("the data disk is full")]
+    NoSpace,
+    /// Writing the journal failed.
+    #[error("the journal could not be written")]
+    WriteFailed,
+    /// Syncing the journal to disk failed.
+    #[error("the journal could not be synced to disk")]
+    SyncFailed,
+    /// The journal's path no longer names the file the inventory writes:
+    /// it was deleted, or replaced by another file. Pets written now would
+    /// be lost at the next start.
+    #[error("the journal file was deleted or replaced")]
+    JournalReplaced,
+}
+
+/// A durable inventory's storage failure: what kind ([`StorageFault`], for
+/// clients and health checks) and the details (for the operator's log).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{fault}: {detail}")]
+pub struct StorageFailure {
+    /// What went wrong, without paths.
+    pub fault: StorageFault,
+    /// The details: the journal's path and the operating system's error.
+    pub detail: String,
+}
+
+/// Why [`Inventory::open`](crate::Inventory::open) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The directory or journal could not be created, read or written.
+    #[error("cannot use {path}: {source}")]
+    Io {
+        /// The path at fault.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A complete record (one ending in a newline, the last included) is
+    /// damaged: that is corruption, not a torn write, and dropping it
+    /// could drop an acknowledged pet.
+    #[error("{path} line {line} is damaged ({reason}); refusing to open rather than drop an acknowledged pet")]
+    Corrupt {
+        /// The journal file.
+        path: std::path::PathBuf,
+        /// The line (1-based).
+        line: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Another process (a server, or a `journal repair`) holds the data
+    /// directory's lock file.
+    #[error("the data directory {dir} is in use by another process (it holds the lock on {lock})")]
+    Locked {
+        /// The data directory.
+        dir: std::path::PathBuf,
+        /// Its lock file.
+        lock: std::path::PathBuf,
+    },
+}
+
+/// Why [`Inventory::apply`](crate::Inventory::apply) refused pets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ApplyError {
+    /// The pets do not follow on from the inventory's last id: the next id
+    /// it can take is `expected`, and `found` came (a gap, or pets out of
+    /// order). Nothing was applied.
+    #[error("pet ids must follow on: expected id {expected}, found {found}")]
+    Gap {
+        /// The next id the inventory can take.
+        expected: u64,
+        /// The id that came instead.
+        found: u64,
+    },
+    /// The inventory is durable: its pets come from its journal alone, and
+    /// pets applied only in memory would be lost at the next start.
+    #[error("pets can be applied only to an in-memory inventory")]
+    Durable,
+}
+
+/// A page size outside 1 to 100: why [`Limit::new`](crate::Limit::new)
+/// refused a number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("limit must be an integer from 1 to 100")]
+pub struct PageSizeError;
+
+/// The page-size error's former name, kept so that embedders that name it
+/// still build.
+#[deprecated(note = "renamed PageSizeError")]
+pub type LimitError = PageSizeError;

@@ -1,0 +1,473 @@
+//! [`Journal`]: the open journal and its group commit. A create appends
+//! its line to a pending buffer; one thread at a time leads a batch to
+//! disk and wakes the others (see the room's overview in `mod.rs`).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use parking_lot::{Condvar, Mutex, MutexGuard};
+
+use super::dir_lock::lock_dir;
+use super::files::{
+    ensure_regular_file, ensure_regular_path, file_identity, sync_dir, JOURNAL_FILE,
+};
+use super::options::{FsyncPolicy, JournalOptions};
+use super::record::encode_line;
+use super::replay::{replay, Recovery, TornTail};
+use super::save_aside::cut_aside;
+use super::stats::JournalStats;
+use crate::inventory::error::{CreateError, OpenError, StorageFailure, StorageFault};
+use crate::pet::{NewPet, Pet, PetId, PetStatus};
+
+/// Called once, when the journal turns failed.
+type FailureHook = Box<dyn Fn(&StorageFailure) + Send + Sync>;
+
+/// An open journal: appends pets by group commit and holds the data
+/// directory's lock for as long as it lives. One mutex guards the pending
+/// batch and the commit state (held only between I/O, never across it); the
+/// condition variable wakes the creates that wait for a leader's flush.
+pub(crate) struct Journal {
+    path: PathBuf,
+    fsync: FsyncPolicy,
+    /// The journal file's `(device, inode)` as opened: the path must keep
+    /// naming it. `None` in unit tests over fake storage.
+    identity: Option<(u64, u64)>,
+    /// The data directory's lock, held (open) for the journal's life.
+    _lock: Option<File>,
+    on_failure: OnceLock<FailureHook>,
+    state: Mutex<CommitState>,
+    flushed: Condvar,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal")
+            .field("path", &self.path)
+            .field("fsync", &self.fsync)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where batches go: the journal file, or in unit tests a file that fails
+/// on demand (a real disk error cannot be provoked portably).
+trait Storage: Write + Send {
+    fn sync(&mut self) -> io::Result<()>;
+}
+
+impl Storage for File {
+    fn sync(&mut self) -> io::Result<()> {
+        // Data and the size change that appending makes; not the mtime.
+        self.sync_data()
+    }
+}
+
+struct CommitState {
+    /// The file; `None` while a leader is writing to it.
+    file: Option<Box<dyn Storage>>,
+    next_id: u64,
+    pending: Vec<u8>,
+    pending_pets: Vec<Pet>,
+    flushing: bool,
+    /// Every id up to this one is durable and published.
+    durable: u64,
+    failed: Option<StorageFailure>,
+    stats: JournalStats,
+}
+
+/// A failed write or sync, classified: a full disk is worth saying so.
+fn io_failure(path: &Path, fault: StorageFault, what: &str, e: &io::Error) -> StorageFailure {
+    let fault = if e.kind() == io::ErrorKind::StorageFull {
+        StorageFault::NoSpace
+    } else {
+        fault
+    };
+    StorageFailure {
+        fault,
+        detail: format!("{what} {}: {e}", path.display()),
+    }
+}
+
+impl Journal {
+    /// Opens (or creates) the journal in `dir` and replays it, giving each
+    /// recovered pet to `restore` in id order.
+    pub(crate) fn open(
+        dir: &Path,
+        options: JournalOptions,
+        mut restore: impl FnMut(PetId, PetStatus, &[u8]),
+    ) -> Result<(Journal, Recovery), OpenError> {
+        let io_err = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| OpenError::Io { path, source }
+        };
+        fs::create_dir_all(dir).map_err(io_err(dir))?;
+        // One process per directory: a second writer would give out the
+        // same ids. Taken before the journal is even looked at.
+        let lock = lock_dir(dir)?;
+        let path = dir.join(JOURNAL_FILE);
+        let existed = path.exists();
+        ensure_regular_path(&path).map_err(io_err(&path))?;
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(&path)
+            .map_err(io_err(&path))?;
+        ensure_regular_file(&file).map_err(io_err(&path))?;
+        // Also lock the file itself, as servers before the directory lock
+        // did, so that one of those cannot share it either.
+        file.try_lock().map_err(|e| match e {
+            fs::TryLockError::WouldBlock => OpenError::Locked {
+                dir: dir.to_path_buf(),
+                lock: path.clone(),
+            },
+            fs::TryLockError::Error(source) => OpenError::Io {
+                path: path.clone(),
+                source,
+            },
+        })?;
+        let identity = file_identity(&file.metadata().map_err(io_err(&path))?);
+        if !existed {
+            // The new file's name must survive a crash too.
+            sync_dir(dir).map_err(io_err(dir))?;
+        }
+
+        // Through the handle that is locked and will be cut, not the path
+        // again; streamed, never read whole (see `READ_BUFFER`).
+        let replay = replay(&file, &path, &mut restore)?;
+        let torn_tail = match replay.torn_line {
+            None => None,
+            Some(line) => {
+                // At most `MAX_RECORD_LEN` bytes: a longer line is
+                // corruption, refused by `replay`.
+                let bytes_dropped = replay.len - replay.good_len;
+                let copy = cut_aside(dir, &file, replay.good_len, bytes_dropped, "torn")?;
+                Some(TornTail {
+                    line,
+                    bytes_dropped,
+                    copy,
+                })
+            }
+        };
+        let recovery = Recovery {
+            path: path.clone(),
+            pets: replay.pets,
+            torn_tail,
+        };
+        let journal = Journal {
+            path,
+            fsync: options.fsync,
+            identity,
+            _lock: Some(lock),
+            on_failure: OnceLock::new(),
+            state: Mutex::new(CommitState {
+                file: Some(Box::new(file)),
+                next_id: replay.pets + 1,
+                pending: Vec::new(),
+                pending_pets: Vec::new(),
+                flushing: false,
+                durable: replay.pets,
+                failed: None,
+                stats: JournalStats::default(),
+            }),
+            flushed: Condvar::new(),
+        };
+        Ok((journal, recovery))
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn stats(&self) -> JournalStats {
+        self.state.lock().stats
+    }
+
+    /// Sets the function called once, with the details, when the journal
+    /// turns failed. Only the first call has an effect.
+    pub(crate) fn on_failure(&self, hook: FailureHook) {
+        let _ = self.on_failure.set(hook);
+    }
+
+    /// Why pets cannot be stored, or `None` if they can. Also looks
+    /// whether the journal's path still names the open file (one `stat`),
+    /// so a health check notices a deleted journal before a create does.
+    pub(crate) fn failure(&self) -> Option<StorageFailure> {
+        if let Some(failed) = &self.state.lock().failed {
+            return Some(failed.clone());
+        }
+        let failure = self.check_path().err()?;
+        let mut state = self.state.lock();
+        self.fail(&mut state, failure);
+        state.failed.clone()
+    }
+
+    /// Whether the journal's path still names the file being written.
+    fn check_path(&self) -> Result<(), StorageFailure> {
+        let Some(identity) = self.identity else {
+            return Ok(());
+        };
+        let replaced = |detail: String| StorageFailure {
+            fault: StorageFault::JournalReplaced,
+            detail,
+        };
+        match fs::metadata(&self.path) {
+            Ok(meta) if file_identity(&meta) == Some(identity) => Ok(()),
+            Ok(_) => Err(replaced(format!(
+                "{} is no longer the file this server opened (replaced by another file)",
+                self.path.display()
+            ))),
+            Err(e) => Err(replaced(format!(
+                "{} is no longer the file this server opened ({e})",
+                self.path.display()
+            ))),
+        }
+    }
+
+    /// Turns the journal failed, unless it already is; the first failure
+    /// is the one kept and reported (once, through the hook, with the
+    /// lock released).
+    fn fail(&self, state: &mut MutexGuard<'_, CommitState>, failure: StorageFailure) {
+        if state.failed.is_some() {
+            return;
+        }
+        state.failed = Some(failure.clone());
+        if let Some(hook) = self.on_failure.get() {
+            MutexGuard::unlocked(state, || hook(&failure));
+        }
+    }
+
+    /// Appends a pet and returns once it is durable and published (through
+    /// `publish`, called by the leader with each batch in id order).
+    pub(crate) fn append(&self, new: NewPet, publish: &dyn Fn(&[Pet])) -> Result<Pet, CreateError> {
+        let mut state = self.state.lock();
+        if let Some(failed) = &state.failed {
+            return Err(CreateError::Storage(failed.clone()));
+        }
+        let id = PetId::new(state.next_id).ok_or(CreateError::IdsExhausted)?;
+        state.next_id += 1;
+        let pet = new.into_pet(id);
+        encode_line(&pet, &mut state.pending);
+        state.pending_pets.push(pet.clone());
+        self.wait_durable(&mut state, id.get(), publish)?;
+        Ok(pet)
+    }
+
+    /// [`append`](Self::append) for several pets at once, given
+    /// consecutive ids in their order: one wait for all of them (a caller
+    /// that batches creates itself holds one thread per batch, not per
+    /// pet). All or nothing: on an error no pet is acknowledged.
+    pub(crate) fn append_many(
+        &self,
+        news: Vec<NewPet>,
+        publish: &dyn Fn(&[Pet]),
+    ) -> Result<Vec<Pet>, CreateError> {
+        let mut state = self.state.lock();
+        if let Some(failed) = &state.failed {
+            return Err(CreateError::Storage(failed.clone()));
+        }
+        let Some(last) = (news.len() as u64).checked_sub(1) else {
+            return Ok(Vec::new());
+        };
+        let first = state.next_id;
+        let last = first
+            .checked_add(last)
+            .and_then(PetId::new)
+            .ok_or(CreateError::IdsExhausted)?;
+        state.next_id = last.get() + 1;
+        let pets: Vec<Pet> = news
+            .into_iter()
+            .zip(first..)
+            .map(|(new, id)| new.into_pet(PetId::new(id).unwrap_or(last)))
+            .collect();
+        for pet in &pets {
+            encode_line(pet, &mut state.pending);
+            state.pending_pets.push(pet.clone());
+        }
+        self.wait_durable(&mut state, last.get(), publish)?;
+        Ok(pets)
+    }
+
+    /// Waits until every id up to `id` is durable and published, leading
+    /// a group commit when none is under way.
+    fn wait_durable(
+        &self,
+        state: &mut MutexGuard<'_, CommitState>,
+        id: u64,
+        publish: &dyn Fn(&[Pet]),
+    ) -> Result<(), CreateError> {
+        loop {
+            if state.durable >= id {
+                return Ok(());
+            }
+            if let Some(failed) = &state.failed {
+                return Err(CreateError::Storage(failed.clone()));
+            }
+            if state.flushing {
+                self.flushed.wait(state);
+            } else {
+                self.lead(state, publish);
+            }
+        }
+    }
+
+    /// Writes, syncs and publishes everything pending, with the lock
+    /// released during the I/O.
+    fn lead(&self, state: &mut MutexGuard<'_, CommitState>, publish: &dyn Fn(&[Pet])) {
+        state.flushing = true;
+        let batch = std::mem::take(&mut state.pending);
+        let pets = std::mem::take(&mut state.pending_pets);
+        let Some(mut file) = state.file.take() else {
+            let failure = StorageFailure {
+                fault: StorageFault::WriteFailed,
+                detail: format!("{}: journal file handle lost", self.path.display()),
+            };
+            state.flushing = false;
+            self.fail(state, failure);
+            self.flushed.notify_all();
+            return;
+        };
+        let fsync = self.fsync;
+        let path = &self.path;
+        let (result, fsync_time) = MutexGuard::unlocked(state, || {
+            let written = file.write_all(&batch);
+            let started = Instant::now();
+            let synced = match (written, fsync) {
+                (Err(e), _) => Err(io_failure(path, StorageFault::WriteFailed, "writing", &e)),
+                (Ok(()), FsyncPolicy::Always) => file
+                    .sync()
+                    .map_err(|e| io_failure(path, StorageFault::SyncFailed, "syncing", &e)),
+                (Ok(()), FsyncPolicy::Never) => Ok(()),
+            };
+            let fsync_time = started.elapsed();
+            // After the sync, before anything is acknowledged: a batch
+            // synced into a deleted or replaced file is not durable.
+            let checked = synced.and_then(|()| self.check_path());
+            if checked.is_ok() {
+                publish(&pets);
+            }
+            (checked, fsync_time)
+        });
+        state.file = Some(file);
+        state.flushing = false;
+        match result {
+            Ok(()) => {
+                state.durable = pets.last().map_or(state.durable, |p| p.id().get());
+                state.stats.record(pets.len(), fsync_time);
+            }
+            Err(failure) => self.fail(state, failure),
+        }
+        self.flushed.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pet::CategoryId;
+
+    /// Keeps what is written; fails every sync when `fail_sync`.
+    struct Failing {
+        written: std::sync::Arc<Mutex<Vec<u8>>>,
+        fail_sync: bool,
+    }
+
+    impl Write for Failing {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.written.lock().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Storage for Failing {
+        fn sync(&mut self) -> io::Result<()> {
+            if self.fail_sync {
+                Err(io::Error::other("injected EIO"))
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    fn journal_over(storage: Failing) -> Journal {
+        Journal {
+            path: PathBuf::from("test.journal"),
+            fsync: FsyncPolicy::Always,
+            identity: None,
+            _lock: None,
+            on_failure: OnceLock::new(),
+            state: Mutex::new(CommitState {
+                file: Some(Box::new(storage)),
+                next_id: 1,
+                pending: Vec::new(),
+                pending_pets: Vec::new(),
+                flushing: false,
+                durable: 0,
+                failed: None,
+                stats: JournalStats::default(),
+            }),
+            flushed: Condvar::new(),
+        }
+    }
+
+    #[test]
+    fn a_failed_fsync_is_never_acknowledged_and_stops_creates() {
+        let written = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let journal = journal_over(Failing {
+            written: written.clone(),
+            fail_sync: true,
+        });
+        let published = Mutex::new(Vec::new());
+        let publish = |b: &[Pet]| published.lock().extend_from_slice(b);
+        let new = || NewPet::new("Rex", CategoryId::MIN).unwrap();
+        let first = journal.append(new(), &publish);
+        assert!(matches!(first, Err(CreateError::Storage(ref f))
+            if f.detail.contains("injected EIO") && f.fault == StorageFault::SyncFailed));
+        // Written but never synced: not published, not acknowledged.
+        assert!(!written.lock().is_empty());
+        assert!(published.lock().is_empty());
+        // Later creates are refused without touching the file again.
+        let len = written.lock().len();
+        assert!(matches!(
+            journal.append(new(), &publish),
+            Err(CreateError::Storage(_))
+        ));
+        assert_eq!(written.lock().len(), len);
+        assert_eq!(journal.stats().batches, 0);
+    }
+
+    #[test]
+    fn a_good_storage_publishes_in_order() {
+        let written = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let journal = journal_over(Failing {
+            written: written.clone(),
+            fail_sync: false,
+        });
+        let published = Mutex::new(Vec::new());
+        let publish = |b: &[Pet]| published.lock().extend(b.iter().map(|p| p.id().get()));
+        for _ in 0..3 {
+            journal
+                .append(NewPet::new("Rex", CategoryId::MIN).unwrap(), &publish)
+                .unwrap();
+        }
+        assert_eq!(*published.lock(), [1, 2, 3]);
+        let stats = journal.stats();
+        assert_eq!((stats.batches, stats.records), (3, 3));
+        assert_eq!(stats.batch_buckets[0], 3, "three batches of one pet");
+        assert_eq!(stats.fsync_buckets.iter().sum::<u64>(), 3);
+        let mut restored = Vec::new();
+        let replayed = replay(
+            &written.lock()[..],
+            Path::new("x"),
+            &mut |id: PetId, _, _: &[u8]| restored.push(id.get()),
+        )
+        .ok();
+        assert_eq!(replayed.map(|r| (r.pets, r.torn_line)), Some((3, None)));
+        assert_eq!(restored, [1, 2, 3]);
+    }
+}

@@ -1,0 +1,185 @@
+//! The record format: one JSON line per pet with the CRC-32 of its bytes,
+//! how a record is written, and how one is checked and decoded.
+
+use crate::inventory::json::{encode, parse_canonical};
+use crate::pet::{validate_name, Pet, PetId, PetStatus};
+
+const LINE_PREFIX: &[u8] = br#"{"pet":"#;
+const CRC_PREFIX: &[u8] = br#","crc32":""#;
+const LINE_SUFFIX: &[u8] = b"\"}";
+/// `,"crc32":"` + 8 hex digits + `"}`.
+const TRAILER_LEN: usize = 10 + 8 + 2;
+
+/// The longest a record can be without whitespace, newline excluded:
+/// [`LINE_PREFIX`] and the trailer around the longest pet JSON that
+/// replay accepts. Replay takes any layout serde_json reads (a record
+/// need not be what `encode` writes, only check out), so every string
+/// may be written with escapes, each character at its longest:
+///
+/// - the keys `"id"`, `"name"`, `"categoryId"`, `"status"`: 2 + 4 + 10 + 6
+///   characters, each `\uXXXX` (6 bytes), plus 2 quotes each:
+///   14 + 26 + 62 + 38 = 140;
+/// - the name: [`MAX_NAME_CHARS`](crate::pet::MAX_NAME_CHARS) characters,
+///   each at most a surrogate pair `\uXXXX\uXXXX` (12 bytes; raw UTF-8 is
+///   at most 4), plus 2 quotes: 100 * 12 + 2 = 1,202;
+/// - the status: `available`, the longest, 9 * 6 + 2 quotes = 56;
+/// - the two numbers: at most 20 digits each (a `u64`) = 40;
+/// - `{`, `}`, 3 commas, 4 colons = 9.
+///
+/// That is 1,447 bytes of pet, 1,474 with the 27 around it.
+const LONGEST_COMPACT_RECORD: usize = LINE_PREFIX.len()
+    + (2 + 2 * 6) // "id"
+    + (2 + 4 * 6) // "name"
+    + (2 + 10 * 6) // "categoryId"
+    + (2 + 6 * 6) // "status"
+    + (2 + crate::pet::MAX_NAME_CHARS * 12)
+    + (2 + 9 * 6) // "available"
+    + 2 * 20
+    + 9
+    + TRAILER_LEN;
+
+/// The longest line that can be a record, newline excluded. JSON allows
+/// any amount of whitespace between tokens, which nothing here writes but
+/// a record assembled by hand may hold, so the bound is not the exact
+/// [`LONGEST_COMPACT_RECORD`] but a generous multiple of it (over 40
+/// times): a hand-made record is never refused for its spaces, and 64 KiB
+/// is still nothing next to the read buffer. A longer line is corruption,
+/// never a torn write, and is never held in memory beyond these bytes.
+pub(crate) const MAX_RECORD_LEN: usize = 64 * 1024;
+
+const _: () = assert!(MAX_RECORD_LEN >= 40 * LONGEST_COMPACT_RECORD);
+
+/// Appends one journal line for `pet`.
+pub(super) fn encode_line(pet: &Pet, out: &mut Vec<u8>) {
+    out.extend_from_slice(LINE_PREFIX);
+    let start = out.len();
+    encode(pet, out);
+    let crc = crc32fast::hash(&out[start..]);
+    out.extend_from_slice(CRC_PREFIX);
+    out.extend_from_slice(format!("{crc:08x}").as_bytes());
+    out.extend_from_slice(LINE_SUFFIX);
+    out.push(b'\n');
+}
+
+/// Checks one line (without its `\n`) and returns its pet's JSON.
+fn checked_body(line: &[u8]) -> Result<&[u8], String> {
+    if line.len() < LINE_PREFIX.len() + TRAILER_LEN || !line.starts_with(LINE_PREFIX) {
+        return Err("not a journal record".into());
+    }
+    let (body, trailer) =
+        line[LINE_PREFIX.len()..].split_at(line.len() - LINE_PREFIX.len() - TRAILER_LEN);
+    if !trailer.starts_with(CRC_PREFIX) || !trailer.ends_with(LINE_SUFFIX) {
+        return Err("not a journal record (no crc32)".into());
+    }
+    let hex = std::str::from_utf8(&trailer[CRC_PREFIX.len()..CRC_PREFIX.len() + 8])
+        .map_err(|_| "crc32 is not hex".to_string())?;
+    if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err("crc32 is not hex".into());
+    }
+    let stored = u32::from_str_radix(hex, 16).map_err(|_| "crc32 is not hex".to_string())?;
+    let actual = crc32fast::hash(body);
+    if stored != actual {
+        return Err(format!(
+            "checksum mismatch (stored {stored:08x}, computed {actual:08x})"
+        ));
+    }
+    Ok(body)
+}
+
+/// A checked record's pet JSON, in any layout serde_json accepts.
+fn parse_pet(body: &[u8]) -> Result<Pet, String> {
+    let pet: Pet = serde_json::from_slice(body).map_err(|e| format!("bad pet: {e}"))?;
+    validate_name(pet.name()).map_err(|e| format!("bad pet: name {e}"))?;
+    Ok(pet)
+}
+
+/// A checked record: its id, status and canonical JSON.
+pub(crate) fn decode_record(
+    line: &[u8],
+    scratch: &mut Vec<u8>,
+) -> Result<(PetId, PetStatus), String> {
+    let body = checked_body(line)?;
+    scratch.clear();
+    // Fast path: the bytes are exactly what `encode` writes.
+    if let Some(found) = parse_canonical(body) {
+        scratch.extend_from_slice(body);
+        return Ok(found);
+    }
+    let pet = parse_pet(body)?;
+    encode(&pet, scratch);
+    Ok((pet.id(), pet.status()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pet::{CategoryId, NewPet};
+
+    /// Checks one line and returns its pet (the general, allocating path).
+    fn decode_line(line: &[u8]) -> Result<Pet, String> {
+        parse_pet(checked_body(line)?)
+    }
+
+    fn pet(id: u64, name: &str) -> Pet {
+        let new = NewPet::new(name, CategoryId::MIN)
+            .unwrap()
+            .with_status(PetStatus::Sold);
+        new.into_pet(PetId::new(id).unwrap())
+    }
+    #[test]
+    fn lines_round_trip_and_are_plain_json() {
+        let mut out = Vec::new();
+        encode_line(&pet(1, "R\"ex"), &mut out);
+        assert_eq!(out.last(), Some(&b'\n'));
+        let line = &out[..out.len() - 1];
+        assert_eq!(decode_line(line), Ok(pet(1, "R\"ex")));
+        let v: serde_json::Value = serde_json::from_slice(line).unwrap();
+        assert_eq!(v["pet"]["name"], "R\"ex");
+        assert_eq!(v["crc32"].as_str().map(str::len), Some(8));
+    }
+
+    #[test]
+    fn damaged_lines_are_refused() {
+        let mut out = Vec::new();
+        encode_line(&pet(7, "Rex"), &mut out);
+        let line = out[..out.len() - 1].to_vec();
+        // Flip one bit anywhere: always detected.
+        for i in 0..line.len() {
+            let mut bad = line.clone();
+            bad[i] ^= 0x01;
+            assert!(decode_line(&bad).is_err(), "flip at {i}");
+        }
+        for cut in 0..line.len() {
+            assert!(decode_line(&line[..cut]).is_err(), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn the_longest_record_fits_well_within_the_bound() {
+        // Every string escaped at its longest: keys and the status as
+        // `\uXXXX` each, the name 100 surrogate pairs; the largest ids.
+        let escape =
+            |s: &str| -> String { s.chars().map(|c| format!("\\u{:04x}", c as u32)).collect() };
+        let name = "\\ud83d\\ude00".repeat(crate::pet::MAX_NAME_CHARS);
+        let max = i64::MAX;
+        let body = format!(
+            r#"{{"{}":{max},"{}":"{name}","{}":{max},"{}":"{}"}}"#,
+            escape("id"),
+            escape("name"),
+            escape("categoryId"),
+            escape("status"),
+            escape("available"),
+        );
+        let line = format!(
+            r#"{{"pet":{body},"crc32":"{:08x}"}}"#,
+            crc32fast::hash(body.as_bytes())
+        );
+        let pet = decode_line(line.as_bytes()).unwrap();
+        assert_eq!(pet.name().chars().count(), crate::pet::MAX_NAME_CHARS);
+        assert_eq!(pet.status(), PetStatus::Available);
+        // 20-digit numbers are out of range, hence the 2 bytes of slack.
+        assert_eq!(line.len() + 2, LONGEST_COMPACT_RECORD);
+        assert_eq!(LONGEST_COMPACT_RECORD, 1474);
+        assert!(line.len() * 40 < MAX_RECORD_LEN);
+    }
+}

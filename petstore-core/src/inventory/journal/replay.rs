@@ -1,0 +1,101 @@
+//! Replay: the journal read back on open, record by record, and what it
+//! found ([`Recovery`], with a [`TornTail`] when a torn final record was
+//! cut off).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use super::lines::{too_long_reason, Line, Lines};
+use super::record::decode_record;
+use crate::inventory::error::OpenError;
+use crate::pet::{PetId, PetStatus};
+
+/// What opening the journal found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recovery {
+    /// The journal file.
+    pub path: PathBuf,
+    /// Pets recovered.
+    pub pets: u64,
+    /// Set when a torn final record was cut off.
+    pub torn_tail: Option<TornTail>,
+}
+
+/// A torn final record that recovery cut off: an unterminated last line,
+/// left by a crash in the middle of a write or by a full disk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TornTail {
+    /// Line number (1-based) of the record that was cut off.
+    pub line: u64,
+    /// Bytes removed from the end of the journal.
+    pub bytes_dropped: u64,
+    /// The file that keeps the removed bytes, and only those.
+    pub copy: PathBuf,
+}
+
+/// What [`replay`] read.
+pub(super) struct Replayed {
+    /// Pets replayed.
+    pub(super) pets: u64,
+    /// Length of the valid prefix of the file.
+    pub(super) good_len: u64,
+    /// Bytes read in all: the file's length.
+    pub(super) len: u64,
+    /// The line of a torn final record, if there is one.
+    pub(super) torn_line: Option<u64>,
+}
+
+pub(super) fn replay(
+    file: impl Read,
+    path: &Path,
+    restore: &mut impl FnMut(PetId, PetStatus, &[u8]),
+) -> Result<Replayed, OpenError> {
+    let corrupt = |line: u64, reason: String| OpenError::Corrupt {
+        path: path.to_path_buf(),
+        line,
+        reason,
+    };
+    let mut lines = Lines::new(file);
+    let mut pets = 0u64;
+    let mut json = Vec::with_capacity(512);
+    loop {
+        let line_no = pets + 1;
+        let line = lines.next_line().map_err(|source| OpenError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let checked = match line {
+            None => break,
+            Some(Line::Complete(line)) => decode_record(line, &mut json),
+            // Only a short unterminated line is a torn write (and it can
+            // only be the last); a complete line that fails is corruption.
+            Some(Line::Unterminated(_)) => {
+                return Ok(Replayed {
+                    pets,
+                    good_len: lines.start(),
+                    len: lines.end(),
+                    torn_line: Some(line_no),
+                })
+            }
+            // A line no write of a record leaves is corruption too,
+            // complete or not: refused after `MAX_RECORD_LEN + 1` bytes,
+            // the rest unread.
+            Some(Line::TooLong) => return Err(corrupt(line_no, too_long_reason())),
+        };
+        let (id, status) = checked.map_err(|reason| corrupt(line_no, reason))?;
+        if id.get() != line_no {
+            return Err(corrupt(
+                line_no,
+                format!("expected pet id {line_no}, found {id}"),
+            ));
+        }
+        restore(id, status, &json);
+        pets = line_no;
+    }
+    Ok(Replayed {
+        pets,
+        good_len: lines.end(),
+        len: lines.end(),
+        torn_line: None,
+    })
+}

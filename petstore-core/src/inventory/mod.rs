@@ -1,0 +1,401 @@
+//! The [`Inventory`]: pets by id, listed in pages, created with dense ids,
+//! in memory or durable (kept by a journal in a data directory).
+//!
+//! | file | holds |
+//! |---|---|
+//! | `mod.rs` | [`Inventory`]: `get`/`list`/`create`, `apply` for a copy of another store |
+//! | `query.rs` | [`ListQuery`], [`Limit`], [`Page`], [`JsonPage`], [`FinalPage`] |
+//! | `records.rs` | [`Records`]: the arena of pets' JSON and how a page is read out of it |
+//! | `final_pages.rs` | [`FinalPages`]: first pages encoded once, when they can no longer change |
+//! | `json.rs` | the pet's canonical JSON: [`Pet::to_json`], its encoder and fast reader |
+//! | `journal/` | the append-only journal of a durable inventory: group commit, recovery, repair |
+//! | `error.rs` | [`CreateError`], [`OpenError`], [`ApplyError`], [`StorageFailure`], [`PageSizeError`] |
+//! | `tests.rs` | the inventory's tests against a naive model |
+//!
+//! One `RwLock` guards the records: reads share it, a create holds it for
+//! a push. parking_lot's lock is a single word, cheap when uncontended,
+//! and never poisoned.
+//!
+//! May use: `pet`.
+
+mod error;
+mod final_pages;
+mod journal;
+mod json;
+mod query;
+mod records;
+#[cfg(test)]
+mod tests;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+#[allow(deprecated)]
+pub use error::LimitError;
+pub use error::{ApplyError, CreateError, OpenError, PageSizeError, StorageFailure, StorageFault};
+pub use journal::{
+    check_journal, repair_journal, BadLine, FsyncPolicy, JournalCheck, JournalOptions,
+    JournalRepair, JournalStats, Recovery, TornTail, BATCH_BUCKETS, FSYNC_BUCKETS, JOURNAL_FILE,
+    LOCK_FILE, MAX_LISTED,
+};
+pub use query::{FinalPage, JsonPage, Limit, ListQuery, Page};
+
+use crate::pet::{NewPet, Pet, PetId};
+use final_pages::FinalPages;
+use journal::Journal;
+use json::decode;
+use records::{id_at, Records};
+
+/// The pet inventory. `Send + Sync`: share it with an `Arc` and call it
+/// through `&self` from any thread.
+///
+/// # Examples
+///
+/// ```
+/// use petstore_core::{CategoryId, Inventory, Limit, ListQuery, NewPet, PetStatus};
+///
+/// let inventory = Inventory::in_memory();
+/// let cat = CategoryId::new(1).unwrap();
+/// for name in ["Rex", "Tom", "Kitty"] {
+///     inventory.create(NewPet::new(name, cat).unwrap().with_status(PetStatus::Sold)).unwrap();
+/// }
+/// let page = inventory.list(&ListQuery::new().limit(Limit::new(2).unwrap()));
+/// assert_eq!(page.pets.len(), 2);
+/// let next = inventory.list(&ListQuery::new().after(page.next_after.unwrap()));
+/// assert_eq!(next.pets[0].name(), "Kitty");
+/// assert_eq!(next.next_after, None);
+/// ```
+#[derive(Debug, Default)]
+pub struct Inventory {
+    records: RwLock<Records>,
+    /// `None`: in memory only.
+    journal: Option<Journal>,
+    recovery: Option<Recovery>,
+    final_pages: FinalPages,
+}
+
+impl Inventory {
+    /// An empty inventory held in memory only: gone when dropped.
+    pub fn in_memory() -> Self {
+        Self::default()
+    }
+
+    /// A durable inventory kept in `dir` (created if missing): the pets of
+    /// its journal are replayed, and every create is on disk before it
+    /// returns. See `inventory/journal/` for the format, group commit and
+    /// recovery rules.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use petstore_core::{CategoryId, Inventory, JournalOptions, NewPet, PetId};
+    /// let dir = std::env::temp_dir().join(format!("petstore-doc-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// {
+    ///     let inventory = Inventory::open(&dir, JournalOptions::default()).unwrap();
+    ///     inventory.create(NewPet::new("Rex", CategoryId::MIN).unwrap()).unwrap();
+    /// }
+    /// let reopened = Inventory::open(&dir, JournalOptions::default()).unwrap();
+    /// assert_eq!(reopened.get(PetId::MIN).unwrap().name(), "Rex");
+    /// assert_eq!(reopened.recovery().unwrap().pets, 1);
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// ```
+    pub fn open(dir: impl AsRef<Path>, options: JournalOptions) -> Result<Self, OpenError> {
+        let mut records = Records::default();
+        let (journal, recovery) = Journal::open(dir.as_ref(), options, |id, status, json| {
+            records.push_json(id, status, json)
+        })?;
+        Ok(Inventory {
+            records: RwLock::new(records),
+            journal: Some(journal),
+            recovery: Some(recovery),
+            final_pages: FinalPages::default(),
+        })
+    }
+
+    /// What opening the journal found; `None` for an in-memory inventory.
+    pub fn recovery(&self) -> Option<&Recovery> {
+        self.recovery.as_ref()
+    }
+
+    /// The journal file; `None` for an in-memory inventory.
+    pub fn journal_path(&self) -> Option<&Path> {
+        self.journal.as_ref().map(Journal::path)
+    }
+
+    /// The journal's counters; `None` for an in-memory inventory.
+    pub fn journal_stats(&self) -> Option<JournalStats> {
+        self.journal.as_ref().map(Journal::stats)
+    }
+
+    /// Why pets cannot be stored now, or `None` if they can (always `None`
+    /// in memory). Once the journal has failed it stays failed until the
+    /// inventory is reopened. Also checks, with one `stat`, that the
+    /// journal's path still names the file being written, so a health
+    /// check notices a deleted journal before any create does.
+    pub fn storage_failure(&self) -> Option<StorageFailure> {
+        self.journal.as_ref().and_then(Journal::failure)
+    }
+
+    /// Calls `hook` once, with the details, when the journal fails (a
+    /// write, an fsync, or its file deleted or replaced), whichever call
+    /// notices it: a server logs the cause there, once, rather than on
+    /// every refused create. Only the first hook set is kept; an in-memory
+    /// inventory never calls it.
+    pub fn on_storage_failure(&self, hook: impl Fn(&StorageFailure) + Send + Sync + 'static) {
+        if let Some(journal) = &self.journal {
+            journal.on_failure(Box::new(hook));
+        }
+    }
+
+    /// Stores a new pet under the next id (1, 2, 3, ...) and returns it.
+    /// For a durable inventory, the pet is on disk (and visible to readers)
+    /// when this returns `Ok`; this call blocks for the fsync, so async
+    /// callers run it on a blocking thread.
+    pub fn create(&self, new: NewPet) -> Result<Pet, CreateError> {
+        if let Some(journal) = &self.journal {
+            return journal.append(new, &|batch: &[Pet]| {
+                let mut records = self.records.write();
+                for pet in batch {
+                    records.push(pet);
+                }
+            });
+        }
+        let mut records = self.records.write();
+        let next = records.ends.len() as u64 + 1;
+        let id = PetId::new(next).ok_or(CreateError::IdsExhausted)?;
+        let pet = new.into_pet(id);
+        records.push(&pet);
+        Ok(pet)
+    }
+
+    /// Stores several new pets under the next ids, in their order, and
+    /// returns them: [`create`](Self::create) for a caller that batches
+    /// creates itself. A durable inventory writes them in one group commit
+    /// and this call blocks once, for one fsync, however many pets it
+    /// holds (a server's committer then holds one thread per batch, not
+    /// one per waiting create). All or nothing: on an error no pet is
+    /// stored (or acknowledged).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use petstore_core::{CategoryId, Inventory, NewPet};
+    /// let inventory = Inventory::in_memory();
+    /// let new = |name| NewPet::new(name, CategoryId::MIN).unwrap();
+    /// let pets = inventory.create_many(vec![new("Rex"), new("Tom")]).unwrap();
+    /// assert_eq!(pets.iter().map(|p| p.id().get()).collect::<Vec<_>>(), [1, 2]);
+    /// assert_eq!(inventory.len(), 2);
+    /// ```
+    pub fn create_many(&self, news: Vec<NewPet>) -> Result<Vec<Pet>, CreateError> {
+        if let Some(journal) = &self.journal {
+            return journal.append_many(news, &|batch: &[Pet]| {
+                let mut records = self.records.write();
+                for pet in batch {
+                    records.push(pet);
+                }
+            });
+        }
+        let mut records = self.records.write();
+        let first = records.ends.len() as u64 + 1;
+        let last = first.saturating_add(news.len() as u64).saturating_sub(1);
+        if !news.is_empty() && PetId::new(last).is_none() {
+            return Err(CreateError::IdsExhausted);
+        }
+        let pets: Vec<Pet> = news
+            .into_iter()
+            .zip(first..)
+            .map(|(new, id)| new.into_pet(PetId::new(id).unwrap_or(PetId::MAX)))
+            .collect();
+        for pet in &pets {
+            records.push(pet);
+        }
+        Ok(pets)
+    }
+
+    /// Adds pets whose ids were given elsewhere (a database's counter):
+    /// how an in-memory inventory is kept as a read copy of another store.
+    /// `pets` must be in ascending id order and follow on from what the
+    /// inventory holds without a gap; pets it already holds (an id at or
+    /// below [`len`](Self::len)) are skipped, so two callers that fetched
+    /// overlapping ranges may both apply them. Returns how many pets were
+    /// added. All or nothing: on a gap nothing is added. One write lock
+    /// for the whole slice.
+    ///
+    /// A durable inventory refuses ([`ApplyError::Durable`]): its pets
+    /// come from its journal alone.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use petstore_core::{ApplyError, CategoryId, Inventory, NewPet, PetId};
+    /// let pet = |id| NewPet::new("Rex", CategoryId::MIN).unwrap().into_pet(PetId::new(id).unwrap());
+    /// let copy = Inventory::in_memory();
+    /// assert_eq!(copy.apply(&[pet(1), pet(2)]), Ok(2));
+    /// // Overlapping ranges are fine: pet 2 is already there.
+    /// assert_eq!(copy.apply(&[pet(2), pet(3)]), Ok(1));
+    /// assert_eq!(copy.apply(&[pet(5)]), Err(ApplyError::Gap { expected: 4, found: 5 }));
+    /// assert_eq!(copy.len(), 3);
+    /// ```
+    pub fn apply(&self, pets: &[Pet]) -> Result<usize, ApplyError> {
+        if self.journal.is_some() {
+            return Err(ApplyError::Durable);
+        }
+        let mut records = self.records.write();
+        let held = records.ends.len() as u64;
+        let fresh = pets
+            .iter()
+            .position(|pet| pet.id().get() > held)
+            .map_or(&[][..], |at| &pets[at..]);
+        for (i, pet) in fresh.iter().enumerate() {
+            let expected = held + 1 + i as u64;
+            if pet.id().get() != expected {
+                return Err(ApplyError::Gap {
+                    expected,
+                    found: pet.id().get(),
+                });
+            }
+        }
+        for pet in fresh {
+            records.push(pet);
+        }
+        Ok(fresh.len())
+    }
+
+    /// The pet with this id, if there is one.
+    pub fn get(&self, id: PetId) -> Option<Pet> {
+        let records = self.records.read();
+        let index = records.index_of(id)?;
+        decode(id, records.statuses[index], records.json(index))
+    }
+
+    /// The pet with this id as the JSON of a Pet, if there is one.
+    pub fn get_json(&self, id: PetId) -> Option<Vec<u8>> {
+        let records = self.records.read();
+        let index = records.index_of(id)?;
+        Some(records.json(index).to_vec())
+    }
+
+    /// One page of pets matching the query, ascending by id.
+    pub fn list(&self, query: &ListQuery) -> Page {
+        let records = self.records.read();
+        let mut pets = Vec::with_capacity(query.limit.get());
+        let next_after = records.select(query, |index| {
+            let id = id_at(index);
+            if let Some(pet) = decode(id, records.statuses[index], records.json(index)) {
+                pets.push(pet);
+            }
+        });
+        Page { pets, next_after }
+    }
+
+    /// One page of pets matching the query, already encoded as the JSON
+    /// response body (a bare array of Pet). Byte for byte the same as
+    /// `serde_json::to_vec(&inventory.list(query).pets)`.
+    ///
+    /// The body's capacity is exactly its length, so a server can hand it
+    /// on (`bytes::Bytes::from`, say) without another allocation.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use petstore_core::{CategoryId, Inventory, ListQuery, NewPet};
+    /// let inventory = Inventory::in_memory();
+    /// assert_eq!(inventory.list_json(&ListQuery::new()).body, b"[]");
+    /// inventory.create(NewPet::new("Rex", CategoryId::MIN).unwrap()).unwrap();
+    /// let page = inventory.list_json(&ListQuery::new());
+    /// assert_eq!(
+    ///     String::from_utf8(page.body).unwrap(),
+    ///     r#"[{"id":1,"name":"Rex","categoryId":1,"status":"available"}]"#
+    /// );
+    /// ```
+    pub fn list_json(&self, query: &ListQuery) -> JsonPage {
+        self.list_json_into(query, Vec::new())
+    }
+
+    /// [`list_json`](Self::list_json), written into `body` (cleared
+    /// first) and returned in the page: a server can hand out buffers it
+    /// reuses, instead of allocating one per page. It grows `body` only
+    /// when its capacity is short, and then to exactly the page's length.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use petstore_core::{CategoryId, Inventory, ListQuery, NewPet};
+    /// let inventory = Inventory::in_memory();
+    /// inventory.create(NewPet::new("Rex", CategoryId::MIN).unwrap()).unwrap();
+    /// let reused = Vec::with_capacity(4096);
+    /// let page = inventory.list_json_into(&ListQuery::new(), reused);
+    /// assert_eq!(page.body, inventory.list_json(&ListQuery::new()).body);
+    /// assert_eq!(page.body.capacity(), 4096);
+    /// ```
+    pub fn list_json_into(&self, query: &ListQuery, body: Vec<u8>) -> JsonPage {
+        self.records.read().json_page(query, body)
+    }
+
+    /// The page of `query` when it is a first page (no cursor) that can
+    /// never change again, encoded once and shared: `None` for a page with
+    /// a cursor, or while no more pets match than the page holds (a pet
+    /// created later could still join it, or give it a next page).
+    ///
+    /// Why it cannot change: ids only grow and pets never change, so the
+    /// first `limit` pets matching a filter stay the first once another
+    /// one matches after them. Its body is byte for byte
+    /// [`list_json`](Self::list_json)'s, then and for ever.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use petstore_core::{CategoryId, Inventory, Limit, ListQuery, NewPet};
+    /// let inventory = Inventory::in_memory();
+    /// let first_two = ListQuery::new().limit(Limit::new(2).unwrap());
+    /// for name in ["Rex", "Tom"] {
+    ///     inventory.create(NewPet::new(name, CategoryId::MIN).unwrap()).unwrap();
+    /// }
+    /// // A third pet could still give the page a next page.
+    /// assert!(inventory.final_page(&first_two).is_none());
+    /// inventory.create(NewPet::new("Kitty", CategoryId::MIN).unwrap()).unwrap();
+    /// let page = inventory.final_page(&first_two).unwrap();
+    /// assert_eq!(*page.body, *inventory.list_json(&first_two).body);
+    /// assert_eq!(page.next_after.get(), 2);
+    /// ```
+    pub fn final_page(&self, query: &ListQuery) -> Option<Arc<FinalPage>> {
+        if query.after.is_some() {
+            return None;
+        }
+        let slot = self.final_pages.slot(query)?;
+        if let Some(page) = slot.get() {
+            return Some(page.clone());
+        }
+        let page = {
+            let records = self.records.read();
+            let matching = match query.status {
+                None => records.ends.len(),
+                Some(status) => records.by_status[status.index()].len(),
+            };
+            if matching <= query.limit.get() {
+                return None;
+            }
+            records.json_page(query, Vec::new())
+        };
+        let final_page = FinalPage {
+            body: page.body.into_boxed_slice(),
+            count: page.count,
+            next_after: page.next_after?,
+        };
+        // Two threads may build it at once: both built the same bytes.
+        Some(slot.get_or_init(|| Arc::new(final_page)).clone())
+    }
+
+    /// How many pets the inventory holds.
+    pub fn len(&self) -> usize {
+        self.records.read().ends.len()
+    }
+
+    /// Whether the inventory holds no pet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

@@ -1,0 +1,304 @@
+//! [`Records`]: the arena that holds an inventory's pets, and how a page
+//! is read out of it.
+//!
+//! # Layout and why
+//!
+//! Pets are never changed or deleted in v1, so storage is append-only:
+//!
+//! - `arena`: every pet's JSON, encoded once at creation, back to back, each
+//!   followed by a `,`. A page of consecutive ids is then one `memcpy`
+//!   (`[` + arena slice with its last `,` turned into `]`), and a filtered
+//!   page is one copy per pet. Serialising pets on every request was the
+//!   largest cost of a list request (see docs/performance.md).
+//! - `ends[i]`: where pet `i + 1`'s JSON ends in the arena. Ids are dense,
+//!   so the id *is* the index: `get` is O(1).
+//! - `statuses[i]`: pet `i + 1`'s status, one byte each. A filtered page
+//!   first scans these from the cursor on: for a common status the page
+//!   is a few cache lines away.
+//! - `by_status[s]`: the ids with status `s`, ascending (ids only grow), so
+//!   a filtered page of a rare status is a binary search for the cursor
+//!   plus `limit` steps, never a long scan over pets of other statuses.
+//!
+//! - `final_pages`: the first page of each status filter (or none) and
+//!   limit, encoded once it can no longer change: ids only grow and pets
+//!   never change, so a first page with more matching pets after it is
+//!   final. A client polling the first page gets it without a copy
+//!   ([`Inventory::final_page`]). At most 4 x 100 pages (about 1.3 MB
+//!   with 10-character names).
+//!
+//! `get` reads name and category back out of the pet's JSON, whose layout
+//! `json.rs` alone writes. That keeps a pet at its JSON plus a few bytes of
+//! index (docs/performance.md has the resident size at a million pets)
+//! instead of holding every pet twice.
+//!
+//! [`Inventory::final_page`]: crate::Inventory::final_page
+
+use super::json::encode;
+use super::query::{JsonPage, Limit, ListQuery};
+use crate::pet::{Pet, PetId, PetStatus};
+
+#[derive(Debug, Default)]
+pub(crate) struct Records {
+    pub(super) arena: Vec<u8>,
+    pub(super) ends: Vec<u64>,
+    pub(super) statuses: Vec<PetStatus>,
+    pub(super) by_status: [Vec<PetId>; 3],
+}
+
+impl Records {
+    /// [`Inventory::list_json_into`](crate::Inventory::list_json_into) under the lock.
+    pub(super) fn json_page(&self, query: &ListQuery, mut body: Vec<u8>) -> JsonPage {
+        body.clear();
+        if query.status.is_none() {
+            // Consecutive ids are consecutive in the arena: one copy.
+            let (range, next_after) = self.all_range(query);
+            // `[`, the pets with their commas, the last comma becoming `]`.
+            body.reserve_exact((1 + self.arena_span(&range)).max(2));
+            body.push(b'[');
+            if !range.is_empty() {
+                let start = self.start(range.start);
+                let end = self.end(range.end - 1);
+                body.extend_from_slice(&self.arena[start..end]);
+            }
+            close_array(&mut body);
+            return JsonPage {
+                body,
+                count: range.len(),
+                next_after,
+            };
+        }
+        if let Some((ids, next_after)) = self.first_page_of_status(query) {
+            self.write_pets(ids, &mut body);
+            return JsonPage {
+                body,
+                count: ids.len(),
+                next_after,
+            };
+        }
+        // The matches' bytes first, so that the body is allocated once,
+        // exactly ([`Runs`]).
+        let mut runs = Runs::new();
+        let mut count = 0;
+        let next_after = self.select(query, |index| {
+            count += 1;
+            runs.push(self, index);
+        });
+        runs.write(&self.arena, &mut body);
+        JsonPage {
+            body,
+            count,
+            next_after,
+        }
+    }
+
+    pub(super) fn index_of(&self, id: PetId) -> Option<usize> {
+        let index = usize::try_from(id.get() - 1).ok()?;
+        (index < self.ends.len()).then_some(index)
+    }
+
+    fn start(&self, index: usize) -> usize {
+        match index {
+            0 => 0,
+            _ => self.ends[index - 1] as usize,
+        }
+    }
+
+    /// End of the pet's JSON *including* its trailing comma.
+    fn end(&self, index: usize) -> usize {
+        self.ends[index] as usize
+    }
+
+    /// The pet's JSON without the trailing comma.
+    pub(super) fn json(&self, index: usize) -> &[u8] {
+        &self.arena[self.start(index)..self.end(index) - 1]
+    }
+
+    fn arena_span(&self, range: &std::ops::Range<usize>) -> usize {
+        match range.is_empty() {
+            true => 0,
+            false => self.end(range.end - 1) - self.start(range.start),
+        }
+    }
+
+    pub(super) fn push(&mut self, pet: &Pet) {
+        encode(pet, &mut self.arena);
+        self.push_encoded(pet.id(), pet.status());
+    }
+
+    /// Appends a pet whose JSON, exactly as [`encode`] writes it, is given.
+    pub(crate) fn push_json(&mut self, id: PetId, status: PetStatus, json: &[u8]) {
+        self.arena.extend_from_slice(json);
+        self.push_encoded(id, status);
+    }
+
+    fn push_encoded(&mut self, id: PetId, status: PetStatus) {
+        self.arena.push(b',');
+        self.ends.push(self.arena.len() as u64);
+        self.statuses.push(status);
+        self.by_status[status.index()].push(id);
+    }
+
+    /// The first page of a status (a filter and no cursor): the first ids
+    /// of the status's index, found without a scan or a search, and the
+    /// cursor of the next page. `None` for any other query.
+    fn first_page_of_status(&self, query: &ListQuery) -> Option<(&[PetId], Option<PetId>)> {
+        let status = query.status.filter(|_| query.after.is_none())?;
+        let ids = &self.by_status[status.index()];
+        let page = &ids[..query.limit.get().min(ids.len())];
+        let next = page.last().copied().filter(|_| ids.len() > page.len());
+        Some((page, next))
+    }
+
+    /// Writes the JSON array of the pets `ids` (ascending, at most a
+    /// page: [`Limit::MAX`]) into `body`, growing it at most once, to
+    /// exactly its length ([`Runs`]).
+    fn write_pets(&self, ids: &[PetId], body: &mut Vec<u8>) {
+        debug_assert!(ids.len() <= Limit::MAX.get());
+        let mut runs = Runs::new();
+        for id in ids {
+            runs.push(self, id.get() as usize - 1);
+        }
+        runs.write(&self.arena, body);
+    }
+
+    /// Indices of the first page of all pets (no status filter).
+    fn all_range(&self, query: &ListQuery) -> (std::ops::Range<usize>, Option<PetId>) {
+        let len = self.ends.len();
+        // Ids are dense: the first id greater than `after` is at index `after`.
+        let start = query.after.map_or(0, |a| a.get().min(len as u64) as usize);
+        let end = start.saturating_add(query.limit.get()).min(len);
+        let next = (end < len && end > start).then(|| id_at(end - 1));
+        (start..end, next)
+    }
+
+    /// Calls `visit` with the index of each pet of the page, in order, and
+    /// returns the cursor of the next page.
+    pub(super) fn select(&self, query: &ListQuery, mut visit: impl FnMut(usize)) -> Option<PetId> {
+        match query.status {
+            None => {
+                let (range, next) = self.all_range(query);
+                range.for_each(visit);
+                next
+            }
+            Some(status) => {
+                let ids = &self.by_status[status.index()];
+                let limit = query.limit.get();
+                let len = self.statuses.len();
+                // First look at the statuses right after the cursor: one
+                // byte per pet in id order, so a page of a common status is
+                // a few cache lines away. A binary search of `ids` from a
+                // cursor deep in a large inventory misses the cache at
+                // nearly every step, where the scan reads consecutive bytes
+                // (docs/core-benchmarks.md has the measurements).
+                let from = query.after.map_or(0, |a| a.get().min(len as u64) as usize);
+                let budget = from
+                    .saturating_add(SCAN_PER_PET * limit + SCAN_EXTRA)
+                    .min(len);
+                let mut count = 0;
+                let mut last = None;
+                // Every pet below `index` has been looked at.
+                let mut index = from;
+                for &s in &self.statuses[from..budget] {
+                    if count == limit {
+                        break;
+                    }
+                    if s == status {
+                        visit(index);
+                        count += 1;
+                        last = Some(index);
+                    }
+                    index += 1;
+                }
+                // A rare status did not fill the page there: the rest by
+                // binary search.
+                if count < limit && index < len {
+                    let start = ids.partition_point(|id| id.get() <= index as u64);
+                    let end = start.saturating_add(limit - count).min(ids.len());
+                    for id in &ids[start..end] {
+                        let at = id.get() as usize - 1;
+                        visit(at);
+                        last = Some(at);
+                    }
+                }
+                // More after the page exactly when the status's largest id
+                // is beyond the page's last one.
+                let last = id_at(last?);
+                ids.last().is_some_and(|max| *max > last).then_some(last)
+            }
+        }
+    }
+}
+
+/// The arena's bytes of at most a page of pets ([`Limit::MAX`]), as runs:
+/// pets next to each other in the arena (consecutive ids, a run of one
+/// status) become one range and one copy, and the page's length is known
+/// before its body grows, so that it grows once, exactly.
+///
+/// Why one pass for the runs and one for the copies: every pet's bounds
+/// are looked up once, where a pass for the length and a pass for the
+/// copies each looked them up again (a filtered first page's pets are
+/// rarely neighbours, so it is mostly runs of one pet).
+/// The filtered page of a cursor and the first page of a status share it.
+struct Runs {
+    ranges: [(usize, usize); Limit::MAX.get()],
+    len: usize,
+    span: usize,
+}
+
+impl Runs {
+    fn new() -> Self {
+        Runs {
+            ranges: [(0, 0); Limit::MAX.get()],
+            len: 0,
+            span: 0,
+        }
+    }
+
+    /// Adds the pet at `index` (after the ones added before it).
+    fn push(&mut self, records: &Records, index: usize) {
+        let (start, end) = (records.start(index), records.end(index));
+        self.span += end - start;
+        match self
+            .len
+            .checked_sub(1)
+            .and_then(|last| self.ranges.get_mut(last))
+        {
+            Some(last) if last.1 == start => last.1 = end,
+            _ => {
+                if let Some(slot) = self.ranges.get_mut(self.len) {
+                    *slot = (start, end);
+                    self.len += 1;
+                }
+            }
+        }
+    }
+
+    /// The JSON array of the pets added, into `body`.
+    fn write(&self, arena: &[u8], body: &mut Vec<u8>) {
+        body.reserve_exact((1 + self.span).max(2));
+        body.push(b'[');
+        for &(start, end) in &self.ranges[..self.len] {
+            body.extend_from_slice(&arena[start..end]);
+        }
+        close_array(body);
+    }
+}
+
+/// Turns `[a,b,` into `[a,b]` and `[` into `[]`.
+fn close_array(body: &mut Vec<u8>) {
+    match body.last_mut() {
+        Some(last @ b',') => *last = b']',
+        _ => body.push(b']'),
+    }
+}
+
+pub(super) fn id_at(index: usize) -> PetId {
+    // `index < ends.len()`, and `create` never pushes past `PetId::MAX`.
+    PetId::new(index as u64 + 1).unwrap_or(PetId::MAX)
+}
+
+/// How far past the cursor `Records::select` scans the statuses for a
+/// filtered page before it falls back to a binary search: 8 pets per pet
+/// wanted (a status held by a third of the pets needs 3), plus a margin.
+pub(super) const SCAN_PER_PET: usize = 8;
+pub(super) const SCAN_EXTRA: usize = 64;

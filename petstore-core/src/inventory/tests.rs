@@ -1,0 +1,321 @@
+//! The [`Inventory`]'s tests: pages, cursors and final pages against a
+//! naive model of the contract.
+
+use super::records::{SCAN_EXTRA, SCAN_PER_PET};
+use super::*;
+use crate::pet::{CategoryId, PetStatus};
+use proptest::prelude::*;
+
+#[test]
+fn an_applied_copy_answers_like_the_original() {
+    let original = Inventory::in_memory();
+    let mut pets = Vec::new();
+    for (i, status) in PetStatus::ALL.iter().cycle().take(10).enumerate() {
+        let name = format!("pet {i}");
+        let new = NewPet::new(name, CategoryId::MIN).map(|n| n.with_status(*status));
+        let created = new.ok().and_then(|n| original.create(n).ok());
+        pets.extend(created);
+    }
+    let copy = Inventory::in_memory();
+    assert_eq!(copy.apply(&pets[..4]), Ok(4));
+    assert_eq!(
+        copy.apply(&pets[7..]),
+        Err(ApplyError::Gap {
+            expected: 5,
+            found: 8
+        })
+    );
+    assert_eq!(copy.apply(&pets[2..]), Ok(6));
+    for status in [None, Some(PetStatus::Sold)] {
+        let mut query = ListQuery::new();
+        query.status = status;
+        assert_eq!(copy.list_json(&query).body, original.list_json(&query).body);
+    }
+    assert_eq!(copy.get(PetId::MIN), original.get(PetId::MIN));
+}
+
+#[test]
+fn cursor_past_the_end_and_limits() {
+    let inv = Inventory::in_memory();
+    assert_eq!(inv.list(&ListQuery::new()), Page::default());
+    for i in 0..5 {
+        let status = PetStatus::ALL[i % 3];
+        let new = NewPet::new(format!("p{i}"), CategoryId::MIN).map(|n| n.with_status(status));
+        assert!(new.ok().map(|n| inv.create(n).is_ok()) == Some(true));
+    }
+    let q = |limit: u64, after: Option<u64>| {
+        let mut q = ListQuery::new();
+        q.limit = Limit::new(limit).unwrap_or_default();
+        q.after = after.and_then(PetId::new);
+        q
+    };
+    assert_eq!(inv.list(&q(5, None)).next_after, None);
+    assert_eq!(inv.list(&q(4, None)).next_after, PetId::new(4));
+    assert_eq!(inv.list(&q(1, Some(4))).pets.len(), 1);
+    assert_eq!(inv.list(&q(1, Some(4))).next_after, None);
+    assert_eq!(inv.list(&q(3, Some(5))), Page::default());
+    assert_eq!(inv.list(&q(3, Some(PetId::MAX.get()))), Page::default());
+    assert_eq!(inv.list_json(&q(3, Some(5))).body, b"[]");
+    // available: ids 1 and 4
+    let sold_after = q(1, None).status(PetStatus::Available);
+    let page = inv.list(&sold_after);
+    assert_eq!(page.next_after, PetId::new(1));
+    let page = inv.list(&sold_after.after(PetId::MIN));
+    assert_eq!(
+        page.pets.iter().map(|p| p.id().get()).collect::<Vec<_>>(),
+        [4]
+    );
+    assert_eq!(page.next_after, None);
+    assert_eq!(
+        inv.get(PetId::MIN).map(|p| p.name().to_owned()),
+        Some("p0".into())
+    );
+    assert_eq!(inv.get(PetId::new(6).unwrap_or(PetId::MAX)), None);
+    assert_eq!(inv.get(PetId::MAX), None);
+}
+
+#[test]
+fn a_rare_status_is_found_on_either_side_of_the_scan_budget() {
+    // Only the last pet is sold; for every inventory size up to past
+    // the scan budget, it is found by the scan or by the fallback.
+    let create = |inv: &Inventory, status: PetStatus| {
+        let new = NewPet::new("p", CategoryId::MIN).map(|p| p.with_status(status));
+        match new.map(|p| inv.create(p)) {
+            Ok(Ok(pet)) => pet,
+            _ => panic!("create failed"),
+        }
+    };
+    for n in 1..=SCAN_PER_PET * 3 + SCAN_EXTRA + 3 {
+        let inv = Inventory::in_memory();
+        for _ in 1..n {
+            create(&inv, PetStatus::Available);
+        }
+        let last = create(&inv, PetStatus::Sold);
+        for limit in 1..=3 {
+            let q = ListQuery::new()
+                .status(PetStatus::Sold)
+                .limit(Limit::new(limit).unwrap_or_default());
+            let page = inv.list(&q);
+            assert_eq!(
+                page.pets,
+                std::slice::from_ref(&last),
+                "n {n} limit {limit}"
+            );
+            assert_eq!(page.next_after, None);
+            if let Some(before) = PetId::new(n as u64 - 1) {
+                assert_eq!(inv.list(&q.after(before)).pets, std::slice::from_ref(&last));
+            }
+            assert_eq!(inv.list(&q.after(last.id())), Page::default());
+        }
+    }
+}
+
+fn arb_new_pet() -> impl Strategy<Value = NewPet> {
+    (
+        "[a-z\"\\\\é ]{0,6}[a-z]",
+        1..=4u64,
+        prop::sample::select(PetStatus::ALL.to_vec()),
+    )
+        .prop_filter_map("valid", |(name, cat, status)| {
+            Some(
+                NewPet::new(name, CategoryId::new(cat)?)
+                    .ok()?
+                    .with_status(status),
+            )
+        })
+}
+
+fn arb_query() -> impl Strategy<Value = ListQuery> {
+    (
+        1..=100u64,
+        prop::option::of(prop::sample::select(PetStatus::ALL.to_vec())),
+        prop::option::of(1..=260u64),
+    )
+        .prop_map(|(limit, status, after)| ListQuery {
+            limit: Limit::new(limit).unwrap_or_default(),
+            status,
+            after: after.and_then(PetId::new),
+        })
+}
+
+/// What `list` must return, computed the slow, obvious way.
+fn naive(all: &[Pet], q: &ListQuery) -> Page {
+    let matching: Vec<&Pet> = all
+        .iter()
+        .filter(|p| q.status.is_none_or(|s| p.status() == s))
+        .filter(|p| q.after.is_none_or(|a| p.id() > a))
+        .collect();
+    let pets: Vec<Pet> = matching
+        .iter()
+        .take(q.limit.get())
+        .map(|p| (*p).clone())
+        .collect();
+    let next_after = (matching.len() > pets.len())
+        .then(|| pets.last().map(Pet::id))
+        .flatten();
+    Page { pets, next_after }
+}
+
+proptest! {
+    /// Inventories where one status is common and the others rare
+    /// (alone or in runs), with small pages: filtered pages come from
+    /// the status scan, the binary-search fallback, or both.
+    #[test]
+    fn filtered_pages_of_rare_and_common_statuses_equal_naive(
+        statuses in prop::collection::vec(
+            prop_oneof![
+                40 => Just(vec![PetStatus::Available]),
+                1 => prop::sample::select(PetStatus::ALL.to_vec()).prop_map(|s| vec![s]),
+                1 => (prop::sample::select(PetStatus::ALL.to_vec()), 1..40usize)
+                    .prop_map(|(s, n)| vec![s; n]),
+            ],
+            0..800,
+        ),
+        queries in prop::collection::vec(
+            (1..=12u64, prop::sample::select(PetStatus::ALL.to_vec()), prop::option::of(1..=1_700u64)),
+            1..30,
+        ),
+    ) {
+        let inv = Inventory::in_memory();
+        let mut all = Vec::new();
+        for (i, status) in statuses.into_iter().flatten().enumerate() {
+            let new = NewPet::new(format!("p{i}"), CategoryId::MIN)
+                .map_err(|e| TestCaseError::fail(e.to_string()))?
+                .with_status(status);
+            all.push(inv.create(new).map_err(|e| TestCaseError::fail(e.to_string()))?);
+        }
+        for (limit, status, after) in queries {
+            let mut q = ListQuery {
+                limit: Limit::new(limit).unwrap_or_default(),
+                status: Some(status),
+                after: after.and_then(PetId::new),
+            };
+            let want = naive(&all, &q);
+            prop_assert_eq!(&inv.list(&q), &want);
+            let json = inv.list_json(&q);
+            prop_assert_eq!(json.body.capacity(), json.body.len());
+            prop_assert_eq!(Some(json.body), serde_json::to_vec(&want.pets).ok());
+            prop_assert_eq!(json.next_after, want.next_after);
+            // And the rest of the pages, by the cursor.
+            let mut seen: Vec<PetId> = want.pets.iter().map(Pet::id).collect();
+            while let Some(after) = inv.list(&q).next_after {
+                q.after = Some(after);
+                seen.extend(inv.list(&q).pets.iter().map(Pet::id));
+            }
+            let first = after.unwrap_or(0);
+            let matching: Vec<PetId> = all
+                .iter()
+                .filter(|p| p.status() == status && p.id().get() > first)
+                .map(Pet::id)
+                .collect();
+            prop_assert_eq!(seen, matching);
+        }
+    }
+
+    /// Creates interleaved with asks for first pages: a final page is
+    /// given only when more pets match than it holds, equals the
+    /// naive page then, and still equals it after every later create.
+    #[test]
+    fn final_pages_equal_the_naive_page_then_and_for_ever(
+        steps in prop::collection::vec(
+            prop_oneof![
+                3 => prop::sample::select(PetStatus::ALL.to_vec()).prop_map(Ok),
+                1 => (1..=6u64, prop::option::of(prop::sample::select(PetStatus::ALL.to_vec())))
+                    .prop_map(Err),
+            ],
+            1..120,
+        ),
+    ) {
+        let inv = Inventory::in_memory();
+        let mut all = Vec::new();
+        let mut given = Vec::new();
+        for step in steps {
+            match step {
+                Ok(status) => {
+                    let new = NewPet::new(format!("p{}", all.len()), CategoryId::MIN)
+                        .map_err(|e| TestCaseError::fail(e.to_string()))?
+                        .with_status(status);
+                    all.push(inv.create(new).map_err(|e| TestCaseError::fail(e.to_string()))?);
+                }
+                Err((limit, status)) => {
+                    let q = ListQuery {
+                        limit: Limit::new(limit).unwrap_or_default(),
+                        status,
+                        after: None,
+                    };
+                    let matching = all.iter().filter(|p| status.is_none_or(|s| p.status() == s)).count();
+                    let page = inv.final_page(&q);
+                    prop_assert_eq!(page.is_some(), matching > q.limit.get());
+                    if let Some(page) = page {
+                        given.push((q, page));
+                    }
+                    // A cursor is never a final page.
+                    prop_assert!(inv.final_page(&q.after(PetId::MIN)).is_none());
+                }
+            }
+            for (q, page) in &given {
+                let want = naive(&all, q);
+                prop_assert_eq!(Some(page.body.to_vec()), serde_json::to_vec(&want.pets).ok());
+                prop_assert_eq!(page.count, want.pets.len());
+                prop_assert_eq!(Some(page.next_after), want.next_after);
+                prop_assert_eq!(&inv.final_page(q), &Some(page.clone()));
+            }
+        }
+    }
+
+    #[test]
+    fn list_equals_naive_filter_sort_take(
+        pets in prop::collection::vec(arb_new_pet(), 0..250),
+        queries in prop::collection::vec(arb_query(), 1..20),
+    ) {
+        let inv = Inventory::in_memory();
+        let mut all = Vec::new();
+        for new in pets {
+            all.push(inv.create(new).map_err(|e| TestCaseError::fail(e.to_string()))?);
+        }
+        for q in &queries {
+            let want = naive(&all, q);
+            prop_assert_eq!(&inv.list(q), &want);
+            let json = inv.list_json(q);
+            prop_assert_eq!(json.body.capacity(), json.body.len());
+            let reused = inv.list_json_into(q, b"left over from another page".to_vec());
+            prop_assert_eq!(&reused.body, &json.body);
+            prop_assert_eq!(reused.next_after, json.next_after);
+            prop_assert_eq!(Some(json.body), serde_json::to_vec(&want.pets).ok());
+            prop_assert_eq!(json.count, want.pets.len());
+            prop_assert_eq!(json.next_after, want.next_after);
+        }
+        for p in &all {
+            prop_assert_eq!(inv.get(p.id()), Some(p.clone()));
+            prop_assert_eq!(inv.get_json(p.id()), serde_json::to_vec(p).ok());
+        }
+    }
+
+    #[test]
+    fn cursor_paging_visits_every_match_once(
+        pets in prop::collection::vec(arb_new_pet(), 0..250),
+        limit in 1..=100u64,
+        status in prop::option::of(prop::sample::select(PetStatus::ALL.to_vec())),
+    ) {
+        let inv = Inventory::in_memory();
+        let mut want = Vec::new();
+        for new in pets {
+            let pet = inv.create(new).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            if status.is_none_or(|s| s == pet.status()) {
+                want.push(pet.id());
+            }
+        }
+        let mut seen = Vec::new();
+        let mut query = ListQuery { limit: Limit::new(limit).unwrap_or_default(), status, after: None };
+        loop {
+            let page = inv.list(&query);
+            prop_assert!(page.pets.len() <= limit as usize);
+            seen.extend(page.pets.iter().map(Pet::id));
+            match page.next_after {
+                Some(after) => query.after = Some(after),
+                None => break,
+            }
+        }
+        prop_assert_eq!(seen, want);
+    }
+}

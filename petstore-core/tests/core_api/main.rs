@@ -1,0 +1,18 @@
+//! The core's integration tests: its public API, from outside the crate,
+//! in one test binary (one link instead of one per file).
+//!
+//! | module | tests |
+//! |---|---|
+//! | `concurrency` | threads creating and listing at once, in memory and durable |
+//! | `journal` | the durable inventory's outcomes: recovery, corruption, check and repair, one writer |
+//! | `journal_bounds` | lines longer than any record: bounded memory and disk at a start, a check, a repair |
+//! | `limiter_props` | property tests of the rate limiter on an injected clock |
+//! | `scratch` | the one helper for a test's temporary directory |
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod concurrency;
+mod journal;
+mod journal_bounds;
+mod limiter_props;
+mod scratch;
