@@ -1,7 +1,7 @@
 -- The rate-limit decisions of the requests of one call: several limiter
 -- states, each with its requests, decided and charged atomically in Redis
 -- at one instant. For each state, the core's KeyLimiter::check
--- (petstore-core/src/limiter.rs) or AnonymousLimiter::check, number for
+-- (petstore-core/src/limit/limiter.rs) or AnonymousLimiter::check, number for
 -- number, called once per request (tests/ratelimit/redis_script.rs runs
 -- both on the same random steps and compares every field).
 --
