@@ -1,7 +1,6 @@
 //! The [`Inventory`]'s tests: pages, cursors and final pages against a
 //! naive model of the contract.
 
-use super::records::{SCAN_EXTRA, SCAN_PER_PET};
 use super::*;
 use crate::pet::{CategoryId, PetStatus, Transition};
 use proptest::prelude::*;
@@ -75,9 +74,9 @@ fn cursor_past_the_end_and_limits() {
 }
 
 #[test]
-fn a_rare_status_is_found_on_either_side_of_the_scan_budget() {
-    // Only the last pet is sold; for every inventory size up to past
-    // the scan budget, it is found by the scan or by the fallback.
+fn a_rare_status_is_found_across_the_status_sets_words_and_summaries() {
+    // Only the last pet is sold; for inventory sizes around a word of
+    // the status set (64 pets) and a summary bit (4,096), it is found.
     let create = |inv: &Inventory, status: PetStatus| {
         let new = NewPet::new("p", CategoryId::MIN).map(|p| p.with_status(status));
         match new.map(|p| inv.create(p)) {
@@ -85,7 +84,7 @@ fn a_rare_status_is_found_on_either_side_of_the_scan_budget() {
             _ => panic!("create failed"),
         }
     };
-    for n in 1..=SCAN_PER_PET * 3 + SCAN_EXTRA + 3 {
+    for n in (1..=130).chain([4_095, 4_096, 4_097, 4_161]) {
         let inv = Inventory::in_memory();
         for _ in 1..n {
             create(&inv, PetStatus::Available);
