@@ -41,7 +41,7 @@ pub(crate) enum Change {
 /// How the caller publishes a durable batch, in journal order.
 pub(crate) type Publish<'a> = &'a dyn Fn(&[Change]);
 
-/// An open journal: appends pets by group commit and holds the data
+/// An open journal: appends pets and transitions by group commit and holds the data
 /// directory's lock for as long as it lives. One mutex guards the pending
 /// batch and the commit state (held only between I/O, never across it); the
 /// condition variable wakes the creates that wait for a leader's flush.
@@ -218,7 +218,7 @@ impl Journal {
         let _ = self.on_failure.set(hook);
     }
 
-    /// Why pets cannot be stored, or `None` if they can. Also looks
+    /// Why pets or changes cannot be stored, or `None` if they can. Also looks
     /// whether the journal's path still names the open file (one `stat`),
     /// so a health check notices a deleted journal before a create does.
     pub(crate) fn failure(&self) -> Option<StorageFailure> {
