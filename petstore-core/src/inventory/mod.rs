@@ -49,6 +49,8 @@ pub use query::{FinalPage, JsonPage, Limit, ListQuery, Page};
 
 use crate::pet::{NewPet, Pet, PetId, PetStatus, Transition};
 use final_pages::FinalPages;
+#[cfg(doc)]
+use id_set::IdSet;
 use journal::{Change, Journal, Record};
 use json::decode;
 use records::{id_at, Records};
