@@ -1,7 +1,9 @@
-//! Transitions through the public API: durable ones survive a reopen in
-//! order, a torn last transition is cut like a torn create, a transition
-//! record that could not have been written is corruption, and racing
-//! threads get exactly one winner per allowed step.
+//! Transitions through the public API: the list model (list equals the
+//! naive filter, sort and take) with transitions mixed in; durable ones
+//! survive a reopen in order and a reopen equals what was before; a torn
+//! last transition is cut like a torn create; a transition record that
+//! could not have been written is corruption; and racing threads get
+//! exactly one winner per allowed step.
 
 use std::fs;
 use std::path::{Path, PathBuf};
