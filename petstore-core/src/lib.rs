@@ -12,8 +12,8 @@
 //!
 //! | path | holds |
 //! |---|---|
-//! | `pet/` | [`Pet`], [`NewPet`] and its `createPet` body parser, [`PetStatus`], [`PetId`], [`CategoryId`], the Unicode name rules ([`validate_name`]), [`PetError`] |
-//! | `inventory/` | [`Inventory`]: storage, `get`/`list`/`create`, `apply`; [`ListQuery`], [`Limit`], [`Page`]; the arena and the pet's canonical JSON ([`Pet::to_json`]); [`CreateError`], [`OpenError`] |
+//! | `pet/` | [`Pet`], [`NewPet`] and its `createPet` body parser, [`PetStatus`], [`Transition`], [`PetId`], [`CategoryId`], the Unicode name rules ([`validate_name`]), [`PetError`] |
+//! | `inventory/` | [`Inventory`]: storage, `get`/`list`/`create`, `transition`, `apply`/`apply_statuses`; [`ListQuery`], [`Limit`], [`Page`]; the arena and the pet's canonical JSON ([`Pet::to_json`]); [`CreateError`], [`TransitionError`], [`OpenError`] |
 //! | `inventory/journal/` | the append-only journal of a durable inventory: group commit, record format, replay, [`check_journal`] and [`repair_journal`] |
 //! | `limit/` | the rate limiter: [`RateLimiter`], [`KeyLimiter`], [`AnonymousLimiter`], [`Decision`], [`Plans`] and [`Quota`], the [`Clock`] |
 //! | `quote.rs` | [`quote()`]: how an error message quotes client input (64 characters, then `…`) |
@@ -49,7 +49,7 @@ pub use inventory::{
     check_journal, repair_journal, ApplyError, BadLine, CreateError, FinalPage, FsyncPolicy,
     Inventory, JournalCheck, JournalOptions, JournalRepair, JournalStats, JsonPage, Limit,
     ListQuery, OpenError, Page, PageSizeError, Recovery, StorageFailure, StorageFault, TornTail,
-    BATCH_BUCKETS, FSYNC_BUCKETS, JOURNAL_FILE, LOCK_FILE, MAX_LISTED,
+    TransitionError, BATCH_BUCKETS, FSYNC_BUCKETS, JOURNAL_FILE, LOCK_FILE, MAX_LISTED,
 };
 pub use limit::{
     client_key, AnonymousLimiter, AnonymousState, BanPolicy, Clock, Decision, FakeClock,
@@ -58,6 +58,6 @@ pub use limit::{
 };
 pub use pet::{
     name_rules, validate_name, CategoryId, IdError, NameError, NameRules, NewPet, Pet, PetError,
-    PetId, PetStatus, UnknownStatus, MAX_NAME_CHARS,
+    PetId, PetStatus, Transition, UnknownStatus, UnknownTransition, MAX_NAME_CHARS,
 };
 pub use quote::{quote, Quoted, MAX_QUOTED_CHARS};

@@ -3,27 +3,38 @@
 //!
 //! # Layout and why
 //!
-//! Pets are never changed or deleted in v1, so storage is append-only:
+//! Pets are never deleted and ids are dense; a pet's status may change
+//! (a transition), which changes its JSON's length:
 //!
-//! - `arena`: every pet's JSON, encoded once at creation, back to back, each
-//!   followed by a `,`. A page of consecutive ids is then one `memcpy`
-//!   (`[` + arena slice with its last `,` turned into `]`), and a filtered
-//!   page is one copy per pet. Serialising pets on every request was the
-//!   largest cost of a list request (see docs/performance.md).
-//! - `ends[i]`: where pet `i + 1`'s JSON ends in the arena. Ids are dense,
-//!   so the id *is* the index: `get` is O(1).
-//! - `statuses[i]`: pet `i + 1`'s status, one byte each. A filtered page
-//!   first scans these from the cursor on: for a common status the page
-//!   is a few cache lines away.
-//! - `by_status[s]`: the ids with status `s`, ascending (ids only grow), so
-//!   a filtered page of a rare status is a binary search for the cursor
-//!   plus `limit` steps, never a long scan over pets of other statuses.
+//! - `arena`: every pet's JSON as created (its *home* bytes), back to
+//!   back, each followed by a `,`. A page of consecutive ids is then one
+//!   `memcpy` (`[` + arena slice with its last `,` turned into `]`), and a
+//!   filtered page is one copy per run of neighbours. Serialising pets on
+//!   every request was the largest cost of a list request (see
+//!   docs/performance.md).
+//! - `ends[i]`: where pet `i + 1`'s home bytes end in the arena. Ids are
+//!   dense, so the id *is* the index: `get` is O(1).
+//! - `moved`, `away`, `away_set`: a pet whose status is not the one it
+//!   was created with is *away*: its JSON now lies in a slot of its own
+//!   in `moved` (sized for its longest status, so later changes rewrite
+//!   it in place and the bytes held stay under twice the arena's), and
+//!   its home bytes stay where they are, so that its neighbours stay one
+//!   copy. A page copies runs of neighbours around the pets away; a page
+//!   with none away (every page while no pet ever changed) is the one
+//!   copy it always was, after one look at an empty set. A pet whose
+//!   status comes back to its first is home again.
+//! - `statuses[i]`: pet `i + 1`'s status, one byte each.
+//! - `by_status[s]`: the pets with status `s` ([`IdSet`]): a transition
+//!   moves a pet between two of them in a few word writes, whatever the
+//!   inventory's size, and a filtered page finds each next pet of its
+//!   status in a few steps however far it is, so a page of a rare status
+//!   never scans the pets of other statuses.
 //!
 //! - `final_pages`: the first page of each status filter (or none) and
-//!   limit, encoded once it can no longer change: ids only grow and pets
-//!   never change, so a first page with more matching pets after it is
-//!   final. A client polling the first page gets it without a copy
-//!   ([`Inventory::final_page`]). At most 4 x 100 pages (about 1.3 MB
+//!   limit, encoded once more pets match than it holds, so that no create
+//!   can change it (ids only grow), and kept until a transition reaches it
+//!   (`final_pages.rs`). A client polling the first page gets it without a
+//!   copy ([`Inventory::final_page`]). At most 4 x 100 pages (about 1.3 MB
 //!   with 10-character names).
 //!
 //! `get` reads name and category back out of the pet's JSON, whose layout
@@ -33,45 +44,98 @@
 //!
 //! [`Inventory::final_page`]: crate::Inventory::final_page
 
-use super::json::encode;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use super::id_set::IdSet;
+use super::json::{decode, encode, status_of_json, LONGEST_STATUS};
 use super::query::{JsonPage, Limit, ListQuery};
 use crate::pet::{Pet, PetId, PetStatus};
 
 #[derive(Debug, Default)]
 pub(crate) struct Records {
     pub(super) arena: Vec<u8>,
+    /// Where each pet's JSON as created (its *home*) ends, comma included.
     pub(super) ends: Vec<u64>,
     pub(super) statuses: Vec<PetStatus>,
-    pub(super) by_status: [Vec<PetId>; 3],
+    pub(super) by_status: [IdSet; 3],
+    /// Pets whose status is not the one of their home bytes, by index.
+    /// Empty while no pet ever changed.
+    away_set: IdSet,
+    /// The JSON of pets away from home, each in a slot of its own: apart
+    /// from `arena`, whose pets must stay back to back.
+    moved: Vec<u8>,
+    /// The slot in `moved` of each pet that was ever away: its start and
+    /// its JSON's length now (comma excluded). Kept when the pet goes
+    /// home, so that a pet reserved and released again and again reuses
+    /// one slot instead of growing `moved` each time.
+    away: HashMap<usize, (u64, u32), BuildHasherDefault<IndexHasher>>,
 }
+
+/// The hash of a pet's index for `away`: one multiplication. The keys are
+/// the inventory's own indices, not a client's choice, so SipHash's
+/// defence against chosen collisions buys nothing here, and every page
+/// with a changed pet on it looks it up.
+#[derive(Default)]
+struct IndexHasher(u64);
+
+impl Hasher for IndexHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        // Fibonacci hashing: an odd constant near 2^64 / golden ratio
+        // spreads consecutive indices over the high bits too.
+        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// Where offsets into `moved` start, in the one space of offsets that
+/// [`Records::slot`] and [`Runs`] use for both buffers: a run never
+/// spans the two, and no arena comes near this size.
+const MOVED: usize = usize::MAX / 2 + 1;
 
 impl Records {
     /// [`Inventory::list_json_into`](crate::Inventory::list_json_into) under the lock.
     pub(super) fn json_page(&self, query: &ListQuery, mut body: Vec<u8>) -> JsonPage {
         body.clear();
         if query.status.is_none() {
-            // Consecutive ids are consecutive in the arena: one copy.
             let (range, next_after) = self.all_range(query);
-            // `[`, the pets with their commas, the last comma becoming `]`.
-            body.reserve_exact((1 + self.arena_span(&range)).max(2));
-            body.push(b'[');
-            if !range.is_empty() {
-                let start = self.start(range.start);
-                let end = self.end(range.end - 1);
-                body.extend_from_slice(&self.arena[start..end]);
+            if self.any_away(&range) {
+                // Pets of the page that changed are elsewhere: copied as
+                // runs of neighbours around them.
+                let mut runs = Runs::new();
+                for index in range.clone() {
+                    runs.push(self, index);
+                }
+                runs.write(self, &mut body);
+            } else {
+                // Consecutive ids are consecutive in the arena: one copy.
+                // `[`, the pets with their commas, the last comma
+                // becoming `]`.
+                body.reserve_exact((1 + self.arena_span(&range)).max(2));
+                body.push(b'[');
+                if !range.is_empty() {
+                    let start = self.start(range.start);
+                    let end = self.end(range.end - 1);
+                    body.extend_from_slice(&self.arena[start..end]);
+                }
+                close_array(&mut body);
             }
-            close_array(&mut body);
             return JsonPage {
                 body,
                 count: range.len(),
-                next_after,
-            };
-        }
-        if let Some((ids, next_after)) = self.first_page_of_status(query) {
-            self.write_pets(ids, &mut body);
-            return JsonPage {
-                body,
-                count: ids.len(),
                 next_after,
             };
         }
@@ -83,7 +147,7 @@ impl Records {
             count += 1;
             runs.push(self, index);
         });
-        runs.write(&self.arena, &mut body);
+        runs.write(self, &mut body);
         JsonPage {
             body,
             count,
@@ -96,6 +160,7 @@ impl Records {
         (index < self.ends.len()).then_some(index)
     }
 
+    /// Where the pet's home bytes (its JSON as created) start.
     fn start(&self, index: usize) -> usize {
         match index {
             0 => 0,
@@ -103,14 +168,108 @@ impl Records {
         }
     }
 
-    /// End of the pet's JSON *including* its trailing comma.
+    /// End of the pet's home bytes *including* their trailing comma.
     fn end(&self, index: usize) -> usize {
         self.ends[index] as usize
     }
 
+    /// Whether the pet's status is no longer the one of its home bytes.
+    fn is_away(&self, index: usize) -> bool {
+        self.away_set.len() > 0 && self.away_set.contains(index)
+    }
+
+    /// Whether any pet of `range` is away: no look at all while no pet
+    /// ever changed, else one search.
+    fn any_away(&self, range: &std::ops::Range<usize>) -> bool {
+        self.away_set.len() > 0
+            && self
+                .away_set
+                .next_from(range.start)
+                .is_some_and(|index| index < range.end)
+    }
+
+    /// Where the pet's JSON is now, its trailing comma included: in
+    /// `arena`, or (from [`MOVED`] on) in `moved`.
+    fn slot(&self, index: usize) -> (usize, usize) {
+        if self.is_away(index) {
+            if let Some(&(start, len)) = self.away.get(&index) {
+                let start = MOVED + start as usize;
+                return (start, start + len as usize + 1);
+            }
+        }
+        (self.start(index), self.end(index))
+    }
+
+    /// Bytes of JSON held, home and moved.
+    #[cfg(test)]
+    pub(super) fn bytes_held(&self) -> usize {
+        self.arena.len() + self.moved.len()
+    }
+
+    /// The bytes of a slot or run of slots.
+    fn bytes(&self, start: usize, end: usize) -> &[u8] {
+        match start.checked_sub(MOVED) {
+            Some(at) => &self.moved[at..end - MOVED],
+            None => &self.arena[start..end],
+        }
+    }
+
     /// The pet's JSON without the trailing comma.
     pub(super) fn json(&self, index: usize) -> &[u8] {
-        &self.arena[self.start(index)..self.end(index) - 1]
+        let (start, end) = self.slot(index);
+        self.bytes(start, end - 1)
+    }
+
+    /// Changes the status of the pet at `index` (which the caller has
+    /// decided is allowed). Its JSON changes length with the status, so
+    /// it cannot be rewritten where it lies without moving every later
+    /// pet: it goes to a slot of its own in `moved`, sized for its longest
+    /// JSON so that every later change fits there, and it goes home again
+    /// when its status is again the one it was created with. A page of
+    /// pets at home stays one copy.
+    pub(super) fn set_status(&mut self, index: usize, status: PetStatus) {
+        let Some(&old) = self.statuses.get(index) else {
+            return;
+        };
+        if old == status {
+            return;
+        }
+        let id = id_at(index);
+        let home = &self.arena[self.start(index)..self.end(index) - 1];
+        if status_of_json(home) == Some(status) {
+            self.away_set.remove(index);
+        } else if let Some(pet) = decode(id, old, self.json(index)) {
+            let mut json = Vec::with_capacity(home.len() + LONGEST_STATUS);
+            encode(&pet.with_status(status), &mut json);
+            json.push(b',');
+            let len = json.len() as u32 - 1;
+            let start = self.away.get(&index).map(|&(start, _)| start as usize);
+            // The slot was sized for the longest status, so the JSON fits;
+            // taken with `get_mut`, not indexed, so that nothing here can
+            // panic (a slot not found is replaced by a fresh one).
+            let fits = start.and_then(|at| self.moved.get_mut(at..at + json.len()));
+            match (fits, start) {
+                (Some(slot), Some(start)) => {
+                    slot.copy_from_slice(&json);
+                    self.away.insert(index, (start as u64, len));
+                }
+                _ => {
+                    // Room for the longest status, whatever comes later.
+                    let room = json.len() - status.as_str().len() + LONGEST_STATUS;
+                    let start = self.moved.len();
+                    self.moved.extend_from_slice(&json);
+                    self.moved.resize(start + room, b' ');
+                    self.away.insert(index, (start as u64, len));
+                }
+            }
+            self.away_set.insert(index);
+        } else {
+            // The arena holds what `encode` wrote: not reached.
+            return;
+        }
+        self.statuses[index] = status;
+        self.by_status[old.index()].remove(index);
+        self.by_status[status.index()].insert(index);
     }
 
     fn arena_span(&self, range: &std::ops::Range<usize>) -> usize {
@@ -132,33 +291,11 @@ impl Records {
     }
 
     fn push_encoded(&mut self, id: PetId, status: PetStatus) {
+        debug_assert_eq!(id_at(self.ends.len()), id);
         self.arena.push(b',');
+        self.by_status[status.index()].insert(self.ends.len());
         self.ends.push(self.arena.len() as u64);
         self.statuses.push(status);
-        self.by_status[status.index()].push(id);
-    }
-
-    /// The first page of a status (a filter and no cursor): the first ids
-    /// of the status's index, found without a scan or a search, and the
-    /// cursor of the next page. `None` for any other query.
-    fn first_page_of_status(&self, query: &ListQuery) -> Option<(&[PetId], Option<PetId>)> {
-        let status = query.status.filter(|_| query.after.is_none())?;
-        let ids = &self.by_status[status.index()];
-        let page = &ids[..query.limit.get().min(ids.len())];
-        let next = page.last().copied().filter(|_| ids.len() > page.len());
-        Some((page, next))
-    }
-
-    /// Writes the JSON array of the pets `ids` (ascending, at most a
-    /// page: [`Limit::MAX`]) into `body`, growing it at most once, to
-    /// exactly its length ([`Runs`]).
-    fn write_pets(&self, ids: &[PetId], body: &mut Vec<u8>) {
-        debug_assert!(ids.len() <= Limit::MAX.get());
-        let mut runs = Runs::new();
-        for id in ids {
-            runs.push(self, id.get() as usize - 1);
-        }
-        runs.write(&self.arena, body);
     }
 
     /// Indices of the first page of all pets (no status filter).
@@ -181,49 +318,24 @@ impl Records {
                 next
             }
             Some(status) => {
-                let ids = &self.by_status[status.index()];
-                let limit = query.limit.get();
-                let len = self.statuses.len();
-                // First look at the statuses right after the cursor: one
-                // byte per pet in id order, so a page of a common status is
-                // a few cache lines away. A binary search of `ids` from a
-                // cursor deep in a large inventory misses the cache at
-                // nearly every step, where the scan reads consecutive bytes
-                // (docs/core-benchmarks.md has the measurements).
-                let from = query.after.map_or(0, |a| a.get().min(len as u64) as usize);
-                let budget = from
-                    .saturating_add(SCAN_PER_PET * limit + SCAN_EXTRA)
-                    .min(len);
-                let mut count = 0;
+                // The status's set, from the first index after the cursor
+                // (ids are dense: the pet after `after` is at `after`).
+                let members = &self.by_status[status.index()];
+                let len = self.ends.len() as u64;
+                let mut at = query.after.map_or(0, |a| a.get().min(len) as usize);
                 let mut last = None;
-                // Every pet below `index` has been looked at.
-                let mut index = from;
-                for &s in &self.statuses[from..budget] {
-                    if count == limit {
+                for _ in 0..query.limit.get() {
+                    let Some(index) = members.next_from(at) else {
                         break;
-                    }
-                    if s == status {
-                        visit(index);
-                        count += 1;
-                        last = Some(index);
-                    }
-                    index += 1;
+                    };
+                    visit(index);
+                    last = Some(index);
+                    at = index + 1;
                 }
-                // A rare status did not fill the page there: the rest by
-                // binary search.
-                if count < limit && index < len {
-                    let start = ids.partition_point(|id| id.get() <= index as u64);
-                    let end = start.saturating_add(limit - count).min(ids.len());
-                    for id in &ids[start..end] {
-                        let at = id.get() as usize - 1;
-                        visit(at);
-                        last = Some(at);
-                    }
-                }
-                // More after the page exactly when the status's largest id
-                // is beyond the page's last one.
-                let last = id_at(last?);
-                ids.last().is_some_and(|max| *max > last).then_some(last)
+                // A next page exactly when another pet of the status
+                // follows the page's last one.
+                let last = last?;
+                members.next_from(last + 1).map(|_| id_at(last))
             }
         }
     }
@@ -256,7 +368,7 @@ impl Runs {
 
     /// Adds the pet at `index` (after the ones added before it).
     fn push(&mut self, records: &Records, index: usize) {
-        let (start, end) = (records.start(index), records.end(index));
+        let (start, end) = records.slot(index);
         self.span += end - start;
         match self
             .len
@@ -274,11 +386,11 @@ impl Runs {
     }
 
     /// The JSON array of the pets added, into `body`.
-    fn write(&self, arena: &[u8], body: &mut Vec<u8>) {
+    fn write(&self, records: &Records, body: &mut Vec<u8>) {
         body.reserve_exact((1 + self.span).max(2));
         body.push(b'[');
         for &(start, end) in &self.ranges[..self.len] {
-            body.extend_from_slice(&arena[start..end]);
+            body.extend_from_slice(records.bytes(start, end));
         }
         close_array(body);
     }
@@ -296,9 +408,3 @@ pub(super) fn id_at(index: usize) -> PetId {
     // `index < ends.len()`, and `create` never pushes past `PetId::MAX`.
     PetId::new(index as u64 + 1).unwrap_or(PetId::MAX)
 }
-
-/// How far past the cursor `Records::select` scans the statuses for a
-/// filtered page before it falls back to a binary search: 8 pets per pet
-/// wanted (a status held by a third of the pets needs 3), plus a margin.
-pub(super) const SCAN_PER_PET: usize = 8;
-pub(super) const SCAN_EXTRA: usize = 64;
