@@ -7,6 +7,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
 
+use proptest::prelude::*;
+
 use petstore_core::{
     check_journal, repair_journal, CategoryId, Inventory, JournalOptions, Limit, ListQuery, NewPet,
     OpenError, Pet, PetId, PetStatus, Transition, TransitionError, JOURNAL_FILE,
@@ -312,4 +314,60 @@ fn racing_threads_get_exactly_one_winner_per_step_in_memory_and_durable() {
     };
     assert_eq!(all(&open(&dir)), before);
     fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A step of the durable model: a create, or a batch of transitions of
+/// pets by position (ids beyond the last included).
+#[derive(Clone, Debug)]
+enum Step {
+    Create(PetStatus),
+    Batch(Vec<(u64, Transition)>),
+}
+
+fn arb_step() -> impl Strategy<Value = Step> {
+    let status = prop::sample::select(PetStatus::ALL.to_vec());
+    let transition = prop::sample::select(Transition::ALL.to_vec());
+    prop_oneof![
+        2 => status.prop_map(Step::Create),
+        3 => prop::collection::vec((1..=12u64, transition), 1..4).prop_map(Step::Batch),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Whatever mix of creates and transitions a durable inventory took,
+    /// every outcome equals an in-memory inventory's, and reopening it
+    /// gives the same pets and the same pages.
+    #[test]
+    fn reopen_after_creates_and_transitions_equals_before(steps in prop::collection::vec(arb_step(), 1..40)) {
+        let dir = scratch("reopen-model");
+        let memory = Inventory::in_memory();
+        let before = {
+            let durable = open(&dir);
+            for (i, step) in steps.iter().enumerate() {
+                match step {
+                    Step::Create(status) => {
+                        let new = new_pet(i).with_status(*status);
+                        prop_assert_eq!(durable.create(new.clone()).ok(), memory.create(new).ok());
+                    }
+                    Step::Batch(batch) => {
+                        let batch: Vec<(PetId, Transition)> =
+                            batch.iter().map(|&(n, t)| (id(n), t)).collect();
+                        prop_assert_eq!(
+                            durable.transition_many(&batch).ok(),
+                            memory.transition_many(&batch).ok()
+                        );
+                    }
+                }
+            }
+            prop_assert_eq!(pages(&durable), pages(&memory));
+            all(&durable)
+        };
+        let reopened = open(&dir);
+        prop_assert_eq!(all(&reopened), before);
+        prop_assert_eq!(pages(&reopened), pages(&memory));
+        drop(reopened);
+        fs::remove_dir_all(&dir).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    }
 }
