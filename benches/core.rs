@@ -178,7 +178,7 @@ fn bench_list(c: &mut Criterion) {
     }
 }
 
-/// A first page that can no longer change (`Inventory::final_page`): the
+/// A first page that no create can change (`Inventory::final_page`): the
 /// unfiltered one and each status's in turn, shared, not copied.
 fn bench_final_pages(c: &mut Criterion) {
     let mut group = c.benchmark_group("final_page");

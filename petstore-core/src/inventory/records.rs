@@ -45,6 +45,7 @@
 //! [`Inventory::final_page`]: crate::Inventory::final_page
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use super::id_set::IdSet;
 use super::json::{decode, encode, status_of_json, LONGEST_STATUS};
@@ -68,7 +69,36 @@ pub(crate) struct Records {
     /// its JSON's length now (comma excluded). Kept when the pet goes
     /// home, so that a pet reserved and released again and again reuses
     /// one slot instead of growing `moved` each time.
-    away: HashMap<usize, (u64, u32)>,
+    away: HashMap<usize, (u64, u32), BuildHasherDefault<IndexHasher>>,
+}
+
+/// The hash of a pet's index for `away`: one multiplication. The keys are
+/// the inventory's own indices, not a client's choice, so SipHash's
+/// defence against chosen collisions buys nothing here, and every page
+/// with a changed pet on it looks it up.
+#[derive(Default)]
+struct IndexHasher(u64);
+
+impl Hasher for IndexHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        // Fibonacci hashing: an odd constant near 2^64 / golden ratio
+        // spreads consecutive indices over the high bits too.
+        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
 }
 
 /// Where offsets into `moved` start, in the one space of offsets that
