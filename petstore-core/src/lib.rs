@@ -49,7 +49,7 @@ pub use inventory::{
     check_journal, repair_journal, ApplyError, BadLine, CreateError, FinalPage, FsyncPolicy,
     Inventory, JournalCheck, JournalOptions, JournalRepair, JournalStats, JsonPage, Limit,
     ListQuery, OpenError, Page, PageSizeError, Recovery, StorageFailure, StorageFault, TornTail,
-    BATCH_BUCKETS, FSYNC_BUCKETS, JOURNAL_FILE, LOCK_FILE, MAX_LISTED,
+    TransitionError, BATCH_BUCKETS, FSYNC_BUCKETS, JOURNAL_FILE, LOCK_FILE, MAX_LISTED,
 };
 pub use limit::{
     client_key, AnonymousLimiter, AnonymousState, BanPolicy, Clock, Decision, FakeClock,
@@ -58,6 +58,6 @@ pub use limit::{
 };
 pub use pet::{
     name_rules, validate_name, CategoryId, IdError, NameError, NameRules, NewPet, Pet, PetError,
-    PetId, PetStatus, UnknownStatus, MAX_NAME_CHARS,
+    PetId, PetStatus, Transition, UnknownStatus, UnknownTransition, MAX_NAME_CHARS,
 };
 pub use quote::{quote, Quoted, MAX_QUOTED_CHARS};

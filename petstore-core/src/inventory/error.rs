@@ -1,7 +1,9 @@
-//! The inventory's typed errors: why a create, an open or an apply
-//! failed, and what a page size outside its bounds is. Each names what
+//! The inventory's typed errors: why a create, a transition, an open or
+//! an apply failed, and what a page size outside its bounds is. Each names what
 //! was wrong, so a server can turn it into a clear message without
 //! guessing.
+
+use crate::pet::{PetId, PetStatus, Transition};
 
 /// Why [`Inventory::create`](crate::Inventory::create) did not store a pet.
 #[derive(Debug, thiserror::Error)]
@@ -15,6 +17,58 @@ pub enum CreateError {
     /// reads go on.
     #[error("the inventory cannot store pets: {0}")]
     Storage(StorageFailure),
+}
+
+/// Why [`Inventory::transition`](crate::Inventory::transition) did not
+/// change a pet.
+///
+/// # Examples
+///
+/// ```
+/// use petstore_core::{PetId, PetStatus, Transition, TransitionError};
+/// let conflict = TransitionError::Conflict {
+///     id: PetId::new(7).unwrap(),
+///     current: PetStatus::Sold,
+///     transition: Transition::Sell,
+/// };
+/// assert_eq!(conflict.to_string(), "pet 7 is sold; sell needs available or pending");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TransitionError {
+    /// No pet has this id.
+    #[error("pet {0} not found")]
+    NotFound(PetId),
+    /// The pet's current status does not allow the transition (the same
+    /// transition twice included: a sold pet cannot be sold again).
+    #[error("pet {id} is {current}; {transition} needs {}", Needs(*transition))]
+    Conflict {
+        /// The pet.
+        id: PetId,
+        /// Its status now.
+        current: PetStatus,
+        /// The transition refused.
+        transition: Transition,
+    },
+    /// The journal could not store the change (see
+    /// [`CreateError::Storage`]): the pet was not changed, or not durably,
+    /// and the inventory refuses every later change until it is reopened.
+    #[error("the inventory cannot store changes: {0}")]
+    Storage(StorageFailure),
+}
+
+/// The statuses a transition needs, in words: "available or pending".
+struct Needs(Transition);
+
+impl std::fmt::Display for Needs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, status) in self.0.from_statuses().iter().enumerate() {
+            if i > 0 {
+                f.write_str(" or ")?;
+            }
+            f.write_str(status.as_str())?;
+        }
+        Ok(())
+    }
 }
 
 /// Why a durable inventory cannot store pets any more, in words fit for a
@@ -83,7 +137,9 @@ pub enum OpenError {
     },
 }
 
-/// Why [`Inventory::apply`](crate::Inventory::apply) refused pets.
+/// Why [`Inventory::apply`](crate::Inventory::apply) or
+/// [`Inventory::apply_statuses`](crate::Inventory::apply_statuses)
+/// refused what it was given.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ApplyError {
     /// The pets do not follow on from the inventory's last id: the next id
@@ -100,6 +156,14 @@ pub enum ApplyError {
     /// pets applied only in memory would be lost at the next start.
     #[error("pets can be applied only to an in-memory inventory")]
     Durable,
+    /// A status change names a pet the copy does not hold yet
+    /// ([`Inventory::apply_statuses`](crate::Inventory::apply_statuses)):
+    /// the pet must be applied first. Nothing was applied.
+    #[error("pet {id} is not in the copy yet: apply it before its status changes")]
+    Unknown {
+        /// The pet the copy does not hold.
+        id: PetId,
+    },
 }
 
 /// A page size outside 1 to 100: why [`Limit::new`](crate::Limit::new)

@@ -96,6 +96,28 @@ pub(crate) fn escape_into(s: &str, out: &mut Vec<u8>) {
     out.extend_from_slice(&bytes[start..]);
 }
 
+/// The longest status's spelling: how much a pet's JSON can grow when
+/// its status changes.
+pub(crate) const LONGEST_STATUS: usize = PetStatus::Available.as_str().len();
+
+const _: () = {
+    let mut i = 0;
+    while i < PetStatus::ALL.len() {
+        assert!(PetStatus::ALL[i].as_str().len() <= LONGEST_STATUS);
+        i += 1;
+    }
+};
+
+/// The status written in a pet's JSON as [`encode`] writes it (the last
+/// value), read from its end alone.
+pub(crate) fn status_of_json(json: &[u8]) -> Option<PetStatus> {
+    let rest = json.strip_suffix(SUFFIX)?;
+    PetStatus::ALL.into_iter().find(|s| {
+        rest.strip_suffix(s.as_str().as_bytes())
+            .is_some_and(|r| r.ends_with(STATUS_PREFIX))
+    })
+}
+
 /// Reads a pet back out of the JSON that [`encode`] wrote.
 pub(crate) fn decode(id: PetId, status: PetStatus, json: &[u8]) -> Option<Pet> {
     let name_start = ID_PREFIX.len() + decimal_len(id.get()) + NAME_PREFIX.len();

@@ -3,17 +3,17 @@
 //!
 //! | file | holds |
 //! |---|---|
-//! | `mod.rs` | [`Inventory`]: `get`/`list`/`create`, `apply` for a copy of another store |
+//! | `mod.rs` | [`Inventory`]: `get`/`list`/`create`, `transition`, `apply` and `apply_statuses` for a copy of another store |
 //! | `query.rs` | [`ListQuery`], [`Limit`], [`Page`], [`JsonPage`], [`FinalPage`] |
 //! | `records.rs` | [`Records`]: the arena of pets' JSON and how a page is read out of it |
-//! | `final_pages.rs` | [`FinalPages`]: first pages encoded once, when they can no longer change |
+//! | `final_pages.rs` | [`FinalPages`]: first pages encoded once and kept while no change reaches them |
 //! | `json.rs` | the pet's canonical JSON: [`Pet::to_json`], its encoder and fast reader |
 //! | `journal/` | the append-only journal of a durable inventory: group commit, recovery, repair |
-//! | `error.rs` | [`CreateError`], [`OpenError`], [`ApplyError`], [`StorageFailure`], [`PageSizeError`] |
+//! | `error.rs` | [`CreateError`], [`TransitionError`], [`OpenError`], [`ApplyError`], [`StorageFailure`], [`PageSizeError`] |
 //! | `tests.rs` | the inventory's tests against a naive model |
 //!
 //! One `RwLock` guards the records: reads share it, a create holds it for
-//! a push. parking_lot's lock is a single word, cheap when uncontended,
+//! a push, a transition for one pet's change. parking_lot's lock is a single word, cheap when uncontended,
 //! and never poisoned.
 //!
 //! May use: `pet`.
@@ -34,7 +34,10 @@ use parking_lot::RwLock;
 
 #[allow(deprecated)]
 pub use error::LimitError;
-pub use error::{ApplyError, CreateError, OpenError, PageSizeError, StorageFailure, StorageFault};
+pub use error::{
+    ApplyError, CreateError, OpenError, PageSizeError, StorageFailure, StorageFault,
+    TransitionError,
+};
 pub use journal::{
     check_journal, repair_journal, BadLine, FsyncPolicy, JournalCheck, JournalOptions,
     JournalRepair, JournalStats, Recovery, TornTail, BATCH_BUCKETS, FSYNC_BUCKETS, JOURNAL_FILE,
@@ -42,9 +45,9 @@ pub use journal::{
 };
 pub use query::{FinalPage, JsonPage, Limit, ListQuery, Page};
 
-use crate::pet::{NewPet, Pet, PetId};
+use crate::pet::{NewPet, Pet, PetId, PetStatus, Transition};
 use final_pages::FinalPages;
-use journal::Journal;
+use journal::{Change, Journal, Record};
 use json::decode;
 use records::{id_at, Records};
 
@@ -104,9 +107,31 @@ impl Inventory {
     /// ```
     pub fn open(dir: impl AsRef<Path>, options: JournalOptions) -> Result<Self, OpenError> {
         let mut records = Records::default();
-        let (journal, recovery) = Journal::open(dir.as_ref(), options, |id, status, json| {
-            records.push_json(id, status, json)
-        })?;
+        let (journal, recovery) =
+            Journal::open(dir.as_ref(), options, |record, json| match record {
+                Record::Pet(id, status) => {
+                    records.push_json(id, status, json);
+                    Ok(())
+                }
+                Record::Transition(id, transition) => {
+                    let Some(index) = records.index_of(id) else {
+                        return Err(format!(
+                            "{transition} of pet {id}, which no record before it created"
+                        ));
+                    };
+                    let current = records.statuses[index];
+                    if !transition.allows(current) {
+                        let refused = TransitionError::Conflict {
+                            id,
+                            current,
+                            transition,
+                        };
+                        return Err(format!("a transition its pet could not take: {refused}"));
+                    }
+                    records.set_status(index, transition.to_status());
+                    Ok(())
+                }
+            })?;
         Ok(Inventory {
             records: RwLock::new(records),
             journal: Some(journal),
@@ -156,12 +181,7 @@ impl Inventory {
     /// callers run it on a blocking thread.
     pub fn create(&self, new: NewPet) -> Result<Pet, CreateError> {
         if let Some(journal) = &self.journal {
-            return journal.append(new, &|batch: &[Pet]| {
-                let mut records = self.records.write();
-                for pet in batch {
-                    records.push(pet);
-                }
-            });
+            return journal.append(new, &|batch| self.publish(batch));
         }
         let mut records = self.records.write();
         let next = records.ends.len() as u64 + 1;
@@ -191,12 +211,7 @@ impl Inventory {
     /// ```
     pub fn create_many(&self, news: Vec<NewPet>) -> Result<Vec<Pet>, CreateError> {
         if let Some(journal) = &self.journal {
-            return journal.append_many(news, &|batch: &[Pet]| {
-                let mut records = self.records.write();
-                for pet in batch {
-                    records.push(pet);
-                }
-            });
+            return journal.append_many(news, &|batch| self.publish(batch));
         }
         let mut records = self.records.write();
         let first = records.ends.len() as u64 + 1;
@@ -262,6 +277,161 @@ impl Inventory {
             records.push(pet);
         }
         Ok(fresh.len())
+    }
+
+    /// Changes a pet's status by one [`Transition`] and returns the pet as
+    /// it now is, if its current status allows the transition; otherwise
+    /// nothing changes. Decided under the inventory's lock (in memory) or
+    /// the journal's (durable), so of two racing transitions that both
+    /// start from the same status exactly one succeeds. A durable
+    /// inventory returns `Ok` once the change is on disk (journal synced)
+    /// and visible to readers; the call blocks for that fsync.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use petstore_core::{CategoryId, Inventory, NewPet, PetId, PetStatus, Transition, TransitionError};
+    /// let inventory = Inventory::in_memory();
+    /// let rex = inventory.create(NewPet::new("Rex", CategoryId::MIN).unwrap()).unwrap();
+    /// let reserved = inventory.transition(rex.id(), Transition::Reserve).unwrap();
+    /// assert_eq!(reserved.status(), PetStatus::Pending);
+    /// assert_eq!(inventory.get(rex.id()), Some(reserved));
+    /// let sold = inventory.transition(rex.id(), Transition::Sell).unwrap();
+    /// assert_eq!(sold.status(), PetStatus::Sold);
+    /// let again = inventory.transition(rex.id(), Transition::Sell).unwrap_err();
+    /// assert_eq!(again.to_string(), "pet 1 is sold; sell needs available or pending");
+    /// assert_eq!(
+    ///     inventory.transition(PetId::new(9).unwrap(), Transition::Sell),
+    ///     Err(TransitionError::NotFound(PetId::new(9).unwrap()))
+    /// );
+    /// ```
+    pub fn transition(&self, id: PetId, transition: Transition) -> Result<Pet, TransitionError> {
+        match self.transition_many(&[(id, transition)]) {
+            Ok(mut outcomes) => outcomes.pop().unwrap_or(Err(TransitionError::NotFound(id))),
+            Err(failure) => Err(TransitionError::Storage(failure)),
+        }
+    }
+
+    /// Several transitions, decided in order (a later one sees an earlier
+    /// one's effect, on the same pet too), each with its own outcome, as
+    /// [`transition`](Self::transition) would give them one by one. A
+    /// durable inventory writes all that succeed in one group commit and
+    /// blocks once, for one fsync, for the lot: a server's committer holds
+    /// one thread per batch, not one per waiting transition.
+    ///
+    /// `Err` when the journal failed (before, or while writing these):
+    /// then none of them is acknowledged, and an item's outcome is unknown
+    /// only in that it may be on disk and come back at the next start.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use petstore_core::{CategoryId, Inventory, NewPet, PetStatus, Transition, TransitionError};
+    /// let inventory = Inventory::in_memory();
+    /// let rex = inventory.create(NewPet::new("Rex", CategoryId::MIN).unwrap()).unwrap().id();
+    /// let outcomes = inventory
+    ///     .transition_many(&[(rex, Transition::Reserve), (rex, Transition::Reserve), (rex, Transition::Sell)])
+    ///     .unwrap();
+    /// assert_eq!(outcomes[0].as_ref().map(|p| p.status()), Ok(PetStatus::Pending));
+    /// assert!(matches!(outcomes[1], Err(TransitionError::Conflict { current: PetStatus::Pending, .. })));
+    /// assert_eq!(outcomes[2].as_ref().map(|p| p.status()), Ok(PetStatus::Sold));
+    /// ```
+    pub fn transition_many(
+        &self,
+        batch: &[(PetId, Transition)],
+    ) -> Result<Vec<Result<Pet, TransitionError>>, StorageFailure> {
+        if let Some(journal) = &self.journal {
+            return journal
+                .transition_many(batch, &|id| self.get(id), &|changes| self.publish(changes));
+        }
+        let mut records = self.records.write();
+        let outcomes = batch
+            .iter()
+            .map(|&(id, transition)| {
+                let index = records.index_of(id).ok_or(TransitionError::NotFound(id))?;
+                let current = records.statuses[index];
+                if !transition.allows(current) {
+                    return Err(TransitionError::Conflict {
+                        id,
+                        current,
+                        transition,
+                    });
+                }
+                self.change(&mut records, index, transition.to_status());
+                decode(id, records.statuses[index], records.json(index))
+                    .ok_or(TransitionError::NotFound(id))
+            })
+            .collect();
+        Ok(outcomes)
+    }
+
+    /// Sets the statuses of pets of a read copy of another store (a
+    /// database, where the transitions were decided), in the order given:
+    /// the store's commit order, so that the last change of a pet wins.
+    /// No transition rule is checked: the store already did. Returns how
+    /// many changes were applied. All or nothing: if any names a pet the
+    /// copy does not hold yet ([`ApplyError::Unknown`]; apply the pet
+    /// first), nothing is applied. One write lock for the whole slice.
+    ///
+    /// A durable inventory refuses ([`ApplyError::Durable`]), as
+    /// [`apply`](Self::apply) does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use petstore_core::{ApplyError, CategoryId, Inventory, NewPet, PetId, PetStatus};
+    /// let id = |n| PetId::new(n).unwrap();
+    /// let copy = Inventory::in_memory();
+    /// copy.apply(&[NewPet::new("Rex", CategoryId::MIN).unwrap().into_pet(id(1))]).unwrap();
+    /// let changes = [(id(1), PetStatus::Pending), (id(1), PetStatus::Sold)];
+    /// assert_eq!(copy.apply_statuses(&changes), Ok(2));
+    /// assert_eq!(copy.get(id(1)).unwrap().status(), PetStatus::Sold);
+    /// assert_eq!(
+    ///     copy.apply_statuses(&[(id(1), PetStatus::Available), (id(2), PetStatus::Sold)]),
+    ///     Err(ApplyError::Unknown { id: id(2) })
+    /// );
+    /// assert_eq!(copy.get(id(1)).unwrap().status(), PetStatus::Sold);
+    /// ```
+    pub fn apply_statuses(&self, changes: &[(PetId, PetStatus)]) -> Result<usize, ApplyError> {
+        if self.journal.is_some() {
+            return Err(ApplyError::Durable);
+        }
+        let mut records = self.records.write();
+        let mut indices = Vec::with_capacity(changes.len());
+        for &(id, _) in changes {
+            indices.push(records.index_of(id).ok_or(ApplyError::Unknown { id })?);
+        }
+        for (index, &(_, status)) in indices.into_iter().zip(changes) {
+            self.change(&mut records, index, status);
+        }
+        Ok(changes.len())
+    }
+
+    /// Publishes a durable batch of the journal, in its order.
+    fn publish(&self, changes: &[Change]) {
+        let mut records = self.records.write();
+        for change in changes {
+            match change {
+                Change::Created(pet) => records.push(pet),
+                Change::Changed(id, status) => {
+                    if let Some(index) = records.index_of(*id) {
+                        self.change(&mut records, index, *status);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sets one pet's status and drops the kept first pages it reaches,
+    /// under the records' write lock.
+    fn change(&self, records: &mut Records, index: usize, status: PetStatus) {
+        let old = records.statuses[index];
+        if old == status {
+            return;
+        }
+        records.set_status(index, status);
+        let left = records.by_status[old.index()].len();
+        self.final_pages.dropped_by(id_at(index), old, status, left);
     }
 
     /// The pet with this id, if there is one.
@@ -335,15 +505,18 @@ impl Inventory {
         self.records.read().json_page(query, body)
     }
 
-    /// The page of `query` when it is a first page (no cursor) that can
-    /// never change again, encoded once and shared: `None` for a page with
-    /// a cursor, or while no more pets match than the page holds (a pet
-    /// created later could still join it, or give it a next page).
+    /// The page of `query` when it is a first page (no cursor) that only
+    /// a transition could change, encoded once and shared: `None` for a
+    /// page with a cursor, or while no more pets match than the page holds
+    /// (a pet created later could still join it, or give it a next page).
     ///
-    /// Why it cannot change: ids only grow and pets never change, so the
-    /// first `limit` pets matching a filter stay the first once another
-    /// one matches after them. Its body is byte for byte
-    /// [`list_json`](Self::list_json)'s, then and for ever.
+    /// Why creates cannot change it: ids only grow, so the first `limit`
+    /// pets matching a filter stay the first once another one matches
+    /// after them. A transition that reaches the page (changes a pet on
+    /// it, brings one onto it, or leaves its filter without a next page)
+    /// drops it, before the transition returns; pages it cannot reach are
+    /// kept. Its body is byte for byte [`list_json`](Self::list_json)'s
+    /// whenever it is given.
     ///
     /// # Examples
     ///
@@ -365,28 +538,28 @@ impl Inventory {
         if query.after.is_some() {
             return None;
         }
-        let slot = self.final_pages.slot(query)?;
-        if let Some(page) = slot.get() {
-            return Some(page.clone());
+        if let Some(page) = self.final_pages.get(query) {
+            return Some(page);
         }
-        let page = {
-            let records = self.records.read();
-            let matching = match query.status {
-                None => records.ends.len(),
-                Some(status) => records.by_status[status.index()].len(),
-            };
-            if matching <= query.limit.get() {
-                return None;
-            }
-            records.json_page(query, Vec::new())
+        let records = self.records.read();
+        let matching = match query.status {
+            None => records.ends.len(),
+            Some(status) => records.by_status[status.index()].len(),
         };
+        if matching <= query.limit.get() {
+            return None;
+        }
+        let page = records.json_page(query, Vec::new());
         let final_page = FinalPage {
             body: page.body.into_boxed_slice(),
             count: page.count,
             next_after: page.next_after?,
         };
-        // Two threads may build it at once: both built the same bytes.
-        Some(slot.get_or_init(|| Arc::new(final_page)).clone())
+        // Kept with the read lock still held: a transition, which drops
+        // the pages it reaches under the write lock, comes either before
+        // this page was built or after it is kept, never between. Two
+        // threads may build it at once: both built the same bytes.
+        Some(self.final_pages.keep(query, final_page))
     }
 
     /// How many pets the inventory holds.

@@ -33,17 +33,38 @@
 //!
 //! [`Inventory::final_page`]: crate::Inventory::final_page
 
-use super::json::encode;
+use std::collections::HashMap;
+
+use super::json::{decode, encode, status_of_json, LONGEST_STATUS};
 use super::query::{JsonPage, Limit, ListQuery};
 use crate::pet::{Pet, PetId, PetStatus};
 
 #[derive(Debug, Default)]
 pub(crate) struct Records {
     pub(super) arena: Vec<u8>,
+    /// Where each pet's JSON as created (its *home*) ends, comma included.
     pub(super) ends: Vec<u64>,
     pub(super) statuses: Vec<PetStatus>,
     pub(super) by_status: [Vec<PetId>; 3],
+    /// Pets whose status is not the one of their home bytes, by index: a
+    /// bit each (`AWAY_BITS` pets a word). Empty while no pet ever changed.
+    away_bits: Vec<u64>,
+    /// The JSON of pets away from home, each in a slot of its own: apart
+    /// from `arena`, whose pets must stay back to back.
+    moved: Vec<u8>,
+    /// The slot in `moved` of each pet that was ever away: its start and
+    /// its JSON's length now (comma excluded). Kept when the pet goes
+    /// home, so that a pet reserved and released again and again reuses
+    /// one slot instead of growing `moved` each time.
+    away: HashMap<usize, (u64, u32)>,
 }
+
+const AWAY_BITS: usize = u64::BITS as usize;
+
+/// Where offsets into `moved` start, in the one space of offsets that
+/// [`Records::slot`] and [`Runs`] use for both buffers: a run never
+/// spans the two, and no arena comes near this size.
+const MOVED: usize = usize::MAX / 2 + 1;
 
 impl Records {
     /// [`Inventory::list_json_into`](crate::Inventory::list_json_into) under the lock.
@@ -53,14 +74,24 @@ impl Records {
             // Consecutive ids are consecutive in the arena: one copy.
             let (range, next_after) = self.all_range(query);
             // `[`, the pets with their commas, the last comma becoming `]`.
-            body.reserve_exact((1 + self.arena_span(&range)).max(2));
-            body.push(b'[');
-            if !range.is_empty() {
-                let start = self.start(range.start);
-                let end = self.end(range.end - 1);
-                body.extend_from_slice(&self.arena[start..end]);
+            if self.any_away(&range) {
+                // Pets of the page that changed are elsewhere: copied as
+                // runs of neighbours around them.
+                let mut runs = Runs::new();
+                for index in range.clone() {
+                    runs.push(self, index);
+                }
+                runs.write(self, &mut body);
+            } else {
+                body.reserve_exact((1 + self.arena_span(&range)).max(2));
+                body.push(b'[');
+                if !range.is_empty() {
+                    let start = self.start(range.start);
+                    let end = self.end(range.end - 1);
+                    body.extend_from_slice(&self.arena[start..end]);
+                }
+                close_array(&mut body);
             }
-            close_array(&mut body);
             return JsonPage {
                 body,
                 count: range.len(),
@@ -83,7 +114,7 @@ impl Records {
             count += 1;
             runs.push(self, index);
         });
-        runs.write(&self.arena, &mut body);
+        runs.write(self, &mut body);
         JsonPage {
             body,
             count,
@@ -96,6 +127,7 @@ impl Records {
         (index < self.ends.len()).then_some(index)
     }
 
+    /// Where the pet's home bytes (its JSON as created) start.
     fn start(&self, index: usize) -> usize {
         match index {
             0 => 0,
@@ -103,14 +135,132 @@ impl Records {
         }
     }
 
-    /// End of the pet's JSON *including* its trailing comma.
+    /// End of the pet's home bytes *including* their trailing comma.
     fn end(&self, index: usize) -> usize {
         self.ends[index] as usize
     }
 
+    /// Whether the pet's status is no longer the one of its home bytes.
+    fn is_away(&self, index: usize) -> bool {
+        self.away_bits
+            .get(index / AWAY_BITS)
+            .is_some_and(|word| word & (1 << (index % AWAY_BITS)) != 0)
+    }
+
+    /// Whether any pet of `range` is away: a word per 64 pets.
+    fn any_away(&self, range: &std::ops::Range<usize>) -> bool {
+        if self.away_bits.is_empty() || range.is_empty() {
+            return false;
+        }
+        let (first, last) = (range.start / AWAY_BITS, (range.end - 1) / AWAY_BITS);
+        (first..=last).any(|w| {
+            let mut word = self.away_bits.get(w).copied().unwrap_or(0);
+            if w == first {
+                word &= !0 << (range.start % AWAY_BITS);
+            }
+            if w == last {
+                word &= !0 >> (AWAY_BITS - 1 - (range.end - 1) % AWAY_BITS);
+            }
+            word != 0
+        })
+    }
+
+    fn set_away(&mut self, index: usize, away: bool) {
+        let word = index / AWAY_BITS;
+        if self.away_bits.len() <= word {
+            self.away_bits.resize(word + 1, 0);
+        }
+        let bit = 1 << (index % AWAY_BITS);
+        match away {
+            true => self.away_bits[word] |= bit,
+            false => self.away_bits[word] &= !bit,
+        }
+    }
+
+    /// Where the pet's JSON is now, its trailing comma included: in
+    /// `arena`, or (from [`MOVED`] on) in `moved`.
+    fn slot(&self, index: usize) -> (usize, usize) {
+        if self.is_away(index) {
+            if let Some(&(start, len)) = self.away.get(&index) {
+                let start = MOVED + start as usize;
+                return (start, start + len as usize + 1);
+            }
+        }
+        (self.start(index), self.end(index))
+    }
+
+    /// Bytes of JSON held, home and moved.
+    #[cfg(test)]
+    pub(super) fn bytes_held(&self) -> usize {
+        self.arena.len() + self.moved.len()
+    }
+
+    /// The bytes of a slot or run of slots.
+    fn bytes(&self, start: usize, end: usize) -> &[u8] {
+        match start.checked_sub(MOVED) {
+            Some(at) => &self.moved[at..end - MOVED],
+            None => &self.arena[start..end],
+        }
+    }
+
     /// The pet's JSON without the trailing comma.
     pub(super) fn json(&self, index: usize) -> &[u8] {
-        &self.arena[self.start(index)..self.end(index) - 1]
+        let (start, end) = self.slot(index);
+        self.bytes(start, end - 1)
+    }
+
+    /// Changes the status of the pet at `index` (which the caller has
+    /// decided is allowed). Its JSON changes length with the status, so
+    /// it cannot be rewritten where it lies without moving every later
+    /// pet: it goes to a slot of its own at the arena's end, sized for
+    /// its longest JSON so that every later change fits there, and it
+    /// goes home again when its status is again the one it was created
+    /// with. A list of pets that never changed stays one copy.
+    pub(super) fn set_status(&mut self, index: usize, status: PetStatus) {
+        let Some(&old) = self.statuses.get(index) else {
+            return;
+        };
+        if old == status {
+            return;
+        }
+        let id = id_at(index);
+        let home = &self.arena[self.start(index)..self.end(index) - 1];
+        if status_of_json(home) == Some(status) {
+            self.set_away(index, false);
+        } else if let Some(pet) = decode(id, old, self.json(index)) {
+            let mut json = Vec::with_capacity(home.len() + LONGEST_STATUS);
+            encode(&pet.with_status(status), &mut json);
+            json.push(b',');
+            let len = json.len() as u32 - 1;
+            match self.away.get_mut(&index) {
+                Some((start, held)) => {
+                    let start = *start as usize;
+                    *held = len;
+                    self.moved[start..start + json.len()].copy_from_slice(&json);
+                }
+                None => {
+                    // Room for the longest status, whatever comes later.
+                    let room = json.len() - status.as_str().len() + LONGEST_STATUS;
+                    let start = self.moved.len();
+                    self.moved.extend_from_slice(&json);
+                    self.moved.resize(start + room, b' ');
+                    self.away.insert(index, (start as u64, len));
+                }
+            }
+            self.set_away(index, true);
+        } else {
+            // The arena holds what `encode` wrote: not reached.
+            return;
+        }
+        self.statuses[index] = status;
+        let ids = &mut self.by_status[old.index()];
+        if let Ok(at) = ids.binary_search(&id) {
+            ids.remove(at);
+        }
+        let ids = &mut self.by_status[status.index()];
+        if let Err(at) = ids.binary_search(&id) {
+            ids.insert(at, id);
+        }
     }
 
     fn arena_span(&self, range: &std::ops::Range<usize>) -> usize {
@@ -158,7 +308,7 @@ impl Records {
         for id in ids {
             runs.push(self, id.get() as usize - 1);
         }
-        runs.write(&self.arena, body);
+        runs.write(self, body);
     }
 
     /// Indices of the first page of all pets (no status filter).
@@ -256,7 +406,7 @@ impl Runs {
 
     /// Adds the pet at `index` (after the ones added before it).
     fn push(&mut self, records: &Records, index: usize) {
-        let (start, end) = (records.start(index), records.end(index));
+        let (start, end) = records.slot(index);
         self.span += end - start;
         match self
             .len
@@ -274,11 +424,11 @@ impl Runs {
     }
 
     /// The JSON array of the pets added, into `body`.
-    fn write(&self, arena: &[u8], body: &mut Vec<u8>) {
+    fn write(&self, records: &Records, body: &mut Vec<u8>) {
         body.reserve_exact((1 + self.span).max(2));
         body.push(b'[');
         for &(start, end) in &self.ranges[..self.len] {
-            body.extend_from_slice(&arena[start..end]);
+            body.extend_from_slice(records.bytes(start, end));
         }
         close_array(body);
     }

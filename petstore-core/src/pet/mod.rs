@@ -11,6 +11,7 @@
 //! | `new_pet.rs` | [`NewPet`]: a pet to be created, valid by construction |
 //! | `body.rs` | the `createPet` JSON body parser behind [`NewPet::from_json`] |
 //! | `record.rs` | [`Pet`]: a stored pet, a `NewPet` with its id |
+//! | `transition.rs` | [`Transition`]: reserve, release, sell, and the statuses each allows |
 //! | `error.rs` | [`IdError`], [`NameError`], [`PetError`] |
 //!
 //! May use: `quote.rs`.
@@ -22,6 +23,7 @@ mod name;
 mod new_pet;
 mod record;
 mod status;
+mod transition;
 
 pub use error::{IdError, NameError, PetError};
 pub use id::{CategoryId, PetId};
@@ -29,3 +31,4 @@ pub use name::{name_rules, validate_name, NameRules, MAX_NAME_CHARS};
 pub use new_pet::NewPet;
 pub use record::Pet;
 pub use status::{PetStatus, UnknownStatus};
+pub use transition::{Transition, UnknownTransition};

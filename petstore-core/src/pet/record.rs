@@ -51,6 +51,12 @@ impl Pet {
         self.status
     }
 
+    /// The same pet with another status: what a transition makes of it.
+    pub(crate) fn with_status(mut self, status: PetStatus) -> Self {
+        self.status = status;
+        self
+    }
+
     pub(crate) fn from_parts(
         id: PetId,
         name: String,

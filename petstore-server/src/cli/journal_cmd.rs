@@ -33,7 +33,10 @@ fn check(data: &Path) -> ExitCode {
     print_lines(&report);
     let repair = format!("petstore-server journal repair --data {}", data.display());
     if report.is_clean() {
-        println!("clean: {} pet(s), every line checks out", report.kept);
+        println!(
+            "clean: {} pet(s), {} transition(s), every line checks out",
+            report.kept, report.kept_transitions
+        );
         ExitCode::SUCCESS
     } else if !report.is_corrupt() {
         println!(
@@ -45,7 +48,8 @@ fn check(data: &Path) -> ExitCode {
         println!(
             "damaged: {} bad line(s); the server refuses to start on this journal. \
              {} pet(s) before the first bad line are intact; {} intact record(s) after it \
-             would move to the side file with it, because pet n must stay on line n. \
+             would move to the side file with it, because pet ids stay dense and each \
+             transition holds only after the records before it. \
              To move them aside: {repair}",
             report.bad_total, report.kept, report.intact_after_bad
         );
@@ -75,17 +79,18 @@ fn repair(data: &Path) -> ExitCode {
         return ExitCode::SUCCESS;
     };
     print_bad(report, "removed ", "removed");
+    let first_removed = report.bad.first().map_or(report.lines, |bad| bad.line);
     if report.intact_after_bad > 0 {
         println!(
-            "removed {} intact record(s) after line {}: pet n must stay on line n, so no pet after a removed line can stay",
+            "removed {} intact record(s) after line {}: pet ids stay dense and each transition holds only after the records before it, so no record after a removed line can stay",
             report.intact_after_bad,
-            report.kept + 1
+            first_removed
         );
     }
     println!(
         "moved {} byte(s), lines {} to {}, to {} (byte for byte)",
         report.bytes_after_bad,
-        report.kept + 1,
+        first_removed,
         report.lines,
         side.display()
     );

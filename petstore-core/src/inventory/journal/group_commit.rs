@@ -1,7 +1,9 @@
-//! [`Journal`]: the open journal and its group commit. A create appends
-//! its line to a pending buffer; one thread at a time leads a batch to
-//! disk and wakes the others (see the room's overview in `mod.rs`).
+//! [`Journal`]: the open journal and its group commit. A create or a
+//! transition appends its line to a pending buffer; one thread at a time
+//! leads a batch to disk and wakes the others (see the room's overview in
+//! `mod.rs`).
 
+use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -15,15 +17,29 @@ use super::files::{
     ensure_regular_file, ensure_regular_path, file_identity, sync_dir, JOURNAL_FILE,
 };
 use super::options::{FsyncPolicy, JournalOptions};
-use super::record::encode_line;
+use super::record::{encode_line, encode_transition_line, Record};
 use super::replay::{replay, Recovery, TornTail};
 use super::save_aside::cut_aside;
 use super::stats::JournalStats;
-use crate::inventory::error::{CreateError, OpenError, StorageFailure, StorageFault};
-use crate::pet::{NewPet, Pet, PetId, PetStatus};
+use crate::inventory::error::{
+    CreateError, OpenError, StorageFailure, StorageFault, TransitionError,
+};
+use crate::pet::{NewPet, Pet, PetId, PetStatus, Transition};
 
 /// Called once, when the journal turns failed.
 type FailureHook = Box<dyn Fn(&StorageFailure) + Send + Sync>;
+
+/// One record of a batch, as published to readers once durable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// A new pet.
+    Created(Pet),
+    /// A pet's new status.
+    Changed(PetId, PetStatus),
+}
+
+/// How the caller publishes a durable batch, in journal order.
+pub(crate) type Publish<'a> = &'a dyn Fn(&[Change]);
 
 /// An open journal: appends pets by group commit and holds the data
 /// directory's lock for as long as it lives. One mutex guards the pending
@@ -69,10 +85,18 @@ struct CommitState {
     file: Option<Box<dyn Storage>>,
     next_id: u64,
     pending: Vec<u8>,
-    pending_pets: Vec<Pet>,
-    flushing: bool,
-    /// Every id up to this one is durable and published.
+    pending_changes: Vec<Change>,
+    /// Records appended since open (each create and each transition).
+    written: u64,
+    /// Every record up to this one (counted as `written`) is durable and
+    /// published.
     durable: u64,
+    /// The status of each pet with a transition not yet published, and
+    /// the record of its last one: the next transition of that pet is
+    /// decided against it, so that two racing transitions see each other
+    /// before either is on disk.
+    unpublished: HashMap<PetId, (PetStatus, u64)>,
+    flushing: bool,
     failed: Option<StorageFailure>,
     stats: JournalStats,
 }
@@ -92,11 +116,11 @@ fn io_failure(path: &Path, fault: StorageFault, what: &str, e: &io::Error) -> St
 
 impl Journal {
     /// Opens (or creates) the journal in `dir` and replays it, giving each
-    /// recovered pet to `restore` in id order.
+    /// record to `restore` in file order (pets in id order).
     pub(crate) fn open(
         dir: &Path,
         options: JournalOptions,
-        mut restore: impl FnMut(PetId, PetStatus, &[u8]),
+        mut restore: impl FnMut(Record, &[u8]) -> Result<(), String>,
     ) -> Result<(Journal, Recovery), OpenError> {
         let io_err = |path: &Path| {
             let path = path.to_path_buf();
@@ -154,6 +178,7 @@ impl Journal {
         let recovery = Recovery {
             path: path.clone(),
             pets: replay.pets,
+            transitions: replay.transitions,
             torn_tail,
         };
         let journal = Journal {
@@ -166,9 +191,11 @@ impl Journal {
                 file: Some(Box::new(file)),
                 next_id: replay.pets + 1,
                 pending: Vec::new(),
-                pending_pets: Vec::new(),
+                pending_changes: Vec::new(),
+                written: 0,
+                durable: 0,
+                unpublished: HashMap::new(),
                 flushing: false,
-                durable: replay.pets,
                 failed: None,
                 stats: JournalStats::default(),
             }),
@@ -241,7 +268,7 @@ impl Journal {
 
     /// Appends a pet and returns once it is durable and published (through
     /// `publish`, called by the leader with each batch in id order).
-    pub(crate) fn append(&self, new: NewPet, publish: &dyn Fn(&[Pet])) -> Result<Pet, CreateError> {
+    pub(crate) fn append(&self, new: NewPet, publish: Publish<'_>) -> Result<Pet, CreateError> {
         let mut state = self.state.lock();
         if let Some(failed) = &state.failed {
             return Err(CreateError::Storage(failed.clone()));
@@ -250,8 +277,11 @@ impl Journal {
         state.next_id += 1;
         let pet = new.into_pet(id);
         encode_line(&pet, &mut state.pending);
-        state.pending_pets.push(pet.clone());
-        self.wait_durable(&mut state, id.get(), publish)?;
+        state.pending_changes.push(Change::Created(pet.clone()));
+        state.written += 1;
+        let record = state.written;
+        self.wait_durable(&mut state, record, publish)
+            .map_err(CreateError::Storage)?;
         Ok(pet)
     }
 
@@ -262,7 +292,7 @@ impl Journal {
     pub(crate) fn append_many(
         &self,
         news: Vec<NewPet>,
-        publish: &dyn Fn(&[Pet]),
+        publish: Publish<'_>,
     ) -> Result<Vec<Pet>, CreateError> {
         let mut state = self.state.lock();
         if let Some(failed) = &state.failed {
@@ -284,26 +314,84 @@ impl Journal {
             .collect();
         for pet in &pets {
             encode_line(pet, &mut state.pending);
-            state.pending_pets.push(pet.clone());
+            state.pending_changes.push(Change::Created(pet.clone()));
         }
-        self.wait_durable(&mut state, last.get(), publish)?;
+        state.written += pets.len() as u64;
+        let record = state.written;
+        self.wait_durable(&mut state, record, publish)
+            .map_err(CreateError::Storage)?;
         Ok(pets)
     }
 
-    /// Waits until every id up to `id` is durable and published, leading
-    /// a group commit when none is under way.
+    /// Decides each transition of `batch` in order, against the status its
+    /// pet has after everything appended before it (published, or still
+    /// on its way to disk), appends the allowed ones, and returns once
+    /// they are durable and published: one wait for all. `published`
+    /// gives a pet as readers see it now (`None`: no such pet).
+    ///
+    /// `Err` when the journal failed before or while the batch was
+    /// written: then none of its transitions is acknowledged.
+    pub(crate) fn transition_many(
+        &self,
+        batch: &[(PetId, Transition)],
+        published: &dyn Fn(PetId) -> Option<Pet>,
+        publish: Publish<'_>,
+    ) -> Result<Vec<Result<Pet, TransitionError>>, StorageFailure> {
+        let mut state = self.state.lock();
+        if let Some(failed) = &state.failed {
+            return Err(failed.clone());
+        }
+        let mut outcomes = Vec::with_capacity(batch.len());
+        let mut appended = false;
+        for &(id, transition) in batch {
+            // Pets not yet published are not there for any client: only a
+            // published pet can change.
+            let Some(pet) = published(id) else {
+                outcomes.push(Err(TransitionError::NotFound(id)));
+                continue;
+            };
+            let current = state
+                .unpublished
+                .get(&id)
+                .map_or(pet.status(), |&(status, _)| status);
+            if !transition.allows(current) {
+                outcomes.push(Err(TransitionError::Conflict {
+                    id,
+                    current,
+                    transition,
+                }));
+                continue;
+            }
+            let status = transition.to_status();
+            encode_transition_line(id, transition, &mut state.pending);
+            state.pending_changes.push(Change::Changed(id, status));
+            state.written += 1;
+            let record = state.written;
+            state.unpublished.insert(id, (status, record));
+            appended = true;
+            outcomes.push(Ok(pet.with_status(status)));
+        }
+        if appended {
+            let record = state.written;
+            self.wait_durable(&mut state, record, publish)?;
+        }
+        Ok(outcomes)
+    }
+
+    /// Waits until every record up to `record` is durable and published,
+    /// leading a group commit when none is under way.
     fn wait_durable(
         &self,
         state: &mut MutexGuard<'_, CommitState>,
-        id: u64,
-        publish: &dyn Fn(&[Pet]),
-    ) -> Result<(), CreateError> {
+        record: u64,
+        publish: Publish<'_>,
+    ) -> Result<(), StorageFailure> {
         loop {
-            if state.durable >= id {
+            if state.durable >= record {
                 return Ok(());
             }
             if let Some(failed) = &state.failed {
-                return Err(CreateError::Storage(failed.clone()));
+                return Err(failed.clone());
             }
             if state.flushing {
                 self.flushed.wait(state);
@@ -315,10 +403,11 @@ impl Journal {
 
     /// Writes, syncs and publishes everything pending, with the lock
     /// released during the I/O.
-    fn lead(&self, state: &mut MutexGuard<'_, CommitState>, publish: &dyn Fn(&[Pet])) {
+    fn lead(&self, state: &mut MutexGuard<'_, CommitState>, publish: Publish<'_>) {
         state.flushing = true;
         let batch = std::mem::take(&mut state.pending);
-        let pets = std::mem::take(&mut state.pending_pets);
+        let changes = std::mem::take(&mut state.pending_changes);
+        let upto = state.written;
         let Some(mut file) = state.file.take() else {
             let failure = StorageFailure {
                 fault: StorageFault::WriteFailed,
@@ -346,7 +435,7 @@ impl Journal {
             // synced into a deleted or replaced file is not durable.
             let checked = synced.and_then(|()| self.check_path());
             if checked.is_ok() {
-                publish(&pets);
+                publish(&changes);
             }
             (checked, fsync_time)
         });
@@ -354,8 +443,13 @@ impl Journal {
         state.flushing = false;
         match result {
             Ok(()) => {
-                state.durable = pets.last().map_or(state.durable, |p| p.id().get());
-                state.stats.record(pets.len(), fsync_time);
+                state.durable = upto;
+                // Published now: readers hold these statuses. A pet
+                // changed again meanwhile keeps its newer one here.
+                state
+                    .unpublished
+                    .retain(|_, &mut (_, record)| record > upto);
+                state.stats.record(changes.len(), fsync_time);
             }
             Err(failure) => self.fail(state, failure),
         }
@@ -405,9 +499,11 @@ mod tests {
                 file: Some(Box::new(storage)),
                 next_id: 1,
                 pending: Vec::new(),
-                pending_pets: Vec::new(),
-                flushing: false,
+                pending_changes: Vec::new(),
+                written: 0,
                 durable: 0,
+                unpublished: HashMap::new(),
+                flushing: false,
                 failed: None,
                 stats: JournalStats::default(),
             }),
@@ -423,7 +519,7 @@ mod tests {
             fail_sync: true,
         });
         let published = Mutex::new(Vec::new());
-        let publish = |b: &[Pet]| published.lock().extend_from_slice(b);
+        let publish = |b: &[Change]| published.lock().extend_from_slice(b);
         let new = || NewPet::new("Rex", CategoryId::MIN).unwrap();
         let first = journal.append(new(), &publish);
         assert!(matches!(first, Err(CreateError::Storage(ref f))
@@ -449,7 +545,12 @@ mod tests {
             fail_sync: false,
         });
         let published = Mutex::new(Vec::new());
-        let publish = |b: &[Pet]| published.lock().extend(b.iter().map(|p| p.id().get()));
+        let publish = |b: &[Change]| {
+            published.lock().extend(b.iter().filter_map(|c| match c {
+                Change::Created(p) => Some(p.id().get()),
+                Change::Changed(..) => None,
+            }))
+        };
         for _ in 0..3 {
             journal
                 .append(NewPet::new("Rex", CategoryId::MIN).unwrap(), &publish)
@@ -464,7 +565,12 @@ mod tests {
         let replayed = replay(
             &written.lock()[..],
             Path::new("x"),
-            &mut |id: PetId, _, _: &[u8]| restored.push(id.get()),
+            &mut |record: Record, _: &[u8]| {
+                if let Record::Pet(id, _) = record {
+                    restored.push(id.get());
+                }
+                Ok(())
+            },
         )
         .ok();
         assert_eq!(replayed.map(|r| (r.pets, r.torn_line)), Some((3, None)));

@@ -103,8 +103,9 @@ mod save_aside;
 mod stats;
 
 pub use files::{JOURNAL_FILE, LOCK_FILE};
-pub(crate) use group_commit::Journal;
+pub(crate) use group_commit::{Change, Journal};
 pub use options::{FsyncPolicy, JournalOptions};
+pub(crate) use record::Record;
 pub use repair::{check_journal, repair_journal, BadLine, JournalCheck, JournalRepair, MAX_LISTED};
 pub use replay::{Recovery, TornTail};
 pub use stats::{JournalStats, BATCH_BUCKETS, FSYNC_BUCKETS};

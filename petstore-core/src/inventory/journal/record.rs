@@ -1,10 +1,24 @@
-//! The record format: one JSON line per pet with the CRC-32 of its bytes,
-//! how a record is written, and how one is checked and decoded.
+//! The record format: one JSON line per created pet, or per transition
+//! of a pet, with the CRC-32 of its bytes; how a record is written, and
+//! how one is checked and decoded.
 
 use crate::inventory::json::{encode, parse_canonical};
-use crate::pet::{validate_name, Pet, PetId, PetStatus};
+use crate::pet::{validate_name, Pet, PetId, PetStatus, Transition};
 
 const LINE_PREFIX: &[u8] = br#"{"pet":"#;
+const TRANSITION_PREFIX: &[u8] = br#"{"transition":"#;
+/// The transition record's body as written: `{"id":7,"action":"sell"}`.
+const ACTION_PREFIX: &[u8] = br#","action":""#;
+
+/// What a checked record holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Record {
+    /// A created pet: its id and status; its canonical JSON is in the
+    /// scratch buffer given to [`decode_record`].
+    Pet(PetId, PetStatus),
+    /// A transition of an existing pet.
+    Transition(PetId, Transition),
+}
 const CRC_PREFIX: &[u8] = br#","crc32":""#;
 const LINE_SUFFIX: &[u8] = b"\"}";
 /// `,"crc32":"` + 8 hex digits + `"}`.
@@ -61,13 +75,29 @@ pub(super) fn encode_line(pet: &Pet, out: &mut Vec<u8>) {
     out.push(b'\n');
 }
 
-/// Checks one line (without its `\n`) and returns its pet's JSON.
-fn checked_body(line: &[u8]) -> Result<&[u8], String> {
-    if line.len() < LINE_PREFIX.len() + TRAILER_LEN || !line.starts_with(LINE_PREFIX) {
+/// Appends one journal line for the transition of pet `id`.
+pub(super) fn encode_transition_line(id: PetId, transition: Transition, out: &mut Vec<u8>) {
+    out.extend_from_slice(TRANSITION_PREFIX);
+    let start = out.len();
+    out.extend_from_slice(br#"{"id":"#);
+    out.extend_from_slice(id.get().to_string().as_bytes());
+    out.extend_from_slice(ACTION_PREFIX);
+    out.extend_from_slice(transition.as_str().as_bytes());
+    out.extend_from_slice(b"\"}");
+    let crc = crc32fast::hash(&out[start..]);
+    out.extend_from_slice(CRC_PREFIX);
+    out.extend_from_slice(format!("{crc:08x}").as_bytes());
+    out.extend_from_slice(LINE_SUFFIX);
+    out.push(b'\n');
+}
+
+/// Checks one line (without its `\n`) with `prefix` and returns its
+/// body: the bytes the checksum covers.
+fn checked_body<'a>(line: &'a [u8], prefix: &[u8]) -> Result<&'a [u8], String> {
+    if line.len() < prefix.len() + TRAILER_LEN || !line.starts_with(prefix) {
         return Err("not a journal record".into());
     }
-    let (body, trailer) =
-        line[LINE_PREFIX.len()..].split_at(line.len() - LINE_PREFIX.len() - TRAILER_LEN);
+    let (body, trailer) = line[prefix.len()..].split_at(line.len() - prefix.len() - TRAILER_LEN);
     if !trailer.starts_with(CRC_PREFIX) || !trailer.ends_with(LINE_SUFFIX) {
         return Err("not a journal record (no crc32)".into());
     }
@@ -93,21 +123,40 @@ fn parse_pet(body: &[u8]) -> Result<Pet, String> {
     Ok(pet)
 }
 
-/// A checked record: its id, status and canonical JSON.
-pub(crate) fn decode_record(
-    line: &[u8],
-    scratch: &mut Vec<u8>,
-) -> Result<(PetId, PetStatus), String> {
-    let body = checked_body(line)?;
+/// A checked transition record's body, in any layout serde_json accepts.
+fn parse_transition(body: &[u8]) -> Result<(PetId, Transition), String> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Body<'a> {
+        id: PetId,
+        #[serde(borrow)]
+        action: std::borrow::Cow<'a, str>,
+    }
+    let body: Body<'_> =
+        serde_json::from_slice(body).map_err(|e| format!("bad transition: {e}"))?;
+    let transition = body
+        .action
+        .parse()
+        .map_err(|e| format!("bad transition: action {e}"))?;
+    Ok((body.id, transition))
+}
+
+/// A checked record; for a pet, its canonical JSON is left in `scratch`.
+pub(crate) fn decode_record(line: &[u8], scratch: &mut Vec<u8>) -> Result<Record, String> {
+    if line.starts_with(TRANSITION_PREFIX) {
+        let (id, transition) = parse_transition(checked_body(line, TRANSITION_PREFIX)?)?;
+        return Ok(Record::Transition(id, transition));
+    }
+    let body = checked_body(line, LINE_PREFIX)?;
     scratch.clear();
     // Fast path: the bytes are exactly what `encode` writes.
-    if let Some(found) = parse_canonical(body) {
+    if let Some((id, status)) = parse_canonical(body) {
         scratch.extend_from_slice(body);
-        return Ok(found);
+        return Ok(Record::Pet(id, status));
     }
     let pet = parse_pet(body)?;
     encode(&pet, scratch);
-    Ok((pet.id(), pet.status()))
+    Ok(Record::Pet(pet.id(), pet.status()))
 }
 
 #[cfg(test)]
@@ -117,7 +166,7 @@ mod tests {
 
     /// Checks one line and returns its pet (the general, allocating path).
     fn decode_line(line: &[u8]) -> Result<Pet, String> {
-        parse_pet(checked_body(line)?)
+        parse_pet(checked_body(line, LINE_PREFIX)?)
     }
 
     fn pet(id: u64, name: &str) -> Pet {
@@ -151,6 +200,36 @@ mod tests {
         }
         for cut in 0..line.len() {
             assert!(decode_line(&line[..cut]).is_err(), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn transition_lines_round_trip_and_damage_is_refused() {
+        let mut out = Vec::new();
+        let id = PetId::new(42).unwrap();
+        encode_transition_line(id, Transition::Sell, &mut out);
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            "{\"transition\":{\"id\":42,\"action\":\"sell\"},\"crc32\":\"".to_owned()
+                + &format!("{:08x}", crc32fast::hash(br#"{"id":42,"action":"sell"}"#))
+                + "\"}\n"
+        );
+        let line = out[..out.len() - 1].to_vec();
+        let mut scratch = Vec::new();
+        assert_eq!(
+            decode_record(&line, &mut scratch),
+            Ok(Record::Transition(id, Transition::Sell))
+        );
+        for i in 0..line.len() {
+            let mut bad = line.clone();
+            bad[i] ^= 0x01;
+            assert!(decode_record(&bad, &mut scratch).is_err(), "flip at {i}");
+        }
+        for cut in 0..line.len() {
+            assert!(
+                decode_record(&line[..cut], &mut scratch).is_err(),
+                "cut at {cut}"
+            );
         }
     }
 

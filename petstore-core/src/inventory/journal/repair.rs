@@ -9,10 +9,12 @@
 //!
 //! # What a repair removes, and why
 //!
-//! Pet ids are dense and are the line numbers: line *n* holds pet *n*, and
-//! an acknowledged id must never come to name another pet. Removing one
-//! damaged line from the middle would either leave a gap (which the
-//! inventory does not have) or renumber every later pet. So a repair cuts
+//! Pet ids are dense and given in file order: the *n*-th pet record holds
+//! pet *n*, and an acknowledged id must never come to name another pet;
+//! a transition record holds for the status its pet has by then.
+//! Removing one damaged line from the middle would either leave a gap
+//! (which the inventory does not have), renumber every later pet, or
+//! apply a later transition to a status it was not decided against. So a repair cuts
 //! the journal at the first damaged line: that line and every line after
 //! it, damaged or not, go to the side file, byte for byte, and the report
 //! says how many of the moved lines were intact. When the damage is the
@@ -24,7 +26,8 @@
 //! same way, byte for byte: it may hide acknowledged pets after a lost
 //! newline, so it is the operator's to look at, not the repair's to drop.
 //! Both functions read the journal as a stream and the copy is streamed
-//! too, so memory stays bounded whatever the file's size; the copy needs
+//! too, so memory stays bounded by the file's pets (one byte each, to
+//! check each transition against its pet's status), whatever its bytes; the copy needs
 //! disk for the moved bytes (a run of zeros is left a hole), and
 //! [`check_journal`] says how many first ([`JournalCheck::bytes_after_bad`]).
 
@@ -35,9 +38,10 @@ use std::path::{Path, PathBuf};
 use super::dir_lock::lock_dir;
 use super::files::{ensure_regular_file, ensure_regular_path, JOURNAL_FILE};
 use super::lines::{Line, Lines};
-use super::record::{decode_record, MAX_RECORD_LEN};
+use super::record::{decode_record, Record, MAX_RECORD_LEN};
 use super::save_aside::cut_aside;
-use crate::inventory::error::OpenError;
+use crate::inventory::error::{OpenError, TransitionError};
+use crate::pet::PetStatus;
 
 /// At most this many damaged lines are described one by one; the rest
 /// are only counted (a journal of garbage must not make a huge report).
@@ -68,6 +72,8 @@ pub struct JournalCheck {
     pub lines: u64,
     /// Pets before the first bad line: what a start, or a repair, keeps.
     pub kept: u64,
+    /// Transitions before the first bad line: kept with those pets.
+    pub kept_transitions: u64,
     /// The bad lines, in order; at most [`MAX_LISTED`] of them.
     pub bad: Vec<BadLine>,
     /// How many lines are bad in all.
@@ -162,8 +168,9 @@ pub fn repair_journal(dir: impl AsRef<Path>) -> Result<JournalRepair, OpenError>
     })
 }
 
-/// Checks every line: each must be a record whose checksum holds and
-/// whose pet id is its line number. Reads `journal` as a stream (see
+/// Checks every line: each must be a record whose checksum holds; a pet
+/// must have the next id, a transition must name a pet created before it
+/// and be allowed by that pet's status then. Reads `journal` as a stream (see
 /// `Lines`): a line too long to be a record is reported without being
 /// held.
 fn scan(journal: impl Read, path: PathBuf) -> io::Result<JournalCheck> {
@@ -171,6 +178,7 @@ fn scan(journal: impl Read, path: PathBuf) -> io::Result<JournalCheck> {
         path,
         lines: 0,
         kept: 0,
+        kept_transitions: 0,
         bad: Vec::new(),
         bad_total: 0,
         intact_after_bad: 0,
@@ -179,14 +187,16 @@ fn scan(journal: impl Read, path: PathBuf) -> io::Result<JournalCheck> {
     let mut lines = Lines::new(journal);
     let mut first_bad = None;
     let mut json = Vec::with_capacity(512);
+    let mut statuses = Statuses::default();
     loop {
         let line_no = report.lines + 1;
         let problem = match lines.next_line()? {
             None => break,
-            Some(Line::Complete(line)) => check_record(line, line_no, &mut json)
+            Some(Line::Complete(line)) => statuses
+                .check(line, &mut json)
                 .err()
                 .map(|reason| (reason, false)),
-            Some(Line::Unterminated(line)) => match check_record(line, line_no, &mut json) {
+            Some(Line::Unterminated(line)) => match statuses.check(line, &mut json) {
                 Ok(()) => Some(("unterminated last line (no newline)".to_owned(), true)),
                 Err(reason) => Some((format!("unterminated last line ({reason})"), true)),
             },
@@ -211,9 +221,13 @@ fn scan(journal: impl Read, path: PathBuf) -> io::Result<JournalCheck> {
         };
         report.lines = line_no;
         match problem {
-            None if report.bad_total == 0 => report.kept += 1,
+            None if report.bad_total == 0 => match statuses.last_was_pet {
+                true => report.kept += 1,
+                false => report.kept_transitions += 1,
+            },
             None => report.intact_after_bad += 1,
             Some((reason, torn)) => {
+                statuses.damaged = true;
                 first_bad.get_or_insert(lines.start());
                 report.bad_total += 1;
                 if report.bad.len() < MAX_LISTED {
@@ -234,14 +248,64 @@ fn scan(journal: impl Read, path: PathBuf) -> io::Result<JournalCheck> {
     Ok(report)
 }
 
-/// Whether `line` is a record for pet `line_no`, and if not, why.
-fn check_record(line: &[u8], line_no: u64, json: &mut Vec<u8>) -> Result<(), String> {
-    match decode_record(line, json) {
-        Ok((id, _)) if id.get() == line_no => Ok(()),
-        Ok((id, _)) => Err(format!(
-            "expected pet id {line_no}, found {id} (line n holds pet n)"
-        )),
-        Err(reason) => Err(reason),
+/// What the check knows of each pet so far, to check the next record.
+#[derive(Default)]
+struct Statuses {
+    /// Each pet's status by the current line, in id order up to the
+    /// first gap (after damage: pets lost with a damaged line).
+    of: Vec<PetStatus>,
+    /// The largest pet id seen.
+    last_id: u64,
+    /// A bad line came before: later pets may follow a lost one.
+    damaged: bool,
+    /// The last record checked was a pet (else a transition).
+    last_was_pet: bool,
+}
+
+impl Statuses {
+    /// Whether `line` is a record that may come next, and if not, why;
+    /// a good one is taken into account.
+    fn check(&mut self, line: &[u8], json: &mut Vec<u8>) -> Result<(), String> {
+        match decode_record(line, json)? {
+            Record::Pet(id, status) => {
+                let expected = self.last_id + 1;
+                // After damage, a pet beyond the next id may follow pets
+                // lost with it: intact, as far as a check can tell.
+                let fits = id.get() == expected || (self.damaged && id.get() > expected);
+                if !fits {
+                    return Err(format!(
+                        "expected pet id {expected}, found {id} (pets are in id order, 1, 2, 3, ...)"
+                    ));
+                }
+                if id.get() == self.of.len() as u64 + 1 {
+                    self.of.push(status);
+                }
+                self.last_id = id.get();
+                self.last_was_pet = true;
+            }
+            Record::Transition(id, transition) => {
+                if id.get() > self.last_id {
+                    return Err(format!(
+                        "{transition} of pet {id}, which no record before it created"
+                    ));
+                }
+                // Beyond `of`: a pet after a gap, whose status is unknown.
+                let index = usize::try_from(id.get() - 1).ok();
+                if let Some(current) = index.and_then(|i| self.of.get_mut(i)) {
+                    if !transition.allows(*current) {
+                        let refused = TransitionError::Conflict {
+                            id,
+                            current: *current,
+                            transition,
+                        };
+                        return Err(format!("a transition its pet could not take: {refused}"));
+                    }
+                    *current = transition.to_status();
+                }
+                self.last_was_pet = false;
+            }
+        }
+        Ok(())
     }
 }
 

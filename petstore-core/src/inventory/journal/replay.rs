@@ -1,14 +1,14 @@
 //! Replay: the journal read back on open, record by record, and what it
 //! found ([`Recovery`], with a [`TornTail`] when a torn final record was
-//! cut off).
+//! cut off). Transitions are applied in file order, each checked against
+//! the status its pet has by then.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::lines::{too_long_reason, Line, Lines};
-use super::record::decode_record;
+use super::record::{decode_record, Record};
 use crate::inventory::error::OpenError;
-use crate::pet::{PetId, PetStatus};
 
 /// What opening the journal found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -17,6 +17,8 @@ pub struct Recovery {
     pub path: PathBuf,
     /// Pets recovered.
     pub pets: u64,
+    /// Transitions replayed, in file order.
+    pub transitions: u64,
     /// Set when a torn final record was cut off.
     pub torn_tail: Option<TornTail>,
 }
@@ -37,6 +39,8 @@ pub struct TornTail {
 pub(super) struct Replayed {
     /// Pets replayed.
     pub(super) pets: u64,
+    /// Transitions replayed.
+    pub(super) transitions: u64,
     /// Length of the valid prefix of the file.
     pub(super) good_len: u64,
     /// Bytes read in all: the file's length.
@@ -45,10 +49,14 @@ pub(super) struct Replayed {
     pub(super) torn_line: Option<u64>,
 }
 
+/// Reads every record of `file` and gives it to `restore` (a pet with its
+/// canonical JSON; a transition with no bytes), which refuses a transition
+/// its pet's status does not allow, or of a pet not created yet, by
+/// returning why: that is corruption like a bad checksum.
 pub(super) fn replay(
     file: impl Read,
     path: &Path,
-    restore: &mut impl FnMut(PetId, PetStatus, &[u8]),
+    restore: &mut impl FnMut(Record, &[u8]) -> Result<(), String>,
 ) -> Result<Replayed, OpenError> {
     let corrupt = |line: u64, reason: String| OpenError::Corrupt {
         path: path.to_path_buf(),
@@ -57,9 +65,11 @@ pub(super) fn replay(
     };
     let mut lines = Lines::new(file);
     let mut pets = 0u64;
+    let mut transitions = 0u64;
+    let mut line_no = 0u64;
     let mut json = Vec::with_capacity(512);
     loop {
-        let line_no = pets + 1;
+        line_no += 1;
         let line = lines.next_line().map_err(|source| OpenError::Io {
             path: path.to_path_buf(),
             source,
@@ -72,6 +82,7 @@ pub(super) fn replay(
             Some(Line::Unterminated(_)) => {
                 return Ok(Replayed {
                     pets,
+                    transitions,
                     good_len: lines.start(),
                     len: lines.end(),
                     torn_line: Some(line_no),
@@ -82,18 +93,22 @@ pub(super) fn replay(
             // the rest unread.
             Some(Line::TooLong) => return Err(corrupt(line_no, too_long_reason())),
         };
-        let (id, status) = checked.map_err(|reason| corrupt(line_no, reason))?;
-        if id.get() != line_no {
-            return Err(corrupt(
-                line_no,
-                format!("expected pet id {line_no}, found {id}"),
-            ));
+        let record = checked.map_err(|reason| corrupt(line_no, reason))?;
+        match record {
+            Record::Pet(id, _) if id.get() != pets + 1 => {
+                return Err(corrupt(
+                    line_no,
+                    format!("expected pet id {}, found {id}", pets + 1),
+                ));
+            }
+            Record::Pet(..) => pets += 1,
+            Record::Transition(..) => transitions += 1,
         }
-        restore(id, status, &json);
-        pets = line_no;
+        restore(record, &json).map_err(|reason| corrupt(line_no, reason))?;
     }
     Ok(Replayed {
         pets,
+        transitions,
         good_len: lines.end(),
         len: lines.end(),
         torn_line: None,
