@@ -87,6 +87,11 @@ pub struct Postgres {
     wake: Notify,
     /// The highest id known committed: notifications, own commits, tails.
     latest: AtomicU64,
+    /// The copy has applied every status change up to this number; moved
+    /// only with `tail` held (`copy.rs`, `transition.rs`).
+    changes_applied: AtomicU64,
+    /// The highest change number known committed.
+    latest_change: AtomicU64,
 }
 
 impl std::fmt::Debug for Postgres {
@@ -145,5 +150,14 @@ impl Postgres {
         self.latest
             .load(Ordering::Relaxed)
             .saturating_sub(self.copy.len() as u64)
+    }
+
+    /// How many committed status changes the copy has not applied yet, as
+    /// far as this replica knows. A change to a pet the copy does not hold
+    /// yet counts until the tail has passed it.
+    pub fn changes_behind(&self) -> u64 {
+        self.latest_change
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.changes_applied.load(Ordering::Relaxed))
     }
 }
