@@ -16,6 +16,12 @@ pub const OPENAPI_JSON: &str = "/v1/openapi.json";
 pub const PETS: &str = "/v1/pets";
 /// One pet, by id.
 pub const PET: &str = "/v1/pets/{petId}";
+/// `reservePet`: a pet set aside for a customer.
+pub const RESERVE: &str = "/v1/pets/{petId}/reserve";
+/// `releasePet`: a reserved pet back on offer.
+pub const RELEASE: &str = "/v1/pets/{petId}/release";
+/// `sellPet`: a pet sold, for good.
+pub const SELL: &str = "/v1/pets/{petId}/sell";
 /// The orders placeholder.
 pub const ORDERS: &str = "/v1/store/orders";
 /// `GET /metrics`.
@@ -27,4 +33,15 @@ pub const PET_PREFIX: &str = "/v1/pets/";
 
 /// Every route template, as the metrics and the access log name a
 /// request's route; the last, `unknown`, is for requests that match none.
-pub const TEMPLATES: [&str; 7] = [HEALTH, OPENAPI_JSON, PETS, PET, ORDERS, METRICS, UNKNOWN];
+pub const TEMPLATES: [&str; 10] = [
+    HEALTH,
+    OPENAPI_JSON,
+    PETS,
+    PET,
+    RESERVE,
+    RELEASE,
+    SELL,
+    ORDERS,
+    METRICS,
+    UNKNOWN,
+];

@@ -1,6 +1,6 @@
 //! [`Extra`]: what a 2xx operation response carries after the
 //! rate-limit headers (a next `Link`, the deprecation headers, a
-//! `Location`), and that value made for one response.
+//! `Location`, or nothing), and that value made for one response.
 
 use hyper::header::HeaderValue;
 use petstore_core::{ListQuery, PetId};
@@ -28,6 +28,9 @@ pub enum Extra<'a> {
         /// The created pet's id.
         id: PetId,
     },
+    /// Nothing after the rate-limit headers: a pet that changed status,
+    /// whose address the client already used.
+    Nothing,
 }
 
 impl Extra<'_> {
@@ -65,7 +68,7 @@ impl Extra<'_> {
                     digits.format(id.get()).as_bytes(),
                 ])
             }
-            Extra::Next { next: None, .. } | Extra::Deprecated(_) => return None,
+            Extra::Next { next: None, .. } | Extra::Deprecated(_) | Extra::Nothing => return None,
         };
         HeaderValue::from_maybe_shared(bytes).ok()
     }

@@ -52,12 +52,14 @@ struct PolicyValues {
 /// `X-RateLimit-Remaining`, `X-RateLimit-Reset`, `RateLimit`,
 /// `RateLimit-Policy`, then what the operation adds: `Link` (next page;
 /// list), `Deprecation`, `Sunset` and `Link` (successor; get), or
-/// `Location` (create). The last is a placeholder, set or removed.
+/// `Location` (create), or nothing (a transition's changed pet). The last
+/// of the first three is a placeholder, set or removed.
 #[derive(Debug, PartialEq, Eq)]
 struct Templates {
     list: HeaderMap,
     get: HeaderMap,
     created: HeaderMap,
+    changed: HeaderMap,
 }
 
 impl Templates {
@@ -87,6 +89,7 @@ impl Templates {
                 (LINK, ""),
             ]),
             created: template(&[(LOCATION, "")]),
+            changed: template(&[]),
         }
     }
 }
@@ -142,6 +145,7 @@ impl QuotaHeaders {
             Extra::Next { .. } => &templates.list,
             Extra::Deprecated(_) => &templates.get,
             Extra::Location { .. } => &templates.created,
+            Extra::Nothing => &templates.changed,
         };
         let mut map = template.clone();
         let last = match extra {
@@ -166,7 +170,7 @@ impl QuotaHeaders {
         let _policy = slots.next();
         match (slots.last(), last) {
             (Some(slot), Some(value)) => *slot = value,
-            (_, None) => {
+            (Some(_), None) => {
                 // The placeholder is the last entry; only a last page or a
                 // Location that could not be built lands here.
                 let name = map.keys().last().cloned();
@@ -174,7 +178,8 @@ impl QuotaHeaders {
                     map.remove(name);
                 }
             }
-            (None, Some(_)) => {}
+            // A template without a placeholder (a changed pet's).
+            (None, _) => {}
         }
         map
     }
@@ -324,6 +329,15 @@ mod tests {
         );
         assert_eq!(names(&h), with(&["location"]));
         assert_eq!(h[LOCATION], "/v1/pets/7");
+
+        // A changed pet: the rate-limit headers and nothing after them.
+        let h = quota.success(&d, Extra::Nothing);
+        assert_eq!(names(&h), with(&[]));
+        assert_eq!(
+            h[&RATELIMIT_POLICY],
+            r#""minute";q=60;w=60, "day";q=1000;w=86400"#
+        );
+        assert_eq!(h[&X_RATELIMIT_REMAINING], "59");
 
         // The same as the error path writes, value for value.
         let mut errors = HeaderMap::new();

@@ -23,7 +23,7 @@ use hyper::header::{
 #[cfg(test)]
 use hyper::http::request::Parts;
 use hyper::{Method, Request, Response, StatusCode, Uri, Version};
-use petstore_core::{quote, Decision, ListQuery, Outcome, PetError, PetId, Timestamp};
+use petstore_core::{quote, Decision, ListQuery, Outcome, PetError, PetId, Timestamp, Transition};
 
 use super::auth::Authorization;
 use super::body::MAX_BODY;
@@ -166,7 +166,8 @@ struct Found {
 }
 
 /// A request to an operation that passed route, method, key, rate limit,
-/// query, path and, for a create, the content type and declared length.
+/// query, path and, for a create or a transition with a body, the
+/// content type and declared length.
 /// Its token is already charged.
 #[derive(Debug)]
 pub struct Admitted {
@@ -193,6 +194,7 @@ pub(super) enum Checked {
     ListPets(ListQuery),
     CreatePet,
     GetPet(PetId),
+    Transition(PetId, Transition),
     ListOrders,
 }
 
@@ -234,6 +236,7 @@ pub fn admit(connection: &Connection, head: Head<'_>, now: Timestamp) -> Admissi
         (_, Route::Pets) if get => Operation::ListPets,
         (&Method::POST, Route::Pets) => Operation::CreatePet,
         (_, Route::Pet(_)) if get => Operation::GetPet,
+        (&Method::POST, Route::Transition(_, transition)) => Operation::Transition(transition),
         (_, Route::Orders) if get => Operation::ListOrders,
         (&Method::OPTIONS, route) if cors_on => {
             let mut response = empty(StatusCode::NO_CONTENT);
@@ -445,9 +448,7 @@ fn check(head: Head<'_>, op: Operation) -> Result<Checked, ApiError> {
         Operation::CreatePet => {
             query_string::expect_none(query)?;
             content_type(head.headers, head.body_empty)?;
-            if declared_length(head.headers).is_some_and(|n| n > MAX_BODY as u64) {
-                return Err(ApiError::PayloadTooLarge(MAX_BODY));
-            }
+            within_cap(head.headers)?;
             Ok(Checked::CreatePet)
         }
         Operation::GetPet => {
@@ -456,10 +457,30 @@ fn check(head: Head<'_>, op: Operation) -> Result<Checked, ApiError> {
                 head.uri.path(),
             ))?))
         }
+        Operation::Transition(transition) => {
+            query_string::expect_none(query)?;
+            let id = query_string::pet_id(pet_segment(head.uri.path()))?;
+            // Its body is optional: the headers of one that is not there
+            // describe nothing, and are not held against the request.
+            if !head.body_empty {
+                content_type(head.headers, false)?;
+                within_cap(head.headers)?;
+            }
+            Ok(Checked::Transition(id, transition))
+        }
         Operation::ListOrders => {
             query_string::expect_none(query)?;
             Ok(Checked::ListOrders)
         }
+    }
+}
+
+/// 413 for a body whose declared length is over the cap, before a byte
+/// of it is read.
+fn within_cap(headers: &HeaderMap) -> Result<(), ApiError> {
+    match declared_length(headers) {
+        Some(n) if n > MAX_BODY as u64 => Err(ApiError::PayloadTooLarge(MAX_BODY)),
+        _ => Ok(()),
     }
 }
 

@@ -47,6 +47,11 @@ pub enum ApiError {
     /// 408 `request_timeout`: the body did not arrive in time.
     #[error("the request body did not arrive within {0} s")]
     RequestTimeout(u64),
+    /// 409 `status_conflict`: the pet's current status does not allow the
+    /// transition; the message is the core's, naming the current status
+    /// and the statuses the transition needs.
+    #[error("{0}")]
+    StatusConflict(String),
     /// 413 `payload_too_large`.
     #[error("the request body is larger than {0} bytes")]
     PayloadTooLarge(usize),
@@ -107,6 +112,7 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            ApiError::StatusConflict(_) => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::RateLimited { .. } | ApiError::KeyBanned { .. } => {
@@ -129,6 +135,7 @@ impl ApiError {
             ApiError::NotFound(_) => "not_found",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::RequestTimeout(_) => "request_timeout",
+            ApiError::StatusConflict(_) => "status_conflict",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::RateLimited { .. } => "rate_limited",
@@ -191,6 +198,7 @@ mod tests {
             ApiError::NotFound("n".into()),
             ApiError::MethodNotAllowed { allow: "GET" },
             ApiError::RequestTimeout(10),
+            ApiError::StatusConflict("pet 7 is sold; sell needs available or pending".into()),
             ApiError::PayloadTooLarge(65_536),
             ApiError::UnsupportedMediaType("m".into()),
             ApiError::RateLimited {

@@ -1,7 +1,8 @@
 //! [`Admitted::finish`]: an admitted request answered once its body is
-//! read, or [`Finished::Waiting`] for the store (a create it cannot answer
-//! at once, a get of an id its read copy may not hold yet). Which backend
-//! answers is the store's business (`store/`), not this file's.
+//! read, or [`Finished::Waiting`] for the store (a create or a transition
+//! it cannot answer at once, a get of an id its read copy may not hold
+//! yet). Which backend answers is the store's business (`store/`), not
+//! this file's.
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use std::sync::Arc;
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Response, StatusCode};
-use petstore_core::{FinalPage, ListQuery, NewPet, Pet, PetId};
+use petstore_core::{FinalPage, ListQuery, NewPet, Pet, PetId, Transition, TransitionError};
 
 use super::admit::{Admitted, Checked, Served};
 use super::api::Api;
@@ -19,7 +20,7 @@ use super::error::{ApiError, HttpResponse};
 use super::reply::{decorate, refusal};
 use crate::headers::Extra;
 use crate::state::AppState;
-use crate::store::CreateFailed;
+use crate::store::{CreateFailed, TransitionFailed};
 use crate::util::buffers;
 
 /// What [`Admitted::finish`] made of a request: its answer, or the store
@@ -27,11 +28,11 @@ use crate::util::buffers;
 #[derive(Debug)]
 pub enum Finished {
     /// Answered without waiting: every read of a pet the inventory holds,
-    /// every refusal, and a create in memory.
+    /// every refusal, and a create or a transition in memory.
     Answered(HttpResponse, Served),
-    /// A create the store answers later (a journal's fsync, a PostgreSQL
-    /// commit), or a get of an id the store's read copy may not hold yet:
-    /// [`Waiting::finish`] awaits it and answers.
+    /// A create or a transition the store answers later (a journal's
+    /// fsync, a PostgreSQL commit), or a get of an id the store's read
+    /// copy may not hold yet: [`Waiting::finish`] awaits it and answers.
     Waiting(Waiting),
 }
 
@@ -46,6 +47,7 @@ pub struct Waiting {
 #[derive(Debug)]
 enum Work {
     Create(NewPet),
+    Transition(PetId, Transition),
     CatchUp(PetId),
 }
 
@@ -60,6 +62,9 @@ impl Waiting {
         let (state, api) = (&*connection.state, &*connection.api);
         let result = match self.work {
             Work::Create(new) => created(api, state.store.create(new).await),
+            Work::Transition(id, transition) => {
+                transitioned(id, transition, state.store.transition(id, transition).await)
+            }
             Work::CatchUp(id) => match (state.store.catch_up(id).await, get_pet(state, api, id)) {
                 // Not in the copy, and the store could not say whether it
                 // exists: a 404 could deny an acknowledged pet.
@@ -99,6 +104,13 @@ impl Admitted {
                     result => result,
                 }
             }
+            Checked::Transition(id, transition) => match transition_body(body) {
+                Err(error) => Err(error),
+                Ok(()) => match state.store.transition_now(id, transition) {
+                    Some(result) => transitioned(id, transition, result),
+                    None => return self.wait(Work::Transition(id, transition)),
+                },
+            },
             Checked::ListOrders => no_body(&body).and_then(|()| {
                 Err(ApiError::NotImplemented(
                     "store orders are not implemented: the specification gives only the operation's existence".into(),
@@ -221,19 +233,65 @@ fn shared_body(page: Arc<FinalPage>) -> Bytes {
         .unwrap_or_else(|| Bytes::from_owner(buffers::Shared(page)))
 }
 
+/// The whole body of a request that may have one, or why there is none
+/// to look at.
+fn complete(body: BodyRead) -> Result<Bytes, ApiError> {
+    match body {
+        BodyRead::Complete(bytes) => Ok(bytes),
+        BodyRead::TooLarge => Err(ApiError::PayloadTooLarge(MAX_BODY)),
+        BodyRead::TimedOut(after) => Err(ApiError::RequestTimeout(after.as_secs())),
+        BodyRead::Broken => Err(ApiError::InvalidBody(
+            "the request body could not be read".into(),
+        )),
+    }
+}
+
 /// The validated pet of a create's body.
 fn new_pet(body: BodyRead) -> Result<NewPet, ApiError> {
-    let bytes = match body {
-        BodyRead::Complete(bytes) => bytes,
-        BodyRead::TooLarge => return Err(ApiError::PayloadTooLarge(MAX_BODY)),
-        BodyRead::TimedOut(after) => return Err(ApiError::RequestTimeout(after.as_secs())),
-        BodyRead::Broken => {
-            return Err(ApiError::InvalidBody(
-                "the request body could not be read".into(),
-            ))
-        }
-    };
+    let bytes = complete(body)?;
     NewPet::from_json(&bytes).map_err(|e| ApiError::InvalidBody(e.to_string()))
+}
+
+/// A transition's body: none, or exactly `{}`, the empty object a
+/// generated client sends for an operation whose body is optional.
+/// Anything else is refused rather than ignored: a client that believes
+/// it can say more (a status, a customer) learns at once that it cannot.
+fn transition_body(body: BodyRead) -> Result<(), ApiError> {
+    let bytes = complete(body)?;
+    match &bytes[..] {
+        b"" | b"{}" => Ok(()),
+        _ => Err(ApiError::InvalidBody(
+            "a transition takes no request body, an empty one, or exactly {}".into(),
+        )),
+    }
+}
+
+/// The 200 of a pet that changed status, or why it did not: the 409's
+/// message is the core's own words for the conflict, so it is the same
+/// whichever store decided.
+fn transitioned(
+    id: PetId,
+    transition: Transition,
+    result: Result<Pet, TransitionFailed>,
+) -> Result<Success<'static>, ApiError> {
+    match result {
+        Ok(pet) => Ok(Success {
+            status: StatusCode::OK,
+            body: Bytes::from(pet.to_json()),
+            extra: Extra::Nothing,
+        }),
+        Err(TransitionFailed::NotFound) => Err(ApiError::NotFound(format!("no pet with id {id}"))),
+        Err(TransitionFailed::Conflict(current)) => Err(ApiError::StatusConflict(
+            TransitionError::Conflict {
+                id,
+                current,
+                transition,
+            }
+            .to_string(),
+        )),
+        // Not stored, or not known to be: as a create's 503.
+        Err(TransitionFailed::Unavailable) => Err(ApiError::Unavailable),
+    }
 }
 
 /// The 201 of a stored pet, or the 503 of one the store could not store

@@ -2,6 +2,12 @@
 //! themselves, and their templates, are `paths.rs`), the methods it
 //! answers, and the operations behind a key.
 
+use petstore_core::Transition;
+
+use crate::paths::{
+    HEALTH, METRICS, OPENAPI_JSON, ORDERS, PET, PETS, PET_PREFIX, RELEASE, RESERVE, SELL,
+};
+
 /// The routes of the service.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Route<'a> {
@@ -9,11 +15,11 @@ pub(super) enum Route<'a> {
     OpenApi,
     Pets,
     Pet(&'a str),
+    /// A transition of one pet: its `{petId}` segment, and which.
+    Transition(&'a str, Transition),
     Orders,
     Metrics,
 }
-
-use crate::paths::{HEALTH, METRICS, OPENAPI_JSON, ORDERS, PET, PETS, PET_PREFIX};
 
 impl<'a> Route<'a> {
     pub(super) fn template(self) -> &'static str {
@@ -22,6 +28,11 @@ impl<'a> Route<'a> {
             Route::OpenApi => OPENAPI_JSON,
             Route::Pets => PETS,
             Route::Pet(_) => PET,
+            Route::Transition(_, transition) => match transition {
+                Transition::Reserve => RESERVE,
+                Transition::Release => RELEASE,
+                Transition::Sell => SELL,
+            },
             Route::Orders => ORDERS,
             Route::Metrics => METRICS,
         }
@@ -34,10 +45,19 @@ impl<'a> Route<'a> {
             PETS => Some(Route::Pets),
             ORDERS => Some(Route::Orders),
             METRICS => Some(Route::Metrics),
-            _ => match path.strip_prefix(PET_PREFIX) {
-                Some(id) if !id.is_empty() && !id.contains('/') => Some(Route::Pet(id)),
-                _ => None,
-            },
+            _ => {
+                let rest = path.strip_prefix(PET_PREFIX)?;
+                match rest.split_once('/') {
+                    None if !rest.is_empty() => Some(Route::Pet(rest)),
+                    // `{petId}/reserve` and the like: an empty id is no
+                    // route, as `/v1/pets/` is.
+                    Some((id, action)) if !id.is_empty() => Transition::ALL
+                        .into_iter()
+                        .find(|t| t.as_str() == action)
+                        .map(|t| Route::Transition(id, t)),
+                    _ => None,
+                }
+            }
         }
     }
 
@@ -46,24 +66,30 @@ impl<'a> Route<'a> {
         match (self, cors) {
             (Route::Pets, false) => "GET, HEAD, POST",
             (Route::Pets, true) => "GET, HEAD, POST, OPTIONS",
+            (Route::Transition(..), false) => "POST",
+            (Route::Transition(..), true) => "POST, OPTIONS",
             (_, false) => "GET, HEAD",
             (_, true) => "GET, HEAD, OPTIONS",
         }
     }
 }
 
-/// The three operations and the orders placeholder: the routes behind a
-/// key. `GetPet`'s path segment is read from the request when it is
-/// checked, so an operation is plain data that outlives an await.
+/// The operations and the orders placeholder: the routes behind a key.
+/// The `{petId}` segment is read from the request when it is checked, so
+/// an operation is plain data that outlives an await.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Operation {
     ListPets,
     CreatePet,
     GetPet,
+    /// `reservePet`, `releasePet`, `sellPet`.
+    Transition(Transition),
     ListOrders,
 }
 
-/// The `{petId}` segment of a `/v1/pets/{petId}` path.
+/// The `{petId}` segment of a `/v1/pets/{petId}` path, or of a
+/// transition's `/v1/pets/{petId}/{transition}`.
 pub(super) fn pet_segment(path: &str) -> &str {
-    path.strip_prefix(PET_PREFIX).unwrap_or(path)
+    let rest = path.strip_prefix(PET_PREFIX).unwrap_or(path);
+    rest.split_once('/').map_or(rest, |(id, _)| id)
 }

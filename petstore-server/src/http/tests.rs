@@ -171,3 +171,60 @@ fn unsupported_media_type_comes_before_size_and_time() {
     );
     assert_eq!(r.status(), StatusCode::REQUEST_TIMEOUT);
 }
+
+#[test]
+fn transitions_route_by_their_last_segment_and_answer_in_memory() {
+    let s = state();
+    let created = call(&s, "POST", "/v1/pets", r#"{"name":"Rex","categoryId":2}"#);
+    assert_eq!(created.status(), StatusCode::CREATED);
+    // Each transition's answer names its own route, for the metrics and
+    // the access log.
+    for (uri, status, route) in [
+        ("/v1/pets/1/reserve", StatusCode::OK, crate::paths::RESERVE),
+        (
+            "/v1/pets/1/reserve",
+            StatusCode::CONFLICT,
+            crate::paths::RESERVE,
+        ),
+        ("/v1/pets/1/release", StatusCode::OK, crate::paths::RELEASE),
+        ("/v1/pets/1/sell", StatusCode::OK, crate::paths::SELL),
+        ("/v1/pets/2/sell", StatusCode::NOT_FOUND, crate::paths::SELL),
+        (
+            "/v1/pets/01/sell",
+            StatusCode::BAD_REQUEST,
+            crate::paths::SELL,
+        ),
+        (
+            "/v1/pets/1/buy",
+            StatusCode::NOT_FOUND,
+            crate::paths::UNKNOWN,
+        ),
+        (
+            "/v1/pets//sell",
+            StatusCode::NOT_FOUND,
+            crate::paths::UNKNOWN,
+        ),
+        (
+            "/v1/pets/1/sell/",
+            StatusCode::NOT_FOUND,
+            crate::paths::UNKNOWN,
+        ),
+    ] {
+        let auth = format!("Bearer {KEY}");
+        let head = request("POST", uri, &[("authorization", &auth)]);
+        let (response, served) = respond(&s, &head, BodyRead::Complete(Bytes::new()));
+        assert_eq!((response.status(), served.route), (status, route), "{uri}");
+    }
+    // The body: none or `{}`, whatever the request's other checks.
+    assert_eq!(
+        call(&s, "POST", "/v1/pets/1/sell", "{}").status(),
+        StatusCode::CONFLICT
+    );
+    for body in ["{ }", "null", r#"{"status":"available"}"#] {
+        let response = call(&s, "POST", "/v1/pets/1/sell", body);
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{body}");
+    }
+    let response = call(&s, "GET", "/v1/pets/1/sell", "");
+    assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(response.headers()["allow"], "POST");
+}

@@ -15,10 +15,10 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use petstore_core::{NewPet, Pet};
+use petstore_core::{NewPet, Pet, PetId, Transition};
 use tokio::sync::{mpsc, oneshot};
 
-use super::failed::CreateFailed;
+use super::failed::{CreateFailed, TransitionFailed};
 
 /// One kind of write a committer batches: what a waiter is answered when
 /// its item was decided, and why it was not.
@@ -38,6 +38,16 @@ impl Item for NewPet {
     type Done = Pet;
     type Failed = CreateFailed;
     const NOT_STORED: CreateFailed = CreateFailed;
+}
+
+/// A transition of one pet: each decided on its own within its batch
+/// (a later one sees an earlier one's change), so each has its own
+/// answer; the batch as a whole fails only when it could not be made
+/// durable.
+impl Item for (PetId, Transition) {
+    type Done = Result<Pet, TransitionFailed>;
+    type Failed = TransitionFailed;
+    const NOT_STORED: TransitionFailed = TransitionFailed::Unavailable;
 }
 
 /// What a waiter of an item `I` is answered.

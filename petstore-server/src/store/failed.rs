@@ -1,4 +1,7 @@
-//! [`CreateFailed`]: why a create was not stored.
+//! Why a write was not made: [`CreateFailed`] for a create,
+//! [`TransitionFailed`] for a transition.
+
+use petstore_core::{PetStatus, TransitionError};
 
 /// Why a create was not stored (or may not have been: a commit whose
 /// outcome is unknown). Every cause answers the same 503; the cause is
@@ -6,3 +9,29 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("the pet could not be stored")]
 pub struct CreateFailed;
+
+/// Why a transition was not made: what the contract answers, whichever
+/// store decided (the pet's id and the transition are the request's, so
+/// they are not repeated here).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransitionFailed {
+    /// No pet has the id: 404 `not_found`.
+    NotFound,
+    /// The pet's current status does not allow the transition: 409
+    /// `status_conflict`, with that status.
+    Conflict(PetStatus),
+    /// The change could not be made durable, or its outcome is unknown:
+    /// 503, as a create's [`CreateFailed`] (the cause is logged once, by
+    /// the backend).
+    Unavailable,
+}
+
+impl From<TransitionError> for TransitionFailed {
+    fn from(error: TransitionError) -> Self {
+        match error {
+            TransitionError::NotFound(_) => TransitionFailed::NotFound,
+            TransitionError::Conflict { current, .. } => TransitionFailed::Conflict(current),
+            TransitionError::Storage(_) => TransitionFailed::Unavailable,
+        }
+    }
+}

@@ -1,35 +1,43 @@
 //! The journal backend (`--data DIR`, the default): the core's durable
-//! [`Inventory`] (its `Journal`), its creates fed by one committer task:
-//! [`JournalStore`].
+//! [`Inventory`] (its `Journal`), its creates and its transitions each fed
+//! by one committer task: [`JournalStore`].
 //!
-//! Why a committer: the core's create blocks its caller until the group
-//! commit's fsync, so each waiting create would hold a thread of the
-//! blocking pool. Instead a
-//! create queues its pet and awaits a oneshot channel (`committer.rs`);
-//! the committer takes every pending pet and hands them to
-//! [`Inventory::create_many`] on one blocking thread: one thread and one
-//! fsync per batch, however many creates wait.
+//! Why a committer: the core's create and transition block their caller
+//! until the group commit's fsync, so each waiting write would hold a
+//! thread of the blocking pool. Instead a write queues its item and
+//! awaits a oneshot channel (`committer.rs`); the committer takes every
+//! pending item and hands them to [`Inventory::create_many`] or
+//! [`Inventory::transition_many`] on one blocking thread: one thread and
+//! one fsync per batch, however many writes wait.
+//!
+//! Why two committers, not one: the core makes a batch of creates and a
+//! batch of transitions in two calls, each its own group commit; one
+//! queue of both would take turns and make either kind wait for the
+//! other's fsync. Two batches in flight at once share the journal's
+//! group commit as any two writers do.
 
 use std::sync::{Arc, OnceLock};
 
-use petstore_core::{Inventory, NewPet, Pet};
+use petstore_core::{Inventory, NewPet, Pet, PetId, Transition};
 
-use super::committer::{self, Commit, Committer};
-use super::failed::CreateFailed;
+use super::committer::{self, Commit, Committer, Item};
+use super::failed::{CreateFailed, TransitionFailed};
 use crate::log_error;
 
-/// Most creates handed to one group commit.
+/// Most writes of one kind handed to one group commit.
 const MAX_BATCH: usize = 1024;
-/// Creates waiting for the committer at most; one more answers 503 at once.
+/// Writes of one kind waiting for their committer at most; one more
+/// answers 503 at once.
 const QUEUE: usize = 16 * 1024;
 
-/// A durable inventory and its committer.
+/// A durable inventory and its committers.
 #[derive(Debug)]
 pub struct JournalStore {
     inventory: Arc<Inventory>,
-    /// The committer's queue, started by the first create (which runs on
-    /// the runtime, where the task can be spawned).
-    queue: OnceLock<Committer>,
+    /// The committers' queues, each started by its first write (which
+    /// runs on the runtime, where the task can be spawned).
+    creates: OnceLock<Committer<NewPet>>,
+    transitions: OnceLock<Committer<(PetId, Transition)>>,
 }
 
 impl JournalStore {
@@ -37,7 +45,8 @@ impl JournalStore {
     pub fn new(inventory: Arc<Inventory>) -> Self {
         JournalStore {
             inventory,
-            queue: OnceLock::new(),
+            creates: OnceLock::new(),
+            transitions: OnceLock::new(),
         }
     }
 
@@ -50,19 +59,39 @@ impl JournalStore {
     /// refused: the journal failed, or the queue is full). Call from
     /// inside the tokio runtime.
     pub async fn create(&self, new: NewPet) -> Result<Pet, CreateFailed> {
-        let queue = self.queue.get_or_init(|| {
+        self.write(&self.creates, new).await
+    }
+
+    /// Queues transition `t` of pet `id` for its committer and waits for
+    /// its outcome: the pet changed and durable, or why not (not found, a
+    /// conflict, or refused: the journal failed, or the queue is full).
+    /// Call from inside the tokio runtime.
+    pub async fn transition(&self, id: PetId, t: Transition) -> Result<Pet, TransitionFailed> {
+        self.write(&self.transitions, (id, t))
+            .await
+            .and_then(|done| done)
+    }
+
+    /// Queues `item` on `queue`'s committer (started on first use) and
+    /// waits for its answer.
+    async fn write<I: Item>(&self, queue: &OnceLock<Committer<I>>, item: I) -> committer::Answer<I>
+    where
+        Writer: Commit<I>,
+    {
+        let queue = queue.get_or_init(|| {
             let (committer, pending) = Committer::new(QUEUE);
             let writer = Arc::new(Writer(Arc::clone(&self.inventory)));
             tokio::spawn(committer::run(writer, pending, MAX_BATCH));
             committer
         });
-        let answer = queue.submit(new)?;
-        answer.await.unwrap_or(Err(CreateFailed))
+        let answer = queue.submit(item)?;
+        answer.await.unwrap_or(Err(I::NOT_STORED))
     }
 }
 
-/// The journal's side of the committer: one `create_many` (one group
-/// commit, one fsync) per batch, on one blocking thread.
+/// The journal's side of the committers: one `create_many` or
+/// `transition_many` (one group commit, one fsync) per batch, on one
+/// blocking thread.
 #[derive(Debug)]
 struct Writer(Arc<Inventory>);
 
@@ -76,6 +105,28 @@ impl Commit for Writer {
             Err(_) => {
                 log_error!("a journal group commit panicked; its creates answered 503");
                 Err(CreateFailed)
+            }
+        }
+    }
+}
+
+impl Commit<(PetId, Transition)> for Writer {
+    async fn commit(
+        self: &Arc<Self>,
+        batch: Vec<(PetId, Transition)>,
+    ) -> Result<Vec<Result<Pet, TransitionFailed>>, TransitionFailed> {
+        let writer = Arc::clone(self);
+        match tokio::task::spawn_blocking(move || writer.0.transition_many(&batch)).await {
+            Ok(Ok(outcomes)) => Ok(outcomes
+                .into_iter()
+                .map(|outcome| outcome.map_err(TransitionFailed::from))
+                .collect()),
+            // Nothing of the batch acknowledged; the cause is logged once,
+            // by the inventory's failure hook.
+            Ok(Err(_)) => Err(TransitionFailed::Unavailable),
+            Err(_) => {
+                log_error!("a journal group commit panicked; its transitions answered 503");
+                Err(TransitionFailed::Unavailable)
             }
         }
     }

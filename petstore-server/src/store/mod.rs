@@ -1,27 +1,29 @@
 //! The seam between the HTTP contract and where pets are kept: a
 //! [`Store`], with its backends.
 //!
-//! | backend | flag | creates | reads |
+//! | backend | flag | creates and transitions | reads |
 //! |---|---|---|---|
-//! | in memory | `--in-memory` | the core's [`Inventory::create`], at once | the inventory |
-//! | journal | `--data DIR` (default) | one committer task: a group commit per batch, on one blocking thread ([`journal`]) | the inventory |
+//! | in memory | `--in-memory` | the core's [`Inventory::create`] and [`Inventory::transition`], at once | the inventory |
+//! | journal | `--data DIR` (default) | a committer task for each: a group commit per batch, on one blocking thread ([`journal`]) | the inventory |
 //! | PostgreSQL | `--postgres URL` | one batcher task: a transaction per batch ([`postgres`]) | an in-memory read copy of the table |
 //!
 //! Why reads always come from the core's in-memory [`Inventory`], whatever
 //! the backend: a list or a get is then a copy out of memory, answered
 //! inside hyper's call with no await and no allocation beyond the body
-//! (the hot path, `net/driver.rs`). Only a create, and a get of an id the
-//! PostgreSQL read copy may not have yet, have to wait; the contract (`http/finish.rs`) asks
-//! the store whether they must ([`Store::create_now`],
-//! [`Store::may_catch_up`]) and awaits [`Store::create`] or
-//! [`Store::catch_up`] only then. It never knows which backend answers.
+//! (the hot path, `net/driver.rs`). Only a create, a transition, and a get
+//! of an id the PostgreSQL read copy may not have yet, have to wait; the
+//! contract (`http/finish.rs`) asks the store whether they must
+//! ([`Store::create_now`], [`Store::transition_now`],
+//! [`Store::may_catch_up`]) and awaits [`Store::create`],
+//! [`Store::transition`] or [`Store::catch_up`] only then. It never knows
+//! which backend answers.
 //!
 //! | file | holds |
 //! |---|---|
 //! | `mod.rs` | the seam: [`Store`] |
-//! | `failed.rs` | [`CreateFailed`]: the one answer of a create not stored |
-//! | `committer.rs` | the queue-batch-reply loop both durable backends share |
-//! | `journal.rs` | [`JournalStore`]: the journal's committer task |
+//! | `failed.rs` | [`CreateFailed`], [`TransitionFailed`]: why a write was not made |
+//! | `committer.rs` | the queue-batch-reply loop both durable backends share, for any kind of write |
+//! | `journal.rs` | [`JournalStore`]: the journal's committer tasks |
 //! | `metrics.rs` | pets, writability and the journal's commits in `/metrics` |
 //! | `postgres/` | [`Postgres`]: committer, read copy, schema, its metrics |
 //!
@@ -38,10 +40,10 @@ mod postgres;
 
 use std::sync::Arc;
 
-use petstore_core::{Inventory, NewPet, Pet, PetId};
+use petstore_core::{Inventory, NewPet, Pet, PetId, Transition};
 use prometheus_client::collector::Collector;
 
-pub use failed::CreateFailed;
+pub use failed::{CreateFailed, TransitionFailed};
 pub use journal::JournalStore;
 pub use postgres::Postgres;
 
@@ -95,6 +97,35 @@ impl Store {
             Store::Memory(inventory) => inventory.create(new).map_err(|_| CreateFailed),
             Store::Journal(journal) => journal.create(new).await,
             Store::Postgres(pg) => pg.create(new).await,
+        }
+    }
+
+    /// Makes transition `t` of pet `id` at once when the backend can
+    /// without waiting (in memory: a change under a lock); otherwise
+    /// `None`, and [`transition`](Self::transition) is to be awaited from
+    /// an async context.
+    pub fn transition_now(
+        &self,
+        id: PetId,
+        t: Transition,
+    ) -> Option<Result<Pet, TransitionFailed>> {
+        match self {
+            Store::Memory(inventory) => Some(inventory.transition(id, t).map_err(Into::into)),
+            Store::Journal(_) | Store::Postgres(_) => None,
+        }
+    }
+
+    /// Decides transition `t` of pet `id` where the pets' truth lives and
+    /// makes it; once this returns `Ok`, the change is as durable as a
+    /// created pet (fsynced, or committed) and readable from
+    /// [`inventory`](Self::inventory). Bounded in time like
+    /// [`create`](Self::create).
+    pub async fn transition(&self, id: PetId, t: Transition) -> Result<Pet, TransitionFailed> {
+        match self {
+            Store::Memory(inventory) => inventory.transition(id, t).map_err(Into::into),
+            Store::Journal(journal) => journal.transition(id, t).await,
+            // PostgreSQL does not decide transitions yet: 503, never a guess from the copy.
+            Store::Postgres(_) => Err(TransitionFailed::Unavailable),
         }
     }
 

@@ -476,6 +476,7 @@ fn openapi_document_says_what_the_decisions_say() {
             "not_found",
             "method_not_allowed",
             "request_timeout",
+            "status_conflict",
             "payload_too_large",
             "unsupported_media_type",
             "rate_limited",
@@ -542,6 +543,85 @@ fn openapi_document_says_what_the_decisions_say() {
     assert_eq!(served, in_repo, "served openapi.json differs from the file");
 }
 
+/// The document and the router agree: every operation it lists is a
+/// route of the server (a request without a key is refused with 401, not
+/// 404 or 405), and the beta transitions are as the server answers
+/// them, their examples included.
+#[test]
+fn openapi_document_lists_the_routes_and_the_transitions_as_answered() {
+    let server = Server::start(&[]);
+    let doc = server.get("/v1/openapi.json", None).json();
+    let ops = operations(&doc);
+    for (id, op) in &ops {
+        let path = format!("/v1{}", op.path.replace("{petId}", "1"));
+        let resp = server.request(&op.method.to_ascii_uppercase(), &path, &[], None);
+        assert_error(&resp, 401, "unauthorized");
+        assert!(resp.header("www-authenticate").is_some(), "{id} {path}");
+    }
+
+    // Pets 1 to 7, pet 3 reserved and pet 7 sold: the examples' pets.
+    for i in 1..=7 {
+        server.create_pet(&json!({"name": format!("p{i}"), "categoryId": 1}));
+    }
+    let act = |path: &str| server.post(path, Some(KEY), None, b"");
+    assert_eq!(act("/v1/pets/3/reserve").status, 200);
+    assert_eq!(act("/v1/pets/7/sell").status, 200);
+    for (id, action) in [
+        ("reservePet", "reserve"),
+        ("releasePet", "release"),
+        ("sellPet", "sell"),
+    ] {
+        let op = ops.get(id).unwrap_or_else(|| panic!("{id} missing"));
+        assert_eq!(op.method, "post", "{id}");
+        assert_eq!(op.path, format!("/pets/{{petId}}/{action}"), "{id}");
+        assert_eq!(op.op["x-stability-level"], "beta", "{id}");
+        assert_ne!(op.op["deprecated"], true, "{id}");
+        let body = resolve(&doc, &op.op["requestBody"]);
+        assert_eq!(body["required"], false, "{id}: the body is optional");
+        let pet_id = resolve(&doc, &parameter(&doc, op.op, "petId")["schema"]);
+        assert_eq!(pet_id["format"], "int64");
+        assert_eq!(
+            response_codes(op.op),
+            BTreeSet::from(
+                [
+                    "200", "400", "401", "404", "408", "409", "413", "415", "429", "500", "501",
+                    "503"
+                ]
+                .map(String::from)
+            ),
+            "{id}"
+        );
+        let ok = &resolve(&doc, &op.op["responses"]["200"])["content"]["application/json"];
+        assert_eq!(ok["schema"]["$ref"], "#/components/schemas/Pet", "{id}");
+        // Each error example is the server's answer to that request.
+        for (status, path) in [
+            ("409", None),
+            ("400", Some(format!("/v1/pets/abc/{action}"))),
+        ] {
+            let content =
+                &resolve(&doc, &op.op["responses"][status])["content"]["application/json"];
+            let example = &content["example"];
+            let path = path.unwrap_or_else(|| {
+                // `pet N is ...`: the example's own pet.
+                let message = example["message"].as_str().unwrap();
+                let n = message.split(' ').nth(1).unwrap();
+                format!("/v1/pets/{n}/{action}")
+            });
+            let resp = act(&path);
+            let code = example["code"].as_str().unwrap();
+            let message = assert_error(&resp, status.parse().unwrap(), code);
+            assert_eq!(message, example["message"], "{id} {status}");
+            // And the example's code is in its response's code set.
+            let schema = resolve(&doc, &content["schema"]);
+            let codes = &resolve(&doc, &schema["properties"]["code"])["enum"];
+            assert!(
+                codes.as_array().unwrap().contains(&example["code"]),
+                "{id} {status}: {codes}"
+            );
+        }
+    }
+}
+
 /// Every status an operation can answer is declared with a model: 500 on
 /// every operation, 503 where the inventory can refuse to store; the
 /// numbers of the headers and the error body say their `format`, and
@@ -569,11 +649,11 @@ fn openapi_document_declares_500_503_formats_and_bounds() {
             codes.contains(&&json!("internal")),
             "{id}: 500 code {codes:?}"
         );
-        // 503 only where a pet can fail to be stored, or (replicas) where
-        // a pet another replica made may not be confirmed.
+        // 503 only where a pet or its change can fail to be stored, or
+        // (replicas) where a pet another replica made may not be confirmed.
         assert_eq!(
             response_codes(op.op).contains("503"),
-            id == "createPet" || id == "getPet",
+            ["createPet", "getPet", "reservePet", "releasePet", "sellPet"].contains(&id.as_str()),
             "{id}: 503 {:?}",
             response_codes(op.op)
         );

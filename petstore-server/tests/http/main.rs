@@ -10,6 +10,7 @@
 //! | `headers.rs` | deprecation headers, `--base-url`, CORS, `/healthz`, the OpenAPI document |
 //! | `pets.rs` | createPet, getPet, listPets and every 400 of the contract |
 //! | `protocols.rs` | one contract over HTTP/1.1, h2c, HTTP/1.1 over TLS and HTTP/2 over TLS |
+//! | `transitions.rs` | reservePet, releasePet, sellPet: every row of their contract on one node |
 //!
 //! One test binary for the area, so that the shared harness (`../common`)
 //! is compiled once for all of it.
@@ -26,3 +27,4 @@ mod framing;
 mod headers;
 mod pets;
 mod protocols;
+mod transitions;

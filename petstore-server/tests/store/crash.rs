@@ -23,11 +23,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::common::TempDir;
 
-const KEY: &str = "crash-test-key";
+pub(super) const KEY: &str = "crash-test-key";
 
-struct Server {
-    child: Child,
-    addr: String,
+pub(super) struct Server {
+    pub(super) child: Child,
+    pub(super) addr: String,
 }
 
 impl Drop for Server {
@@ -37,7 +37,7 @@ impl Drop for Server {
     }
 }
 
-fn start(data: Option<&Path>, keys: &Path) -> Server {
+pub(super) fn start(data: Option<&Path>, keys: &Path) -> Server {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_petstore-server"));
     cmd.args(["--addr", "127.0.0.1:0", "--keys"]).arg(keys);
     match data {
@@ -64,7 +64,7 @@ fn start(data: Option<&Path>, keys: &Path) -> Server {
 }
 
 /// One HTTP/1.1 exchange on a kept-alive connection: (status, body).
-fn exchange(stream: &mut TcpStream, request: &str) -> std::io::Result<(u16, String)> {
+pub(super) fn exchange(stream: &mut TcpStream, request: &str) -> std::io::Result<(u16, String)> {
     stream.write_all(request.as_bytes())?;
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut status_line = String::new();
@@ -96,7 +96,7 @@ fn exchange(stream: &mut TcpStream, request: &str) -> std::io::Result<(u16, Stri
     Ok((status, String::from_utf8_lossy(&body).into_owned()))
 }
 
-fn post(stream: &mut TcpStream, body: &str) -> std::io::Result<(u16, String)> {
+pub(super) fn post(stream: &mut TcpStream, body: &str) -> std::io::Result<(u16, String)> {
     let request = format!(
         "POST /v1/pets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n\
          Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
@@ -130,7 +130,7 @@ fn missing(addr: &str, acknowledged: &[(u64, String)]) -> Vec<u64> {
 /// A small xorshift generator seeded from the clock: random moments
 /// without a rand dependency. The seed is printed so a failure can be
 /// replayed.
-fn rng() -> impl FnMut() -> u64 {
+pub(super) fn rng() -> impl FnMut() -> u64 {
     let mut x = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()

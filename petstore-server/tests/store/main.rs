@@ -6,6 +6,7 @@
 //! |---|---|
 //! | `committer.rs` | durable creates wait without a thread each |
 //! | `crash.rs` | kill -9 during concurrent creates loses no acknowledged pet |
+//! | `crash_transitions.rs` | kill -9 during concurrent transitions loses no acknowledged change |
 //! | `disk.rs` | a journal deleted or damaged, a second server, a full disk; `journal check`/`repair` |
 //! | `postgres.rs` | replicas on one PostgreSQL, its outages, a counter or rows it cannot use |
 //! | `syscalls.rs` | under strace: every 201 follows an `fdatasync` of the journal |
@@ -20,6 +21,7 @@ mod common;
 
 mod committer;
 mod crash;
+mod crash_transitions;
 mod disk;
 mod postgres;
 mod syscalls;
