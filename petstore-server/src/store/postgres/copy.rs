@@ -60,6 +60,8 @@ pub(super) enum Want {
     Everything,
     /// The pet with this id.
     Pet(u64),
+    /// The change with this number.
+    Change(u64),
 }
 
 impl Postgres {
@@ -80,6 +82,7 @@ impl Postgres {
         match want {
             Want::Everything => false,
             Want::Pet(id) => self.copy.len() as u64 >= id,
+            Want::Change(change) => self.changes_applied.load(Ordering::Acquire) >= change,
         }
     }
 

@@ -47,6 +47,7 @@ mod metrics;
 mod open;
 mod schema;
 mod stats;
+mod transition;
 mod write;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -61,6 +62,7 @@ use health::Health;
 use stats::PostgresStats;
 
 use super::committer::Committer;
+use transition::Wanted;
 
 /// The tail's poll when no notification comes.
 pub const POLL: Duration = Duration::from_millis(40);
@@ -77,6 +79,9 @@ pub struct Postgres {
     copy: Arc<Inventory>,
     pool: Pool,
     queue: Committer,
+    /// The transitions' committer: its own queue and task, so a batch of
+    /// creates and one of transitions go to PostgreSQL side by side.
+    transitions: Committer<Wanted>,
     health: Health,
     stats: PostgresStats,
     /// One tail query at a time; `tails_started` lets a waiter skip its

@@ -17,7 +17,7 @@ use super::describe::{describe, pool_error};
 use super::health::Health;
 use super::schema;
 use super::stats::PostgresStats;
-use super::write;
+use super::{transition, write};
 use super::{Postgres, CONNECT_TIMEOUT};
 use crate::log_info;
 use crate::store::committer::{self, Committer};
@@ -102,11 +102,13 @@ impl Postgres {
         );
 
         let (queue, pending) = Committer::new(write::QUEUE);
+        let (transitions, pending_transitions) = Committer::new(transition::QUEUE);
         let pg = Arc::new(Postgres {
             latest: AtomicU64::new(copy.len() as u64),
             copy,
             pool,
             queue,
+            transitions,
             health: Health::default(),
             stats: PostgresStats::default(),
             tail: tokio::sync::Mutex::new(()),
@@ -116,6 +118,11 @@ impl Postgres {
             latest_change: AtomicU64::new(changes),
         });
         tokio::spawn(committer::run(Arc::clone(&pg), pending, write::MAX_BATCH));
+        tokio::spawn(committer::run(
+            Arc::clone(&pg),
+            pending_transitions,
+            transition::MAX_BATCH,
+        ));
         tokio::spawn(Arc::clone(&pg).tail_loop());
         tokio::spawn(Arc::clone(&pg).listen_loop(config));
         Ok(pg)
