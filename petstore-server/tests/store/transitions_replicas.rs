@@ -434,3 +434,78 @@ fn try_transition(server: &Server, id: u64, action: &str) -> Option<common::Resp
     conn.send(request.as_bytes()).ok()?;
     conn.try_read_response(Duration::from_secs(60)).ok()
 }
+
+#[test]
+fn a_database_of_the_previous_schema_is_migrated_and_its_pets_change_hands() {
+    // Version 2 is version 3 without the change counter, the rows' change
+    // numbers and the function: a database made by the previous release,
+    // with pets in it.
+    let pg = Postgres::start();
+    let old = replica(&pg);
+    let pets = create_pets(&old, 5);
+    drop(old);
+    pg.psql(
+        "DROP FUNCTION petstore_transition(bigint[], text[], text[]);
+         DROP TABLE petstore_changes;
+         ALTER TABLE petstore_pets DROP COLUMN last_change;
+         UPDATE petstore_schema SET version = 2;",
+    );
+    let replicas = [replica(&pg), replica(&pg)];
+    // The harness reads stderr on a thread of its own: wait for the line
+    // (a bound that only cuts off a line that never comes), then count.
+    let migrated = "schema migrated from version 2 to 3";
+    wait_until(CATCH_UP_BOUND, || {
+        replicas[0].stderr_text().contains(migrated) || replicas[1].stderr_text().contains(migrated)
+    });
+    let log = replicas[0].stderr_text() + &replicas[1].stderr_text();
+    assert_eq!(
+        log.matches(migrated).count(),
+        1,
+        "one replica migrates, the other finds it done:\n{log}"
+    );
+    assert_eq!(pg.psql("SELECT version FROM petstore_schema"), "3");
+    assert_eq!(listed_statuses(&replicas[1]).len(), pets.len());
+    let resp = transition(&replicas[1], pets[0], "sell");
+    assert_eq!(resp.status, 200, "{}", resp.describe());
+    common::assert_error(
+        &transition(&replicas[0], pets[0], "sell"),
+        409,
+        "status_conflict",
+    );
+    assert_copies_match_the_table(&pg, &[&replicas[0], &replicas[1]]);
+    assert_json_follows_status(&pg);
+}
+
+#[test]
+fn while_postgres_is_down_transitions_answer_503_never_a_guess_from_the_copy() {
+    // The copy still holds the pet and says it is available; only
+    // PostgreSQL may decide, and it cannot be asked.
+    let pg = Postgres::start();
+    let server = replica(&pg);
+    let id = create_pets(&server, 1)[0];
+    pg.stop("fast");
+    for action in ["reserve", "sell", "release"] {
+        let resp = try_transition(&server, id, action).expect("an answer");
+        common::assert_error(&resp, 503, "unavailable");
+    }
+    common::assert_error(
+        &try_transition(&server, 9_999, "sell").expect("an answer"),
+        503,
+        "unavailable",
+    );
+    assert_eq!(
+        server.get(&format!("/v1/pets/{id}"), Some(KEY)).json()["status"],
+        "available"
+    );
+    pg.start_again();
+    assert!(
+        wait_until(CATCH_UP_BOUND, || server.get("/healthz", None).status
+            == 200),
+        "PostgreSQL's return was never noticed"
+    );
+    // Nothing refused was changed; the next transition is decided.
+    assert_eq!(table_statuses(&pg)[&id], "available");
+    let resp = transition(&server, id, "reserve");
+    assert_eq!(resp.status, 200, "{}", resp.describe());
+    assert_eq!(resp.json()["status"], "pending");
+}
