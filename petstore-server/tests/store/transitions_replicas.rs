@@ -509,3 +509,41 @@ fn while_postgres_is_down_transitions_answer_503_never_a_guess_from_the_copy() {
     assert_eq!(resp.status, 200, "{}", resp.describe());
     assert_eq!(resp.json()["status"], "pending");
 }
+
+#[test]
+fn changes_to_pets_beyond_a_page_of_new_pets_are_applied_once_the_pets_are_in() {
+    // More new pets at once than the tail takes in one page (written
+    // straight into PostgreSQL, as another replica's batches would be),
+    // and changes to the last of them, all in one commit: the tail meets
+    // each change before it holds the pet, and must neither pass it nor
+    // stall.
+    let pg = Postgres::start();
+    let server = replica(&pg);
+    const N: u64 = 25_000;
+    pg.psql(&format!(
+        "BEGIN;
+         INSERT INTO petstore_pets (id, name, category_id, status, json)
+             SELECT g, 'bulk ' || g, 1, 'available',
+                    '{{\"id\":' || g || ',\"name\":\"bulk ' || g || '\",\"categoryId\":1,\"status\":\"available\"}}'
+             FROM generate_series(1, {N}) AS g;
+         UPDATE petstore_counter SET last_id = {N};
+         SELECT count(*) FROM petstore_transition(
+             ARRAY[{a}, {b}, 3]::int8[], ARRAY['sold', 'pending', 'sold'],
+             ARRAY['available,pending', 'available', 'available,pending']);
+         COMMIT;",
+        a = N,
+        b = N - 1,
+    ));
+    let sold = || server.list_ids("/v1/pets?status=sold&limit=100").0;
+    assert!(
+        wait_until(CATCH_UP_BOUND, || sold() == [3, N]),
+        "the copy lists {:?} as sold",
+        sold()
+    );
+    assert_eq!(
+        server.list_ids("/v1/pets?status=pending&limit=100").0,
+        [N - 1]
+    );
+    assert_eq!(server.get("/healthz", None).status, 200);
+    assert_copies_match_the_table(&pg, &[&server]);
+}

@@ -9,10 +9,12 @@
 //! number the copy applied (changes commit in the order of their numbers,
 //! so that is every change since, each row as it now is). It applies the
 //! new pets first, then the statuses in change order. A row changed but
-//! not yet in the copy is skipped: it comes in as a new pet, with the
-//! status it has then. While more changes wait than a page holds, new
-//! pets wait too, so that the copy shows a state PostgreSQL was in (every
-//! pet as of one change number), never a newer pet beside an older status.
+//! not yet in the copy (its pet is beyond this page of new pets) is not
+//! passed: the round stops before it and the next brings the pet in
+//! first. While more changes wait than a page holds, new pets wait too
+//! (unless a change names one), so that the copy shows a state PostgreSQL
+//! was in (every pet as of one change number), not a newer pet beside an
+//! older status.
 
 use std::future::poll_fn;
 use std::sync::atomic::Ordering;
@@ -165,24 +167,42 @@ impl Postgres {
             let more_pets = fresh.len() as i64 == PAGE;
             let more_changes = changed.len() as i64 == PAGE;
             let changes = changes_of(&mut changed).map_err(PullFailed::BadRow)?;
-            if !more_changes {
+            let beyond = |held: u64| changes.iter().position(|(id, _, _)| id.get() > held);
+            // New pets wait while more changes than a page are pending
+            // (see the module's notes), unless a change names one of them.
+            if !more_changes || beyond(self.copy.len() as u64).is_some() {
                 fresh.sort_by_key(|row| row.try_get::<_, i64>(0).unwrap_or(i64::MAX));
                 self.apply_fresh(&fresh)?;
             }
-            // A row not in the copy yet comes in with the new pets, as
-            // it then is.
-            let held = self.copy.len() as u64;
-            let statuses: Vec<(PetId, PetStatus)> = changes
+            // A change to a pet the copy does not hold yet (beyond this
+            // page of new pets) stops this round there: the mark stays
+            // before it, and the next round brings the pet in, then
+            // applies it. Passing it instead would lose it when this
+            // replica's own create put the pet in the copy meanwhile,
+            // with the status it was created with.
+            let upto = beyond(self.copy.len() as u64).unwrap_or(changes.len());
+            let statuses: Vec<(PetId, PetStatus)> = changes[..upto]
                 .iter()
-                .filter(|(id, _, _)| id.get() <= held)
                 .map(|&(id, status, _)| (id, status))
                 .collect();
             self.copy
                 .apply_statuses(&statuses)
                 .map_err(|e| PullFailed::BadRow(format!("a change the copy cannot apply: {e}")))?;
-            if let Some(&(_, _, last)) = changes.last() {
+            if let Some(&(_, _, last)) = changes[..upto].last() {
                 self.changes_applied.store(last, Ordering::Release);
+            }
+            if let Some(&(_, _, last)) = changes.last() {
                 self.latest_change.fetch_max(last, Ordering::Relaxed);
+            }
+            let stalled = upto < changes.len();
+            if stalled && !more_pets {
+                // One snapshot holds a changed row's pet among the new
+                // pets whenever their page is not full: a row outside
+                // the ids' order, which no further round would bring.
+                let id = changes[upto].0;
+                return Err(PullFailed::BadRow(format!(
+                    "the changed row of petstore_pets with id {id} is not among its pets"
+                )));
             }
             if !more_pets && !more_changes {
                 return Ok(());
