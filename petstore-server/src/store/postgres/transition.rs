@@ -44,6 +44,11 @@ const TRANSITION_TIMEOUT: Duration = Duration::from_secs(6);
 /// every transaction that waited for that lock instead).
 const BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMITTED; \
                      SET LOCAL lock_timeout = '2s'; SET LOCAL statement_timeout = '2500ms'";
+/// The longest each step of showing a committed batch in the copy may
+/// wait (the tail's lock, the catch-up): the batch is committed, and its
+/// 200s must come before the waiters' [`TRANSITION_TIMEOUT`] turns them
+/// into 503s. Past it, the 200s go out without the copy's word.
+const SHOW_WAIT: Duration = Duration::from_secs(1);
 /// One row per transition, in the batch's order.
 const DECIDE: &str = "SELECT item, change, pet_name, pet_category, pet_status \
                       FROM petstore_transition($1::int8[], $2::text[], $3::text[]) ORDER BY item";
@@ -161,6 +166,7 @@ impl Postgres {
     /// changes first, in order). Should PostgreSQL not answer that, the
     /// changes the copy has not seen are applied all the same, the mark of
     /// what it applied left where it is, so the tail reads them again.
+    /// Every wait is bounded by [`SHOW_WAIT`].
     async fn show(&self, moved: &[(PetId, PetStatus, u64)]) {
         let (Some(&(_, _, first)), Some(&(_, _, last))) = (moved.first(), moved.last()) else {
             return;
@@ -174,7 +180,7 @@ impl Postgres {
                 .map(|&(id, status, _)| (id, status))
                 .collect()
         };
-        if let Ok(_one) = timeout(QUERY_TIMEOUT, self.tail.lock()).await {
+        if let Ok(_one) = timeout(SHOW_WAIT, self.tail.lock()).await {
             let applied = self.changes_applied.load(Ordering::Acquire);
             if applied >= last {
                 return;
@@ -190,10 +196,10 @@ impl Postgres {
                 return;
             }
         }
-        if self.catch_up(Want::Change(last)).await {
+        if let Ok(true) = timeout(SHOW_WAIT, self.catch_up(Want::Change(last))).await {
             return;
         }
-        if let Ok(_one) = timeout(QUERY_TIMEOUT, self.tail.lock()).await {
+        if let Ok(_one) = timeout(SHOW_WAIT, self.tail.lock()).await {
             let applied = self.changes_applied.load(Ordering::Acquire);
             let _ = self.copy.apply_statuses(&statuses(applied));
         }
