@@ -185,14 +185,21 @@ fn many_clients_on_both_replicas_leave_the_winners_history() {
             let (wins, conflicts, pets) = (&wins, &conflicts, &pets);
             let server = &replicas[c % 2];
             s.spawn(move || {
+                // A fixed pseudo-random walk per client (xorshift), so
+                // that pets and actions do not fall into step.
+                let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ (c as u64 + 1);
                 for i in 0..60usize {
-                    let id = pets[(c + i) % pets.len()];
-                    // Mostly reserves and releases, a sell now and then,
-                    // so pets change hands for a while before they sell.
-                    let action = match (c * 7 + i * 13) % 10 {
-                        0 => 2,
-                        n if n % 2 == 0 => 0,
-                        _ => 1,
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    let id = pets[(state % pets.len() as u64) as usize];
+                    // Reserves and releases, then sells now and then near
+                    // the end: pets change hands for a while, and some
+                    // are sold while others still race.
+                    let action = if i >= 50 && (state >> 8).is_multiple_of(4) {
+                        2
+                    } else {
+                        ((state >> 16) % 2) as usize
                     };
                     let resp = transition(server, id, ACTIONS[action]);
                     match resp.status {
@@ -234,6 +241,8 @@ fn many_clients_on_both_replicas_leave_the_winners_history() {
         "{total} transitions won, {} refused",
         conflicts.load(Ordering::Relaxed)
     );
+    // The race ran: pets changed hands several times each.
+    assert!(total > 4 * pets.len(), "only {total} transitions won");
     assert_eq!(
         pg.psql("SELECT last_change FROM petstore_changes"),
         total.to_string(),
@@ -300,6 +309,15 @@ fn every_replica_shows_a_change_the_answering_one_at_once() {
     for server in &replicas {
         common::assert_error(&transition(server, 9_999, "sell"), 404, "not_found");
     }
+    let metrics = replicas[0].get("/metrics", None).text();
+    for want in [
+        "petstore_postgres_transition_batch_size_count",
+        "petstore_postgres_transition_duration_seconds_bucket",
+        "petstore_postgres_copy_changes_behind",
+        "petstore_postgres_errors_total{op=\"transition\"} 0",
+    ] {
+        assert!(metrics.contains(want), "{want} in:\n{metrics}");
+    }
     assert_copies_match_the_table(&pg, &[&replicas[0], &replicas[1]]);
     assert_json_follows_status(&pg);
 }
@@ -314,6 +332,7 @@ fn no_change_is_missed_while_creates_and_transitions_commit_on_both_replicas() {
     let pg = Postgres::start();
     let replicas = [replica(&pg), replica(&pg)];
     let seed = create_pets(&replicas[0], 20);
+    let won = AtomicUsize::new(0);
     thread::scope(|s| {
         for (r, server) in replicas.iter().enumerate() {
             // A creator: new pets keep arriving on both replicas.
@@ -325,7 +344,7 @@ fn no_change_is_missed_while_creates_and_transitions_commit_on_both_replicas() {
             // Transitions on the seed pets and on the newest pet in
             // PostgreSQL, which this replica's copy may not hold yet.
             for t in 0..3usize {
-                let (seed, pg) = (&seed, &pg);
+                let (seed, pg, won) = (&seed, &pg, &won);
                 s.spawn(move || {
                     for i in 0..80usize {
                         let id = if i % 3 == 0 {
@@ -335,18 +354,27 @@ fn no_change_is_missed_while_creates_and_transitions_commit_on_both_replicas() {
                         } else {
                             seed[(t * 7 + i) % seed.len()]
                         };
-                        let action = ["reserve", "release", "reserve", "sell"][(t + i) % 4];
+                        // Pets change hands, and the last rounds sell.
+                        let action = match i {
+                            70.. => "sell",
+                            _ => ["reserve", "release"][(t + i / 2) % 2],
+                        };
                         let resp = transition(server, id, action);
-                        assert!(
-                            resp.status == 200 || resp.status == 409,
-                            "{}",
-                            resp.describe()
-                        );
+                        match resp.status {
+                            200 => {
+                                won.fetch_add(1, Ordering::Relaxed);
+                            }
+                            409 => {}
+                            _ => panic!("{}", resp.describe()),
+                        }
                     }
                 });
             }
         }
     });
+    let won = won.into_inner();
+    println!("{won} transitions won");
+    assert!(won > 100, "only {won} transitions won");
     assert_copies_match_the_table(&pg, &[&replicas[0], &replicas[1]]);
     // A replica started now loads the same.
     let fresh = replica(&pg);

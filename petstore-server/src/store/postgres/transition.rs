@@ -295,3 +295,24 @@ fn decided(&(id, transition): &Wanted, row: &tokio_postgres::Row) -> Decided {
         (None, None) => Decided::Refused(TransitionFailed::NotFound),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_transition_hands_postgresql_the_statuses_it_moves_from() {
+        // `petstore_transition` splits these on commas and compares them
+        // with the status column: the core's spellings, in its order.
+        assert_eq!(froms(Transition::Reserve), "available");
+        assert_eq!(froms(Transition::Release), "pending");
+        assert_eq!(froms(Transition::Sell), "available,pending");
+        for transition in Transition::ALL {
+            let listed: Vec<PetStatus> = froms(transition)
+                .split(',')
+                .map(|s| s.parse().unwrap())
+                .collect();
+            assert_eq!(listed, transition.from_statuses());
+        }
+    }
+}
