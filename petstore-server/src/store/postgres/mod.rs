@@ -65,14 +65,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::Pool;
-use petstore_core::{Inventory, PetId};
+use petstore_core::{Inventory, PetId, Transition};
 use tokio::sync::Notify;
 
 use health::Health;
 use stats::PostgresStats;
 
 use super::committer::Committer;
-use transition::Wanted;
 
 /// The tail's poll when no notification comes.
 pub const POLL: Duration = Duration::from_millis(40);
@@ -91,7 +90,7 @@ pub struct Postgres {
     queue: Committer,
     /// The transitions' committer: its own queue and task, so a batch of
     /// creates and one of transitions go to PostgreSQL side by side.
-    transitions: Committer<Wanted>,
+    transitions: Committer<(PetId, Transition)>,
     health: Health,
     stats: PostgresStats,
     /// One tail query at a time; `tails_started` lets a waiter skip its
