@@ -9,7 +9,8 @@
 //! Benchmark ids are `operation/size`: `get`; `list_*` (a `Vec<Pet>`) and
 //! `list_json_*` (the encoded body) of 20 pets, for the first page of all
 //! (`all`), of one status (`status`), after a random cursor (`after`) and
-//! both (`status_after`); `create`; `limiter/*`; `concurrent_*`. Each
+//! both (`status_after`); `create`; `transition`; the list while pets
+//! change (`changing_*`); `limiter/*`; `concurrent_*`. Each
 //! inventory (10,000 and 1,000,000 pets, 10-character names, statuses a
 //! third each) is built once, the first time a benchmark needs it. Results
 //! and targets are in `docs/core-benchmarks.md`.
@@ -18,19 +19,29 @@
 //! once; the time criterion reports is wall time / N, i.e. the time one
 //! read takes while the other thread also reads, and the throughput
 //! (2 elements per iteration) is the two threads' combined rate.
+//!
+//! `transition` and `changing_*` run on inventories of their own (the
+//! shared ones stay as created, for the read benchmarks): `transition` is
+//! a reserve and a release of a random available pet (2 elements an
+//! iteration: the steady state, where a changed pet's slot is reused);
+//! `changing_list_json` and `changing_final_page` read pages (the shapes
+//! above in turn, the first pages of each filter in turn) while another
+//! thread reserves and releases random pets without pause, from an
+//! inventory where a tenth of the pets have already changed.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
 use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Barrier, LazyLock};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use petstore_core::{
     AnonymousLimiter, BanPolicy, CategoryId, Inventory, KeyLimiter, ListQuery, NewPet, PetId,
-    PetStatus, Quota, RateLimiter, SystemClock, Timestamp,
+    PetStatus, Quota, RateLimiter, SystemClock, Timestamp, Transition,
 };
 
 /// The inventory sizes every read benchmark runs on.
@@ -167,7 +178,7 @@ fn bench_list(c: &mut Criterion) {
     }
 }
 
-/// A first page that can no longer change (`Inventory::final_page`): the
+/// A first page that no create can change (`Inventory::final_page`): the
 /// unfiltered one and each status's in turn, shared, not copied.
 fn bench_final_pages(c: &mut Criterion) {
     let mut group = c.benchmark_group("final_page");
@@ -205,6 +216,99 @@ fn bench_create(c: &mut Criterion) {
             start.elapsed()
         })
     });
+    group.finish();
+}
+
+/// A random pet created available (ids 1, 4, 7, ...: `new_pet` gives
+/// statuses in turn).
+fn available_pet(rng: &mut Rng, n: u64) -> PetId {
+    id((rng.one_to(n) - 1) / 3 * 3 + 1)
+}
+
+fn bench_transition(c: &mut Criterion) {
+    let mut group = c.benchmark_group("transition");
+    // A reserve and a release an iteration.
+    group.throughput(Throughput::Elements(2));
+    for n in SIZES {
+        let inv = build(n);
+        let mut rng = Rng(5);
+        group.bench_function(BenchmarkId::from_parameter(n), |b| {
+            b.iter(|| {
+                let pet = available_pet(&mut rng, n);
+                inv.transition(black_box(pet), Transition::Reserve).unwrap();
+                inv.transition(black_box(pet), Transition::Release).unwrap()
+            })
+        });
+    }
+    group.finish();
+}
+
+/// An inventory of `n` pets where a tenth of the available ones are
+/// reserved and as many sold, as after a while of trade.
+fn build_changed(n: u64) -> Inventory {
+    let inv = build(n);
+    let mut rng = Rng(6);
+    for _ in 0..n / 30 {
+        let _ = inv.transition(available_pet(&mut rng, n), Transition::Reserve);
+        let _ = inv.transition(available_pet(&mut rng, n), Transition::Sell);
+    }
+    inv
+}
+
+/// Runs `read` under criterion while another thread reserves and releases
+/// random pets of `inv` without pause.
+fn while_changing<R>(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    n: u64,
+    inv: &Inventory,
+    mut read: impl FnMut(&mut Rng) -> R,
+) {
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut rng = Rng(7);
+            while !stop.load(Ordering::Relaxed) {
+                let pet = available_pet(&mut rng, n);
+                if inv.transition(pet, Transition::Reserve).is_ok() {
+                    let _ = inv.transition(pet, Transition::Release);
+                }
+            }
+        });
+        let mut rng = Rng(8);
+        group.bench_function(BenchmarkId::from_parameter(n), |b| {
+            b.iter(|| read(&mut rng))
+        });
+        stop.store(true, Ordering::Relaxed);
+    });
+}
+
+fn bench_changing(c: &mut Criterion) {
+    let mut group = c.benchmark_group("changing_list_json");
+    group.throughput(Throughput::Elements(1));
+    for n in SIZES {
+        let inv = build_changed(n);
+        let mut shapes = Shape::ALL.iter().cycle();
+        while_changing(&mut group, n, &inv, |rng| {
+            let q = shapes.next().unwrap().0.query(rng, n);
+            inv.list_json(black_box(&q))
+        });
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("changing_final_page");
+    group.throughput(Throughput::Elements(1));
+    let queries: Vec<ListQuery> = std::iter::once(ListQuery::new())
+        .chain(PetStatus::ALL.map(|status| ListQuery::new().status(status)))
+        .collect();
+    for n in SIZES {
+        let inv = build_changed(n);
+        let mut turn = queries.iter().cycle();
+        // A page reached by a change is rebuilt on the next read, so
+        // this also counts the rebuilds the changes cause.
+        while_changing(&mut group, n, &inv, |_| {
+            inv.final_page(black_box(turn.next().unwrap()))
+        });
+    }
     group.finish();
 }
 
@@ -333,6 +437,8 @@ criterion_group!(
     bench_list,
     bench_final_pages,
     bench_create,
+    bench_transition,
+    bench_changing,
     bench_limiters,
     bench_concurrent_reads
 );

@@ -7,7 +7,8 @@
 //!
 //! It creates a few pets, lists them, pages through them with the cursor,
 //! parses a `createPet` body from JSON (and shows a refused one with its
-//! error), then drives a rate limiter on a fake clock until it refuses a
+//! error), sells a pet (release, then sell; selling it again is refused,
+//! naming its status), then drives a rate limiter on a fake clock until it refuses a
 //! request and says when to retry.
 
 use std::error::Error;
@@ -16,7 +17,7 @@ use std::time::Duration;
 
 use petstore_core::{
     BanPolicy, CategoryId, FakeClock, Inventory, Limit, ListQuery, NewPet, Outcome, PetStatus,
-    Quota, RateLimiter, Timestamp,
+    Quota, RateLimiter, Timestamp, Transition,
 };
 
 fn main() -> Result<(), Box<dyn Error>> {
@@ -88,6 +89,19 @@ fn main() -> Result<(), Box<dyn Error>> {
         println!("get #{}: {}", pet.id(), pet.name());
     }
 
+    // A sale: Nemo came in pending (held for a customer), the customer
+    // walks away (release), the next one buys it (sell). Each step is
+    // allowed only from the statuses the contract names; a second sale
+    // is refused with the pet's current status.
+    let released = inventory.transition(nemo.id(), Transition::Release);
+    println!("\nrelease #{}: {}", nemo.id(), describe(&released));
+    for step in [Transition::Sell, Transition::Sell] {
+        let outcome = inventory.transition(nemo.id(), step);
+        println!("{step} #{}: {}", nemo.id(), describe(&outcome));
+    }
+    let sold = inventory.list_json(&ListQuery::new().status(PetStatus::Sold));
+    println!("sold now: {}", String::from_utf8(sold.body)?);
+
     // A rate limiter on a clock the program controls: 3 requests per minute,
     // 100 per day, for the key "shop".
     let clock = Arc::new(FakeClock::new(Timestamp::from_unix_secs(1_700_000_000)));
@@ -118,4 +132,12 @@ fn main() -> Result<(), Box<dyn Error>> {
         limiter.check(&"mallory").map(|d| d.outcome)
     );
     Ok(())
+}
+
+/// A transition's outcome in a few words.
+fn describe(outcome: &Result<petstore_core::Pet, petstore_core::TransitionError>) -> String {
+    match outcome {
+        Ok(pet) => format!("{} is now {}", pet.name(), pet.status()),
+        Err(e) => format!("refused: {e}"),
+    }
 }

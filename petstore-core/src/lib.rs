@@ -12,8 +12,8 @@
 //!
 //! | path | holds |
 //! |---|---|
-//! | `pet/` | [`Pet`], [`NewPet`] and its `createPet` body parser, [`PetStatus`], [`PetId`], [`CategoryId`], the Unicode name rules ([`validate_name`]), [`PetError`] |
-//! | `inventory/` | [`Inventory`]: storage, `get`/`list`/`create`, `apply`; [`ListQuery`], [`Limit`], [`Page`]; the arena and the pet's canonical JSON ([`Pet::to_json`]); [`CreateError`], [`OpenError`] |
+//! | `pet/` | [`Pet`], [`NewPet`] and its `createPet` body parser, [`PetStatus`], [`Transition`], [`PetId`], [`CategoryId`], the Unicode name rules ([`validate_name`]), [`PetError`] |
+//! | `inventory/` | [`Inventory`]: storage, `get`/`list`/`create`, `transition`, `apply`/`apply_statuses`; [`ListQuery`], [`Limit`], [`Page`]; the arena and the pet's canonical JSON ([`Pet::to_json`]); [`CreateError`], [`TransitionError`], [`OpenError`] |
 //! | `inventory/journal/` | the append-only journal of a durable inventory: group commit, record format, replay, [`check_journal`] and [`repair_journal`] |
 //! | `limit/` | the rate limiter: [`RateLimiter`], [`KeyLimiter`], [`AnonymousLimiter`], [`Decision`], [`Plans`] and [`Quota`], the [`Clock`] |
 //! | `quote.rs` | [`quote()`]: how an error message quotes client input (64 characters, then `…`) |

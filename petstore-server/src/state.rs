@@ -23,7 +23,8 @@ pub struct AppState {
     /// The pets every read is answered from: the store's in-memory
     /// inventory (with PostgreSQL, its read copy).
     pub inventory: Arc<Inventory>,
-    /// Where pets are stored: creates, and whether they can be.
+    /// Where pets are stored: creates, transitions, and whether they can
+    /// be.
     pub store: Store,
     /// The clock of the rate limiter.
     pub clock: Arc<dyn Clock>,

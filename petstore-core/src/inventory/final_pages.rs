@@ -1,6 +1,7 @@
 //! [`FinalPages`]: first pages kept encoded, and shared, while no change
 //! can reach them (see [`Inventory::final_page`](crate::Inventory::final_page)).
 
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -21,13 +22,34 @@ type Slot = RwLock<Option<Arc<FinalPage>>>;
 /// page. Pages kept and dropped change only under the records' lock (a
 /// page is kept with the read lock held, dropped with the write lock), so
 /// a page built before a change is never kept after it.
-pub(super) struct FinalPages([[Slot; Limit::MAX.get()]; 1 + PetStatus::ALL.len()]);
+///
+/// Most transitions reach no kept page (pollers keep small first pages;
+/// most pets lie beyond them), so each filter also keeps how far its kept
+/// pages reach ([`Reach`]) and a transition beyond that looks at none of
+/// its 100 slots.
+pub(super) struct FinalPages {
+    slots: [[Slot; Limit::MAX.get()]; FILTERS],
+    reach: [Reach; FILTERS],
+}
+
+/// No filter, and each status.
+const FILTERS: usize = 1 + PetStatus::ALL.len();
+
+/// How far a filter's kept pages reach: at least the largest last id and
+/// the largest limit of any of them (zero: none kept). Raised when a page
+/// is kept, set exactly when pages are dropped; the records' lock orders
+/// the two (see [`FinalPages`]), so relaxed atomics do.
+#[derive(Default)]
+struct Reach {
+    last: AtomicU64,
+    limit: AtomicUsize,
+}
 
 impl std::fmt::Debug for FinalPages {
     /// How many are kept, not 400 slots.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let kept = self
-            .0
+            .slots
             .iter()
             .flatten()
             .filter(|slot| slot.read().is_some())
@@ -38,9 +60,10 @@ impl std::fmt::Debug for FinalPages {
 
 impl Default for FinalPages {
     fn default() -> Self {
-        FinalPages(std::array::from_fn(|_| {
-            std::array::from_fn(|_| RwLock::new(None))
-        }))
+        FinalPages {
+            slots: std::array::from_fn(|_| std::array::from_fn(|_| RwLock::new(None))),
+            reach: std::array::from_fn(|_| Reach::default()),
+        }
     }
 }
 
@@ -60,6 +83,11 @@ impl FinalPages {
         let Some(slot) = self.slot(query) else {
             return Arc::new(page);
         };
+        let reach = &self.reach[filter_index(query.status)];
+        reach
+            .last
+            .fetch_max(page.next_after.get(), Ordering::Relaxed);
+        reach.limit.fetch_max(query.limit.get(), Ordering::Relaxed);
         slot.write().get_or_insert_with(|| Arc::new(page)).clone()
     }
 
@@ -78,21 +106,33 @@ impl FinalPages {
         // Only the page of `from` can lose its next page.
         let never = usize::MAX;
         for (filter, left) in [(None, never), (Some(from), left), (Some(to), never)] {
-            for (i, slot) in self.0[filter_index(filter)].iter().enumerate() {
+            let filter = filter_index(filter);
+            let reach = &self.reach[filter];
+            if id.get() > reach.last.load(Ordering::Relaxed)
+                && left > reach.limit.load(Ordering::Relaxed)
+            {
+                continue;
+            }
+            let (mut last, mut most) = (0, 0);
+            for (i, slot) in self.slots[filter].iter().enumerate() {
                 let limit = i + 1;
-                let reached = slot
-                    .read()
-                    .as_ref()
-                    .is_some_and(|page| id <= page.next_after || left <= limit);
-                if reached {
-                    *slot.write() = None;
+                let mut slot = slot.write();
+                match slot.as_ref() {
+                    Some(page) if id <= page.next_after || left <= limit => *slot = None,
+                    Some(page) => {
+                        last = last.max(page.next_after.get());
+                        most = limit;
+                    }
+                    None => {}
                 }
             }
+            reach.last.store(last, Ordering::Relaxed);
+            reach.limit.store(most, Ordering::Relaxed);
         }
     }
 
     fn slot(&self, query: &ListQuery) -> Option<&Slot> {
-        self.0
+        self.slots
             .get(filter_index(query.status))?
             .get(query.limit.get() - 1)
     }

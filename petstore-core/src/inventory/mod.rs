@@ -6,6 +6,7 @@
 //! | `mod.rs` | [`Inventory`]: `get`/`list`/`create`, `transition`, `apply` and `apply_statuses` for a copy of another store |
 //! | `query.rs` | [`ListQuery`], [`Limit`], [`Page`], [`JsonPage`], [`FinalPage`] |
 //! | `records.rs` | [`Records`]: the arena of pets' JSON and how a page is read out of it |
+//! | `id_set.rs` | [`IdSet`]: the pets of one status, a bitmap with summaries |
 //! | `final_pages.rs` | [`FinalPages`]: first pages encoded once and kept while no change reaches them |
 //! | `json.rs` | the pet's canonical JSON: [`Pet::to_json`], its encoder and fast reader |
 //! | `journal/` | the append-only journal of a durable inventory: group commit, recovery, repair |
@@ -20,6 +21,7 @@
 
 mod error;
 mod final_pages;
+mod id_set;
 mod journal;
 mod json;
 mod query;
@@ -47,6 +49,8 @@ pub use query::{FinalPage, JsonPage, Limit, ListQuery, Page};
 
 use crate::pet::{NewPet, Pet, PetId, PetStatus, Transition};
 use final_pages::FinalPages;
+#[cfg(doc)]
+use id_set::IdSet;
 use journal::{Change, Journal, Record};
 use json::decode;
 use records::{id_at, Records};

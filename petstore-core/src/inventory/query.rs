@@ -109,8 +109,9 @@ pub struct Page {
     pub next_after: Option<PetId>,
 }
 
-/// A page that can never change again, encoded once as the JSON body of
-/// the response and shared ([`Inventory::final_page`]).
+/// A first page that no create can change, encoded once as the JSON body
+/// of the response and shared until a transition reaches it
+/// ([`Inventory::final_page`]).
 ///
 /// [`Inventory::final_page`]: crate::Inventory::final_page
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -3,27 +3,38 @@
 //!
 //! # Layout and why
 //!
-//! Pets are never changed or deleted in v1, so storage is append-only:
+//! Pets are never deleted and ids are dense; a pet's status may change
+//! (a transition), which changes its JSON's length:
 //!
-//! - `arena`: every pet's JSON, encoded once at creation, back to back, each
-//!   followed by a `,`. A page of consecutive ids is then one `memcpy`
-//!   (`[` + arena slice with its last `,` turned into `]`), and a filtered
-//!   page is one copy per pet. Serialising pets on every request was the
-//!   largest cost of a list request (see docs/performance.md).
-//! - `ends[i]`: where pet `i + 1`'s JSON ends in the arena. Ids are dense,
-//!   so the id *is* the index: `get` is O(1).
-//! - `statuses[i]`: pet `i + 1`'s status, one byte each. A filtered page
-//!   first scans these from the cursor on: for a common status the page
-//!   is a few cache lines away.
-//! - `by_status[s]`: the ids with status `s`, ascending (ids only grow), so
-//!   a filtered page of a rare status is a binary search for the cursor
-//!   plus `limit` steps, never a long scan over pets of other statuses.
+//! - `arena`: every pet's JSON as created (its *home* bytes), back to
+//!   back, each followed by a `,`. A page of consecutive ids is then one
+//!   `memcpy` (`[` + arena slice with its last `,` turned into `]`), and a
+//!   filtered page is one copy per run of neighbours. Serialising pets on
+//!   every request was the largest cost of a list request (see
+//!   docs/performance.md).
+//! - `ends[i]`: where pet `i + 1`'s home bytes end in the arena. Ids are
+//!   dense, so the id *is* the index: `get` is O(1).
+//! - `moved`, `away`, `away_set`: a pet whose status is not the one it
+//!   was created with is *away*: its JSON now lies in a slot of its own
+//!   in `moved` (sized for its longest status, so later changes rewrite
+//!   it in place and the bytes held stay under twice the arena's), and
+//!   its home bytes stay where they are, so that its neighbours stay one
+//!   copy. A page copies runs of neighbours around the pets away; a page
+//!   with none away (every page while no pet ever changed) is the one
+//!   copy it always was, after one look at an empty set. A pet whose
+//!   status comes back to its first is home again.
+//! - `statuses[i]`: pet `i + 1`'s status, one byte each.
+//! - `by_status[s]`: the pets with status `s` ([`IdSet`]): a transition
+//!   moves a pet between two of them in a few word writes, whatever the
+//!   inventory's size, and a filtered page finds each next pet of its
+//!   status in a few steps however far it is, so a page of a rare status
+//!   never scans the pets of other statuses.
 //!
 //! - `final_pages`: the first page of each status filter (or none) and
-//!   limit, encoded once it can no longer change: ids only grow and pets
-//!   never change, so a first page with more matching pets after it is
-//!   final. A client polling the first page gets it without a copy
-//!   ([`Inventory::final_page`]). At most 4 x 100 pages (about 1.3 MB
+//!   limit, encoded once more pets match than it holds, so that no create
+//!   can change it (ids only grow), and kept until a transition reaches it
+//!   (`final_pages.rs`). A client polling the first page gets it without a
+//!   copy ([`Inventory::final_page`]). At most 4 x 100 pages (about 1.3 MB
 //!   with 10-character names).
 //!
 //! `get` reads name and category back out of the pet's JSON, whose layout
@@ -34,7 +45,9 @@
 //! [`Inventory::final_page`]: crate::Inventory::final_page
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
+use super::id_set::IdSet;
 use super::json::{decode, encode, status_of_json, LONGEST_STATUS};
 use super::query::{JsonPage, Limit, ListQuery};
 use crate::pet::{Pet, PetId, PetStatus};
@@ -45,10 +58,10 @@ pub(crate) struct Records {
     /// Where each pet's JSON as created (its *home*) ends, comma included.
     pub(super) ends: Vec<u64>,
     pub(super) statuses: Vec<PetStatus>,
-    pub(super) by_status: [Vec<PetId>; 3],
-    /// Pets whose status is not the one of their home bytes, by index: a
-    /// bit each (`AWAY_BITS` pets a word). Empty while no pet ever changed.
-    away_bits: Vec<u64>,
+    pub(super) by_status: [IdSet; 3],
+    /// Pets whose status is not the one of their home bytes, by index.
+    /// Empty while no pet ever changed.
+    away_set: IdSet,
     /// The JSON of pets away from home, each in a slot of its own: apart
     /// from `arena`, whose pets must stay back to back.
     moved: Vec<u8>,
@@ -56,10 +69,37 @@ pub(crate) struct Records {
     /// its JSON's length now (comma excluded). Kept when the pet goes
     /// home, so that a pet reserved and released again and again reuses
     /// one slot instead of growing `moved` each time.
-    away: HashMap<usize, (u64, u32)>,
+    away: HashMap<usize, (u64, u32), BuildHasherDefault<IndexHasher>>,
 }
 
-const AWAY_BITS: usize = u64::BITS as usize;
+/// The hash of a pet's index for `away`: one multiplication. The keys are
+/// the inventory's own indices, not a client's choice, so SipHash's
+/// defence against chosen collisions buys nothing here, and every page
+/// with a changed pet on it looks it up.
+#[derive(Default)]
+struct IndexHasher(u64);
+
+impl Hasher for IndexHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        // Fibonacci hashing: an odd constant near 2^64 / golden ratio
+        // spreads consecutive indices over the high bits too.
+        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
 
 /// Where offsets into `moved` start, in the one space of offsets that
 /// [`Records::slot`] and [`Runs`] use for both buffers: a run never
@@ -95,14 +135,6 @@ impl Records {
             return JsonPage {
                 body,
                 count: range.len(),
-                next_after,
-            };
-        }
-        if let Some((ids, next_after)) = self.first_page_of_status(query) {
-            self.write_pets(ids, &mut body);
-            return JsonPage {
-                body,
-                count: ids.len(),
                 next_after,
             };
         }
@@ -142,39 +174,17 @@ impl Records {
 
     /// Whether the pet's status is no longer the one of its home bytes.
     fn is_away(&self, index: usize) -> bool {
-        self.away_bits
-            .get(index / AWAY_BITS)
-            .is_some_and(|word| word & (1 << (index % AWAY_BITS)) != 0)
+        self.away_set.len() > 0 && self.away_set.contains(index)
     }
 
-    /// Whether any pet of `range` is away: a word per 64 pets.
+    /// Whether any pet of `range` is away: no look at all while no pet
+    /// ever changed, else one search.
     fn any_away(&self, range: &std::ops::Range<usize>) -> bool {
-        if self.away_bits.is_empty() || range.is_empty() {
-            return false;
-        }
-        let (first, last) = (range.start / AWAY_BITS, (range.end - 1) / AWAY_BITS);
-        (first..=last).any(|w| {
-            let mut word = self.away_bits.get(w).copied().unwrap_or(0);
-            if w == first {
-                word &= !0 << (range.start % AWAY_BITS);
-            }
-            if w == last {
-                word &= !0 >> (AWAY_BITS - 1 - (range.end - 1) % AWAY_BITS);
-            }
-            word != 0
-        })
-    }
-
-    fn set_away(&mut self, index: usize, away: bool) {
-        let word = index / AWAY_BITS;
-        if self.away_bits.len() <= word {
-            self.away_bits.resize(word + 1, 0);
-        }
-        let bit = 1 << (index % AWAY_BITS);
-        match away {
-            true => self.away_bits[word] |= bit,
-            false => self.away_bits[word] &= !bit,
-        }
+        self.away_set.len() > 0
+            && self
+                .away_set
+                .next_from(range.start)
+                .is_some_and(|index| index < range.end)
     }
 
     /// Where the pet's JSON is now, its trailing comma included: in
@@ -226,7 +236,7 @@ impl Records {
         let id = id_at(index);
         let home = &self.arena[self.start(index)..self.end(index) - 1];
         if status_of_json(home) == Some(status) {
-            self.set_away(index, false);
+            self.away_set.remove(index);
         } else if let Some(pet) = decode(id, old, self.json(index)) {
             let mut json = Vec::with_capacity(home.len() + LONGEST_STATUS);
             encode(&pet.with_status(status), &mut json);
@@ -247,20 +257,14 @@ impl Records {
                     self.away.insert(index, (start as u64, len));
                 }
             }
-            self.set_away(index, true);
+            self.away_set.insert(index);
         } else {
             // The arena holds what `encode` wrote: not reached.
             return;
         }
         self.statuses[index] = status;
-        let ids = &mut self.by_status[old.index()];
-        if let Ok(at) = ids.binary_search(&id) {
-            ids.remove(at);
-        }
-        let ids = &mut self.by_status[status.index()];
-        if let Err(at) = ids.binary_search(&id) {
-            ids.insert(at, id);
-        }
+        self.by_status[old.index()].remove(index);
+        self.by_status[status.index()].insert(index);
     }
 
     fn arena_span(&self, range: &std::ops::Range<usize>) -> usize {
@@ -282,33 +286,11 @@ impl Records {
     }
 
     fn push_encoded(&mut self, id: PetId, status: PetStatus) {
+        debug_assert_eq!(id_at(self.ends.len()), id);
         self.arena.push(b',');
+        self.by_status[status.index()].insert(self.ends.len());
         self.ends.push(self.arena.len() as u64);
         self.statuses.push(status);
-        self.by_status[status.index()].push(id);
-    }
-
-    /// The first page of a status (a filter and no cursor): the first ids
-    /// of the status's index, found without a scan or a search, and the
-    /// cursor of the next page. `None` for any other query.
-    fn first_page_of_status(&self, query: &ListQuery) -> Option<(&[PetId], Option<PetId>)> {
-        let status = query.status.filter(|_| query.after.is_none())?;
-        let ids = &self.by_status[status.index()];
-        let page = &ids[..query.limit.get().min(ids.len())];
-        let next = page.last().copied().filter(|_| ids.len() > page.len());
-        Some((page, next))
-    }
-
-    /// Writes the JSON array of the pets `ids` (ascending, at most a
-    /// page: [`Limit::MAX`]) into `body`, growing it at most once, to
-    /// exactly its length ([`Runs`]).
-    fn write_pets(&self, ids: &[PetId], body: &mut Vec<u8>) {
-        debug_assert!(ids.len() <= Limit::MAX.get());
-        let mut runs = Runs::new();
-        for id in ids {
-            runs.push(self, id.get() as usize - 1);
-        }
-        runs.write(self, body);
     }
 
     /// Indices of the first page of all pets (no status filter).
@@ -331,49 +313,24 @@ impl Records {
                 next
             }
             Some(status) => {
-                let ids = &self.by_status[status.index()];
-                let limit = query.limit.get();
-                let len = self.statuses.len();
-                // First look at the statuses right after the cursor: one
-                // byte per pet in id order, so a page of a common status is
-                // a few cache lines away. A binary search of `ids` from a
-                // cursor deep in a large inventory misses the cache at
-                // nearly every step, where the scan reads consecutive bytes
-                // (docs/core-benchmarks.md has the measurements).
-                let from = query.after.map_or(0, |a| a.get().min(len as u64) as usize);
-                let budget = from
-                    .saturating_add(SCAN_PER_PET * limit + SCAN_EXTRA)
-                    .min(len);
-                let mut count = 0;
+                // The status's set, from the first index after the cursor
+                // (ids are dense: the pet after `after` is at `after`).
+                let members = &self.by_status[status.index()];
+                let len = self.ends.len() as u64;
+                let mut at = query.after.map_or(0, |a| a.get().min(len) as usize);
                 let mut last = None;
-                // Every pet below `index` has been looked at.
-                let mut index = from;
-                for &s in &self.statuses[from..budget] {
-                    if count == limit {
+                for _ in 0..query.limit.get() {
+                    let Some(index) = members.next_from(at) else {
                         break;
-                    }
-                    if s == status {
-                        visit(index);
-                        count += 1;
-                        last = Some(index);
-                    }
-                    index += 1;
+                    };
+                    visit(index);
+                    last = Some(index);
+                    at = index + 1;
                 }
-                // A rare status did not fill the page there: the rest by
-                // binary search.
-                if count < limit && index < len {
-                    let start = ids.partition_point(|id| id.get() <= index as u64);
-                    let end = start.saturating_add(limit - count).min(ids.len());
-                    for id in &ids[start..end] {
-                        let at = id.get() as usize - 1;
-                        visit(at);
-                        last = Some(at);
-                    }
-                }
-                // More after the page exactly when the status's largest id
-                // is beyond the page's last one.
-                let last = id_at(last?);
-                ids.last().is_some_and(|max| *max > last).then_some(last)
+                // A next page exactly when another pet of the status
+                // follows the page's last one.
+                let last = last?;
+                members.next_from(last + 1).map(|_| id_at(last))
             }
         }
     }
@@ -446,9 +403,3 @@ pub(super) fn id_at(index: usize) -> PetId {
     // `index < ends.len()`, and `create` never pushes past `PetId::MAX`.
     PetId::new(index as u64 + 1).unwrap_or(PetId::MAX)
 }
-
-/// How far past the cursor `Records::select` scans the statuses for a
-/// filtered page before it falls back to a binary search: 8 pets per pet
-/// wanted (a status held by a third of the pets needs 3), plus a margin.
-pub(super) const SCAN_PER_PET: usize = 8;
-pub(super) const SCAN_EXTRA: usize = 64;

@@ -1,7 +1,6 @@
 //! The [`Inventory`]'s tests: pages, cursors and final pages against a
 //! naive model of the contract.
 
-use super::records::{SCAN_EXTRA, SCAN_PER_PET};
 use super::*;
 use crate::pet::{CategoryId, PetStatus, Transition};
 use proptest::prelude::*;
@@ -75,9 +74,9 @@ fn cursor_past_the_end_and_limits() {
 }
 
 #[test]
-fn a_rare_status_is_found_on_either_side_of_the_scan_budget() {
-    // Only the last pet is sold; for every inventory size up to past
-    // the scan budget, it is found by the scan or by the fallback.
+fn a_rare_status_is_found_across_the_status_sets_words_and_summaries() {
+    // Only the last pet is sold; for inventory sizes around a word of
+    // the status set (64 pets) and a summary bit (4,096), it is found.
     let create = |inv: &Inventory, status: PetStatus| {
         let new = NewPet::new("p", CategoryId::MIN).map(|p| p.with_status(status));
         match new.map(|p| inv.create(p)) {
@@ -85,7 +84,7 @@ fn a_rare_status_is_found_on_either_side_of_the_scan_budget() {
             _ => panic!("create failed"),
         }
     };
-    for n in 1..=SCAN_PER_PET * 3 + SCAN_EXTRA + 3 {
+    for n in (1..=130).chain([4_095, 4_096, 4_097, 4_161]) {
         let inv = Inventory::in_memory();
         for _ in 1..n {
             create(&inv, PetStatus::Available);
@@ -440,4 +439,60 @@ fn a_pet_reserved_and_released_again_and_again_does_not_grow_the_arena() {
     assert_eq!(step(Transition::Sell), Ok(PetStatus::Sold));
     assert_eq!(inv.records.read().bytes_held(), len);
     assert_eq!(inv.get(rex.id()).map(|p| p.status()), Some(PetStatus::Sold));
+}
+
+#[test]
+fn kept_first_pages_survive_transitions_that_cannot_reach_them() {
+    let inv = Inventory::in_memory();
+    for i in 0..100 {
+        let new = NewPet::new(format!("p{i}"), CategoryId::MIN);
+        assert!(new.ok().map(|n| inv.create(n).is_ok()) == Some(true));
+    }
+    let id = |n| PetId::new(n).unwrap_or(PetId::MAX);
+    let five = |status: Option<PetStatus>| ListQuery {
+        limit: Limit::new(5).unwrap_or_default(),
+        status,
+        after: None,
+    };
+    let kept = |q: &ListQuery| inv.final_page(q).unwrap_or_else(|| panic!("no page"));
+    let (all, available) = (kept(&five(None)), kept(&five(Some(PetStatus::Available))));
+    // Pets 6 and beyond are on neither page: the pages stay, shared.
+    for (n, t) in [
+        (50, Transition::Reserve),
+        (50, Transition::Sell),
+        (6, Transition::Sell),
+    ] {
+        assert!(inv.transition(id(n), t).is_ok());
+        assert!(Arc::ptr_eq(&kept(&five(None)), &all));
+        assert!(Arc::ptr_eq(
+            &kept(&five(Some(PetStatus::Available))),
+            &available
+        ));
+    }
+    // Pet 3 is on both: both go, and come back with its new status.
+    assert!(inv.transition(id(3), Transition::Reserve).is_ok());
+    for q in [five(None), five(Some(PetStatus::Available))] {
+        let page = kept(&q);
+        assert_eq!(*page.body, *inv.list_json(&q).body);
+    }
+    assert!(!Arc::ptr_eq(&kept(&five(None)), &all));
+    // A page of pending pets needs more than five of them: one more
+    // reserve brings pet 7 before pet 50's place, then a sale of one of
+    // the first five leaves the page without a next one.
+    let pending = five(Some(PetStatus::Pending));
+    for n in [1, 2, 4, 5, 7] {
+        assert!(inv.transition(id(n), Transition::Reserve).is_ok());
+    }
+    let page = kept(&pending);
+    assert_eq!(page.next_after, id(5));
+    assert!(inv.transition(id(8), Transition::Reserve).is_ok());
+    assert!(
+        Arc::ptr_eq(&kept(&pending), &page),
+        "pet 8 comes after the page"
+    );
+    assert!(inv.transition(id(1), Transition::Sell).is_ok());
+    assert!(inv.transition(id(2), Transition::Sell).is_ok());
+    // Five pending pets are left (3, 4, 5, 7, 8): no next page.
+    assert!(inv.final_page(&pending).is_none());
+    assert_eq!(inv.list(&pending).next_after, None);
 }

@@ -8,7 +8,7 @@
 //! | `journal_bounds` | lines longer than any record: bounded memory and disk at a start, a check, a repair |
 //! | `limiter_props` | property tests of the rate limiter on an injected clock |
 //! | `scratch` | the one helper for a test's temporary directory |
-//! | `transitions` | transitions: durable and replayed in order, torn, corrupt, one winner per step under races |
+//! | `transitions` | transitions: the list model with transitions mixed in, durable and replayed in order, reopen equals before, torn, corrupt, one winner per step under races |
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,11 +1,15 @@
-//! Transitions through the public API: durable ones survive a reopen in
-//! order, a torn last transition is cut like a torn create, a transition
-//! record that could not have been written is corruption, and racing
-//! threads get exactly one winner per allowed step.
+//! Transitions through the public API: the list model (list equals the
+//! naive filter, sort and take) with transitions mixed in; durable ones
+//! survive a reopen in order and a reopen equals what was before; a torn
+//! last transition is cut like a torn create; a transition record that
+//! could not have been written is corruption; and racing threads get
+//! exactly one winner per allowed step.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
+
+use proptest::prelude::*;
 
 use petstore_core::{
     check_journal, repair_journal, CategoryId, Inventory, JournalOptions, Limit, ListQuery, NewPet,
@@ -312,4 +316,157 @@ fn racing_threads_get_exactly_one_winner_per_step_in_memory_and_durable() {
     };
     assert_eq!(all(&open(&dir)), before);
     fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A step of the durable model: a create, or a batch of transitions of
+/// pets by position (ids beyond the last included).
+#[derive(Clone, Debug)]
+enum Step {
+    Create(PetStatus),
+    Batch(Vec<(u64, Transition)>),
+}
+
+fn arb_step() -> impl Strategy<Value = Step> {
+    let status = prop::sample::select(PetStatus::ALL.to_vec());
+    let transition = prop::sample::select(Transition::ALL.to_vec());
+    prop_oneof![
+        2 => status.prop_map(Step::Create),
+        3 => prop::collection::vec((1..=12u64, transition), 1..4).prop_map(Step::Batch),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Whatever mix of creates and transitions a durable inventory took,
+    /// every outcome equals an in-memory inventory's, and reopening it
+    /// gives the same pets and the same pages.
+    #[test]
+    fn reopen_after_creates_and_transitions_equals_before(steps in prop::collection::vec(arb_step(), 1..40)) {
+        let dir = scratch("reopen-model");
+        let memory = Inventory::in_memory();
+        let before = {
+            let durable = open(&dir);
+            for (i, step) in steps.iter().enumerate() {
+                match step {
+                    Step::Create(status) => {
+                        let new = new_pet(i).with_status(*status);
+                        prop_assert_eq!(durable.create(new.clone()).ok(), memory.create(new).ok());
+                    }
+                    Step::Batch(batch) => {
+                        let batch: Vec<(PetId, Transition)> =
+                            batch.iter().map(|&(n, t)| (id(n), t)).collect();
+                        prop_assert_eq!(
+                            durable.transition_many(&batch).ok(),
+                            memory.transition_many(&batch).ok()
+                        );
+                    }
+                }
+            }
+            prop_assert_eq!(pages(&durable), pages(&memory));
+            all(&durable)
+        };
+        let reopened = open(&dir);
+        prop_assert_eq!(all(&reopened), before);
+        prop_assert_eq!(pages(&reopened), pages(&memory));
+        drop(reopened);
+        fs::remove_dir_all(&dir).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    }
+}
+
+/// What a list must answer, the slow, obvious way, from the model's pets.
+fn naive(all: &[Pet], query: &ListQuery) -> (Vec<Pet>, Option<PetId>) {
+    let matching: Vec<&Pet> = all
+        .iter()
+        .filter(|p| query.status.is_none_or(|s| p.status() == s))
+        .filter(|p| query.after.is_none_or(|a| p.id() > a))
+        .collect();
+    let page: Vec<Pet> = matching
+        .iter()
+        .take(query.limit.get())
+        .map(|p| (*p).clone())
+        .collect();
+    let next = (matching.len() > page.len())
+        .then(|| page.last().map(Pet::id))
+        .flatten();
+    (page, next)
+}
+
+/// A look at a page: limit, status filter, cursor.
+fn arb_query() -> impl Strategy<Value = ListQuery> {
+    (
+        1..=6u64,
+        prop::option::of(prop::sample::select(PetStatus::ALL.to_vec())),
+        prop::option::of(1..=30u64),
+    )
+        .prop_map(|(limit, status, after)| ListQuery {
+            limit: Limit::new(limit).unwrap(),
+            status,
+            after: after.and_then(PetId::new),
+        })
+}
+
+proptest! {
+    /// The public model: creates, transitions (allowed or not, of pets
+    /// that exist or not) and lists interleaved; every list, every first
+    /// page kept for polling and every transition's outcome equals the
+    /// naive model's.
+    #[test]
+    fn list_equals_naive_filter_sort_take_with_transitions_mixed_in(
+        steps in prop::collection::vec(
+            prop_oneof![
+                2 => prop::sample::select(PetStatus::ALL.to_vec()).prop_map(|s| (Some(s), None, None)),
+                3 => (1..=30u64, prop::sample::select(Transition::ALL.to_vec())).prop_map(|c| (None, Some(c), None)),
+                2 => arb_query().prop_map(|q| (None, None, Some(q))),
+            ],
+            1..150,
+        ),
+    ) {
+        let inventory = Inventory::in_memory();
+        let mut model: Vec<Pet> = Vec::new();
+        for step in steps {
+            match step {
+                (Some(status), _, _) => {
+                    let new = new_pet(model.len()).with_status(status);
+                    let pet = new.clone().into_pet(id(model.len() as u64 + 1));
+                    prop_assert_eq!(inventory.create(new).ok(), Some(pet.clone()));
+                    model.push(pet);
+                }
+                (_, Some((n, t)), _) => {
+                    let want = match model.get(n as usize - 1) {
+                        None => Err(TransitionError::NotFound(id(n))),
+                        Some(pet) if !t.allows(pet.status()) => Err(TransitionError::Conflict {
+                            id: id(n),
+                            current: pet.status(),
+                            transition: t,
+                        }),
+                        Some(pet) => {
+                            let changed = NewPet::new(pet.name(), pet.category_id())
+                                .unwrap()
+                                .with_status(t.to_status())
+                                .into_pet(pet.id());
+                            model[n as usize - 1] = changed.clone();
+                            Ok(changed)
+                        }
+                    };
+                    prop_assert_eq!(inventory.transition(id(n), t), want);
+                }
+                (_, _, Some(query)) => {
+                    let (pets, next) = naive(&model, &query);
+                    let page = inventory.list(&query);
+                    prop_assert_eq!(&page.pets, &pets);
+                    prop_assert_eq!(page.next_after, next);
+                    let json = inventory.list_json(&query);
+                    prop_assert_eq!(Some(json.body), serde_json::to_vec(&pets).ok());
+                    let first = ListQuery { after: None, ..query };
+                    if let Some(kept) = inventory.final_page(&first) {
+                        let (pets, next) = naive(&model, &first);
+                        prop_assert_eq!(Some(kept.body.to_vec()), serde_json::to_vec(&pets).ok());
+                        prop_assert_eq!(Some(kept.next_after), next);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
 }

@@ -33,8 +33,8 @@ use crate::telemetry::recorder::METHODS;
 pub enum Reply {
     /// Answered before hyper saw the future: no body to wait for.
     Now(Ready<Result<HttpResponse, Infallible>>),
-    /// A body still to read, or the store to wait for (a create's commit,
-    /// a catch-up of the read copy).
+    /// A body still to read, or the store to wait for (a create's or a
+    /// transition's commit, a catch-up of the read copy).
     Later(Pin<Box<dyn Future<Output = Result<HttpResponse, Infallible>> + Send>>),
 }
 

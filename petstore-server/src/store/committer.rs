@@ -131,3 +131,114 @@ pub(super) async fn run<I: Item, C: Commit<I>>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// A test write: a number, answered with its double.
+    impl Item for u32 {
+        type Done = u32;
+        type Failed = &'static str;
+        const NOT_STORED: &'static str = "not stored";
+    }
+
+    /// A backend that records its batches and answers as told.
+    #[derive(Default)]
+    struct Fake {
+        batches: Mutex<Vec<Vec<u32>>>,
+        /// Fail every batch.
+        fail: bool,
+        /// Answer only the first this many items of a batch.
+        answer_only: Option<usize>,
+    }
+
+    impl Commit<u32> for Fake {
+        async fn commit(self: &Arc<Self>, batch: Vec<u32>) -> Result<Vec<u32>, &'static str> {
+            self.batches.lock().unwrap().push(batch.clone());
+            if self.fail {
+                return Err("failed");
+            }
+            let n = self.answer_only.unwrap_or(batch.len());
+            Ok(batch.into_iter().take(n).map(|x| 2 * x).collect())
+        }
+    }
+
+    /// A waiter's item and what it received: its answer, or `Err` when
+    /// its sender was dropped unanswered.
+    type Received = (u32, Result<Answer<u32>, ()>);
+
+    /// Submits `items` before the task runs (so they are one batch), lets
+    /// the waiters of `gave_up` go, runs the committer to its end and
+    /// returns each remaining waiter's answer and the batches committed.
+    fn run_with(fake: Fake, items: &[u32], gave_up: &[u32]) -> (Vec<Received>, Vec<Vec<u32>>) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let fake = Arc::new(fake);
+            let (committer, queue) = Committer::new(16);
+            let mut waiting = Vec::new();
+            for &item in items {
+                let answer = committer.submit(item).unwrap();
+                if !gave_up.contains(&item) {
+                    waiting.push((item, answer));
+                }
+            }
+            drop(committer);
+            run(Arc::clone(&fake), queue, 8).await;
+            let mut answers = Vec::new();
+            for (item, answer) in waiting {
+                answers.push((item, answer.await.map_err(|_| ())));
+            }
+            let batches = fake.batches.lock().unwrap().clone();
+            (answers, batches)
+        })
+    }
+
+    #[test]
+    fn one_commit_per_batch_each_waiter_answered_in_order() {
+        let (answers, batches) = run_with(Fake::default(), &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10], &[]);
+        // At most `max_batch` (8) a batch, in the order queued.
+        assert_eq!(batches, vec![vec![1, 2, 3, 4, 5, 6, 7, 8], vec![9, 10]]);
+        for (item, answer) in answers {
+            assert_eq!(answer, Ok(Ok(2 * item)));
+        }
+    }
+
+    #[test]
+    fn a_waiter_that_gave_up_is_left_out_of_its_batch() {
+        let (answers, batches) = run_with(Fake::default(), &[1, 2, 3], &[2]);
+        assert_eq!(batches, vec![vec![1, 3]]);
+        assert_eq!(answers, vec![(1, Ok(Ok(2))), (3, Ok(Ok(6)))]);
+    }
+
+    #[test]
+    fn a_failed_batch_fails_every_waiter_and_an_unanswered_item_is_never_ok() {
+        let fail = Fake {
+            fail: true,
+            ..Fake::default()
+        };
+        let (answers, _) = run_with(fail, &[1, 2], &[]);
+        assert_eq!(
+            answers,
+            vec![(1, Ok(Err("failed"))), (2, Ok(Err("failed")))]
+        );
+        let short = Fake {
+            answer_only: Some(1),
+            ..Fake::default()
+        };
+        let (answers, _) = run_with(short, &[1, 2], &[]);
+        // The waiter without an answer sees its sender gone.
+        assert_eq!(answers, vec![(1, Ok(Ok(2))), (2, Err(()))]);
+    }
+
+    #[test]
+    fn a_full_queue_refuses_at_once() {
+        let (committer, _queue) = Committer::<u32>::new(1);
+        assert!(committer.submit(1).is_ok());
+        assert_eq!(committer.submit(2).err(), Some("not stored"));
+    }
+}

@@ -678,3 +678,33 @@ fn acknowledged_transitions_survive_a_restart_of_the_journal() {
     assert_eq!(sold, vec![tom]);
     assert_error(&act(&server, tom, "release"), 409, "status_conflict");
 }
+
+#[test]
+fn checks_run_in_the_documented_order() {
+    let server = Server::start(&[]);
+    let id = pet(&server, "Rex", "available");
+    let plain = [("Content-Type", "text/plain")];
+    // Key before query, query before path.
+    let resp = server.request("POST", "/v1/pets/abc/sell?x=1", &plain, Some(b"x"));
+    assert_error(&resp, 401, "unauthorized");
+    let resp = act_with(&server, "/v1/pets/abc/sell?x=1", &plain, Some(b"x"));
+    assert_error(&resp, 400, "invalid_query");
+    // Path before the body's type.
+    let resp = act_with(&server, "/v1/pets/abc/sell", &plain, Some(b"x"));
+    assert_error(&resp, 400, "invalid_path");
+    // The body, then the pet: 415 and 400 before 404 or 409.
+    let missing = format!("/v1/pets/{}/sell", id + 1);
+    assert_error(
+        &act_with(&server, &missing, &plain, Some(b"{}")),
+        415,
+        "unsupported_media_type",
+    );
+    let json = [("Content-Type", JSON)];
+    let resp = act_with(&server, &missing, &json, Some(b"[]"));
+    assert_error(&resp, 400, "invalid_body");
+    assert_eq!(act(&server, id, "sell").status, 200);
+    let resp = act_with(&server, &format!("/v1/pets/{id}/sell"), &json, Some(b"[]"));
+    assert_error(&resp, 400, "invalid_body");
+    assert_error(&act(&server, id + 1, "sell"), 404, "not_found");
+    assert_error(&act(&server, id, "sell"), 409, "status_conflict");
+}

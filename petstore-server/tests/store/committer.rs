@@ -1,7 +1,7 @@
-//! Durable creates wait without a thread each: the journal's committer
-//! (`store/journal.rs`) holds one blocking thread per group commit, not
-//! one per waiting create, which would grow the server's threads with
-//! its connections.
+//! Durable creates and transitions wait without a thread each: the
+//! journal's committers (`store/journal.rs`) hold one blocking thread per
+//! group commit, not one per waiting write, which would grow the server's
+//! threads with its connections.
 
 use crate::common;
 
@@ -78,5 +78,66 @@ fn sixty_four_durable_creators_hold_no_thread_each() {
     assert!(
         most <= cores + 12,
         "{most} threads under 64 durable creators on {cores} cores"
+    );
+}
+
+#[test]
+fn sixty_four_durable_transitions_hold_no_thread_each() {
+    let dir = TempDir::new();
+    let server = Server::builder().data(&dir).start();
+    for i in 0..64 {
+        server.create_pet(&serde_json::json!({"name": format!("p{i}"), "categoryId": 1}));
+    }
+    let done = AtomicBool::new(false);
+    let most = Mutex::new(0);
+    thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                let n = threads(server.pid());
+                let mut most = most.lock().unwrap();
+                *most = (*most).max(n);
+                drop(most);
+                thread::sleep(Duration::from_millis(2));
+            }
+        });
+        // Each clerk reserves and releases its own pet, and ends by
+        // selling it.
+        let clerks: Vec<_> = (1..=64u64)
+            .map(|id| {
+                let server = &server;
+                s.spawn(move || {
+                    let mut conn = server.connect();
+                    let mut act = |action: &str| {
+                        let request = format!(
+                            "POST /v1/pets/{id}/{action} HTTP/1.1\r\nHost: x\r\n\
+                             Authorization: Bearer {KEY}\r\n\r\n"
+                        );
+                        conn.send(request.as_bytes()).unwrap();
+                        let resp = conn.read_response();
+                        assert_eq!(resp.status, 200, "{action} {id}: {}", resp.describe());
+                        resp.json()["status"].as_str().unwrap().to_owned()
+                    };
+                    for _ in 0..7 {
+                        assert_eq!(act("reserve"), "pending");
+                        assert_eq!(act("release"), "available");
+                    }
+                    assert_eq!(act("sell"), "sold");
+                })
+            })
+            .collect();
+        for clerk in clerks {
+            clerk.join().unwrap();
+        }
+        done.store(true, Ordering::Relaxed);
+    });
+    let (sold, _) = server.list_ids("/v1/pets?status=sold&limit=100");
+    assert_eq!(sold, (1..=64).collect::<Vec<u64>>());
+    // As for creates: the runtime's workers, the committers' blocking
+    // threads, and a few of tokio's and the process's own.
+    let cores = thread::available_parallelism().map_or(1, |n| n.get());
+    let most = most.into_inner().unwrap();
+    assert!(
+        most <= cores + 12,
+        "{most} threads under 64 durable clerks on {cores} cores"
     );
 }

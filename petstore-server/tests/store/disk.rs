@@ -166,6 +166,32 @@ fn a_journal_deleted_under_a_running_server_stops_creates_not_reads() {
 }
 
 #[test]
+fn a_journal_deleted_under_a_running_server_stops_transitions_as_creates() {
+    let dir = TempDir::new();
+    let data = dir.join("data");
+    let server = ServerBuilder::default().data(&data).start();
+    let rex = server.create_pet(&json!({"name": "Rex", "categoryId": 1}));
+    let transition =
+        |action: &str| server.post(&format!("/v1/pets/1/{action}"), Some(KEY), None, b"");
+    assert_eq!(transition("reserve").status, 200);
+
+    fs::remove_file(data.join("pets.journal")).unwrap();
+
+    // Never a 200 into the unlinked file: the next transition and every
+    // later one are 503, with a create's message, and change nothing.
+    for action in ["release", "sell", "release"] {
+        assert_unavailable(&transition(action));
+    }
+    let got = server.get("/v1/pets/1", Some(KEY)).json();
+    assert_eq!(got["status"], "pending", "{got}");
+    assert_eq!(got["name"], rex["name"]);
+    assert_unavailable(&post_pet(&server, &json!({"name": "Tom", "categoryId": 1})));
+    assert_degraded(&server, "the journal file was deleted or replaced");
+    let stderr = server.stderr_once_logged("can no longer store pets");
+    assert_eq!(count(&stderr, "answered 503"), 0, "stderr:\n{stderr}");
+}
+
+#[test]
 fn a_health_check_notices_a_replaced_journal_before_any_create() {
     let dir = TempDir::new();
     let data = dir.join("data");

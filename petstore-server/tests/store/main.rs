@@ -4,7 +4,7 @@
 //!
 //! | file | tests |
 //! |---|---|
-//! | `committer.rs` | durable creates wait without a thread each |
+//! | `committer.rs` | durable creates and transitions wait without a thread each |
 //! | `crash.rs` | kill -9 during concurrent creates loses no acknowledged pet |
 //! | `crash_transitions.rs` | kill -9 during concurrent transitions loses no acknowledged change |
 //! | `disk.rs` | a journal deleted or damaged, a second server, a full disk; `journal check`/`repair` |

@@ -1,9 +1,10 @@
 //! Durability that reading the file back cannot show: reading proves the
 //! page cache, not the disk. This runs the real server under
 //! `strace -f -e trace=fdatasync,fsync,openat` and checks the real system
-//! calls on the real files: every 201 is preceded, after its request was
-//! sent, by an `fdatasync` of the journal's descriptor that returned 0, and
-//! creating the journal fsyncs its directory.
+//! calls on the real files: every 201, and every 200 of a transition, is
+//! preceded, after its request was sent, by an `fdatasync` of the
+//! journal's descriptor that returned 0, and creating the journal fsyncs
+//! its directory.
 //!
 //! strace is required: without it this test fails, saying so (`.ci/run`
 //! installs it).
@@ -172,7 +173,8 @@ impl Drop for Traced {
 }
 
 #[test]
-fn every_201_follows_an_fdatasync_of_the_journal_and_its_creation_fsyncs_the_directory() {
+fn every_201_and_transition_follows_an_fdatasync_of_the_journal_and_its_creation_fsyncs_the_directory(
+) {
     let dir = TempDir::new();
     let keys = dir.join("keys.json");
     std::fs::write(&keys, default_keys().to_string()).unwrap();
@@ -194,7 +196,21 @@ fn every_201_follows_an_fdatasync_of_the_journal_and_its_creation_fsyncs_the_dir
         let resp = conn.read_response();
         let answered = now();
         assert_eq!(resp.status, 201, "{}", resp.describe());
-        windows.push((i, sent, answered));
+        windows.push((format!("create {i}"), sent, answered));
+    }
+    // A transition's 200 is as durable as a 201: reserve ten pets, then
+    // sell them.
+    for i in 0..20 {
+        let (id, action) = (i % 10 + 1, if i < 10 { "reserve" } else { "sell" });
+        let request = format!(
+            "POST /v1/pets/{id}/{action} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n\r\n"
+        );
+        let sent = now();
+        conn.send(request.as_bytes()).unwrap();
+        let resp = conn.read_response();
+        let answered = now();
+        assert_eq!(resp.status, 200, "{}", resp.describe());
+        windows.push((format!("{action} of pet {id}"), sent, answered));
     }
     drop(conn);
     server.stop();
@@ -240,8 +256,8 @@ fn every_201_follows_an_fdatasync_of_the_journal_and_its_creation_fsyncs_the_dir
         data.display()
     );
 
-    // Each 201 came after an fdatasync of the journal that started after
-    // its request was sent and returned 0.
+    // Each 201 and 200 came after an fdatasync of the journal that started
+    // after its request was sent and returned 0.
     let syncs: Vec<f64> = calls
         .iter()
         .filter(|c| c.name == "fdatasync" && c.args == journal_fd && c.result == "0")
@@ -250,7 +266,7 @@ fn every_201_follows_an_fdatasync_of_the_journal_and_its_creation_fsyncs_the_dir
     for (i, sent, answered) in windows {
         assert!(
             syncs.iter().any(|at| (sent..=answered).contains(at)),
-            "create {i}: no fdatasync({journal_fd}) between its request ({sent:.6}) and its 201 ({answered:.6}); \
+            "{i}: no fdatasync({journal_fd}) between its request ({sent:.6}) and its answer ({answered:.6}); \
              fdatasyncs of the journal at {syncs:?}"
         );
     }

@@ -41,7 +41,7 @@ pub(crate) enum Change {
 /// How the caller publishes a durable batch, in journal order.
 pub(crate) type Publish<'a> = &'a dyn Fn(&[Change]);
 
-/// An open journal: appends pets by group commit and holds the data
+/// An open journal: appends pets and transitions by group commit and holds the data
 /// directory's lock for as long as it lives. One mutex guards the pending
 /// batch and the commit state (held only between I/O, never across it); the
 /// condition variable wakes the creates that wait for a leader's flush.
@@ -218,7 +218,7 @@ impl Journal {
         let _ = self.on_failure.set(hook);
     }
 
-    /// Why pets cannot be stored, or `None` if they can. Also looks
+    /// Why pets or changes cannot be stored, or `None` if they can. Also looks
     /// whether the journal's path still names the open file (one `stat`),
     /// so a health check notices a deleted journal before a create does.
     pub(crate) fn failure(&self) -> Option<StorageFailure> {
@@ -535,6 +535,75 @@ mod tests {
         ));
         assert_eq!(written.lock().len(), len);
         assert_eq!(journal.stats().batches, 0);
+    }
+
+    #[test]
+    fn a_failed_fsync_acknowledges_no_transition_of_the_batch() {
+        let written = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let journal = journal_over(Failing {
+            written: written.clone(),
+            fail_sync: true,
+        });
+        let published = Mutex::new(Vec::new());
+        let publish = |b: &[Change]| published.lock().extend_from_slice(b);
+        let rex = NewPet::new("Rex", CategoryId::MIN)
+            .unwrap()
+            .into_pet(PetId::MIN);
+        let lookup = |id: PetId| (id == PetId::MIN).then(|| rex.clone());
+        let batch = [
+            (PetId::MIN, Transition::Reserve),
+            (PetId::MIN, Transition::Sell),
+        ];
+        let outcome = journal.transition_many(&batch, &lookup, &publish);
+        assert!(matches!(outcome, Err(ref f) if f.fault == StorageFault::SyncFailed));
+        // Written, never synced: nothing published, later ones refused.
+        assert!(!written.lock().is_empty());
+        assert!(published.lock().is_empty());
+        assert!(journal.transition_many(&batch, &lookup, &publish).is_err());
+    }
+
+    #[test]
+    fn transitions_are_decided_against_what_is_on_its_way_to_disk() {
+        let written = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let journal = journal_over(Failing {
+            written: written.clone(),
+            fail_sync: false,
+        });
+        // What readers see never changes here: only the journal's own
+        // record of unpublished statuses can make the second reserve fail.
+        let rex = NewPet::new("Rex", CategoryId::MIN)
+            .unwrap()
+            .into_pet(PetId::MIN);
+        let lookup = |id: PetId| (id == PetId::MIN).then(|| rex.clone());
+        let published = Mutex::new(Vec::new());
+        let publish = |b: &[Change]| published.lock().extend_from_slice(b);
+        let reserve = [(PetId::MIN, Transition::Reserve)];
+        let first = journal
+            .transition_many(&reserve, &lookup, &publish)
+            .unwrap();
+        assert_eq!(first[0].as_ref().map(Pet::status), Ok(PetStatus::Pending));
+        assert_eq!(
+            *published.lock(),
+            [Change::Changed(PetId::MIN, PetStatus::Pending)]
+        );
+        // Published: the journal forgets it and asks the reader's view.
+        assert!(journal.state.lock().unpublished.is_empty());
+        let none = |_: PetId| None;
+        let missing = journal.transition_many(&reserve, &none, &publish).unwrap();
+        assert_eq!(missing[0], Err(TransitionError::NotFound(PetId::MIN)));
+        // Within one batch, the second sees the first.
+        let twice = journal
+            .transition_many(&[reserve[0], reserve[0]], &lookup, &publish)
+            .unwrap();
+        assert!(twice[0].is_ok());
+        assert!(matches!(
+            twice[1],
+            Err(TransitionError::Conflict {
+                current: PetStatus::Pending,
+                ..
+            })
+        ));
+        assert_eq!(journal.stats().batches, 2);
     }
 
     #[test]

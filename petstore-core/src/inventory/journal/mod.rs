@@ -1,6 +1,7 @@
 //! The append-only journal that makes a durable [`Inventory`]: every created
-//! pet is a line of `pets.journal` in the data directory, and a create is
-//! acknowledged only once its line is on disk.
+//! pet, and every transition of one, is a line of `pets.journal` in the
+//! data directory, and a create or a transition is acknowledged only once
+//! its line is on disk.
 //!
 //! | file | holds |
 //! |---|---|
@@ -9,7 +10,7 @@
 //! | `files.rs` | [`JOURNAL_FILE`], [`LOCK_FILE`], regular-file checks, file identity, directory sync |
 //! | `dir_lock.rs` | the data directory's lock |
 //! | `group_commit.rs` | [`Journal`]: open, append, group commit, failure |
-//! | `record.rs` | the record format: a line per pet with its CRC-32, written and checked |
+//! | `record.rs` | the record format: a line per pet or per transition with its CRC-32, written and checked |
 //! | `lines.rs` | [`Lines`](lines::Lines): the streaming reader, bounded memory |
 //! | `replay.rs` | replay on open, [`Recovery`], [`TornTail`] |
 //! | `save_aside.rs` | bytes cut from the journal, copied aside first |
@@ -22,15 +23,24 @@
 //! JSON lines, readable with `jq`:
 //!
 //! ```text
-//! {"pet":{"id":1,"name":"Rex","categoryId":1,"status":"available"},"crc32":"1c291ca3"}
+//! {"pet":{"id":1,"name":"Rex","categoryId":1,"status":"available"},"crc32":"dd81283e"}
+//! {"transition":{"id":1,"action":"sell"},"crc32":"9e621b94"}
 //! ```
 //!
-//! `crc32` is the CRC-32 (IEEE) of the exact bytes of the `pet` value, in
-//! 8 lowercase hex digits. Ids are 1, 2, 3, ... in file order.
+//! `crc32` is the CRC-32 (IEEE) of the exact bytes of the `pet` or
+//! `transition` value, in 8 lowercase hex digits. Pet records hold ids 1,
+//! 2, 3, ... in file order. A transition record names a pet created on an
+//! earlier line and the transition (`reserve`, `release`, `sell`); replay
+//! applies it in file order, and it must be one the pet's status by then
+//! allows: one that is not (or names a pet no earlier line created) is
+//! corruption, as a bad checksum is. It names the transition rather than
+//! the status it leads to so that replay checks the same rule that
+//! decided it. A journal without transition records is read as before.
 //!
 //! # Group commit
 //!
-//! A create appends its line to a pending buffer under a mutex. If no
+//! A create or a transition appends its line to a pending buffer under a
+//! mutex, in one order for both: the journal's. If no
 //! flush is under way, that thread becomes the *leader*: it takes the whole
 //! pending buffer, writes it and fsyncs it *outside* the mutex, publishes
 //! the batch's pets to readers, and wakes the others. Creates that arrive
@@ -38,8 +48,16 @@
 //! next one, so throughput grows with concurrency (one fsync per batch)
 //! instead of one fsync per pet.
 //!
-//! A pet is published to `get`/`list` only after its fsync returned, so no
-//! reader ever sees a pet that a crash could take away.
+//! A pet or a change is published to `get`/`list` only after its fsync
+//! returned, so no reader ever sees one that a crash could take away.
+//!
+//! A transition is decided under the same mutex, against its pet's
+//! status after every record appended before it: published, or still on
+//! its way to disk (the journal keeps those statuses until their batch is
+//! published). Two racing transitions of one pet so see each other
+//! before either is durable, and exactly one of two that need the same
+//! status wins. Only a published pet can change: one whose create is not
+//! yet acknowledged is not there for any client.
 //!
 //! # One process per directory
 //!
@@ -55,9 +73,9 @@
 //! A failed write or fsync is never retried: after an fsync error the
 //! kernel may already have dropped the dirty pages and reported the error
 //! once, so a retry that "succeeds" proves nothing. The journal turns
-//! *failed*: the batch's creates and every later one get
-//! [`CreateError::Storage`], reads go on, and a restart recovers what is
-//! on disk.
+//! *failed*: the batch's creates and transitions and every later one get
+//! [`CreateError::Storage`] (or [`TransitionError::Storage`]), reads go
+//! on, and a restart recovers what is on disk.
 //!
 //! The same happens when the journal's path no longer names the open file
 //! (deleted, or replaced by another file): pets written into an unlinked
@@ -88,6 +106,7 @@
 //!
 //! [`Inventory`]: crate::Inventory
 //! [`CreateError::Storage`]: crate::CreateError::Storage
+//! [`TransitionError::Storage`]: crate::TransitionError::Storage
 //! [`OpenError::Corrupt`]: crate::OpenError::Corrupt
 //! [`MAX_RECORD_LEN`]: record::MAX_RECORD_LEN
 

@@ -9,8 +9,8 @@ pub const FSYNC_BUCKETS: [f64; 12] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
 ];
 
-/// Upper bounds of the buckets of [`JournalStats::batch_buckets`] (pets per
-/// batch); a last, unbounded bucket follows.
+/// Upper bounds of the buckets of [`JournalStats::batch_buckets`] (records
+/// per batch: pets and transitions); a last, unbounded bucket follows.
 pub const BATCH_BUCKETS: [u64; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
 
 /// Counters of the journal, for metrics.
@@ -19,22 +19,22 @@ pub struct JournalStats {
     /// Batches written (each one write and, with `FsyncPolicy::Always`,
     /// one fsync).
     pub batches: u64,
-    /// Pets written.
+    /// Records written: created pets and transitions.
     pub records: u64,
     /// Time spent in fsync, in total.
     pub fsync_time: Duration,
     /// How many fsyncs took at most each bound of [`FSYNC_BUCKETS`] (and
     /// more than the previous one); the last entry counts the slower ones.
     pub fsync_buckets: [u64; 13],
-    /// How many batches held at most each bound of [`BATCH_BUCKETS`] pets
+    /// How many batches held at most each bound of [`BATCH_BUCKETS`] records
     /// (and more than the previous one); the last entry counts larger ones.
     pub batch_buckets: [u64; 10],
 }
 
 impl JournalStats {
-    pub(super) fn record(&mut self, pets: usize, fsync_time: Duration) {
+    pub(super) fn record(&mut self, records: usize, fsync_time: Duration) {
         self.batches += 1;
-        self.records += pets as u64;
+        self.records += records as u64;
         self.fsync_time += fsync_time;
         let secs = fsync_time.as_secs_f64();
         let slot = FSYNC_BUCKETS
@@ -44,7 +44,7 @@ impl JournalStats {
         self.fsync_buckets[slot] += 1;
         let slot = BATCH_BUCKETS
             .iter()
-            .position(|b| pets as u64 <= *b)
+            .position(|b| records as u64 <= *b)
             .unwrap_or(BATCH_BUCKETS.len());
         self.batch_buckets[slot] += 1;
     }
