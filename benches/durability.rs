@@ -3,8 +3,10 @@
 //! `cargo bench --bench durability` prints, for 1, 16 and 64 concurrent
 //! creators, durable creates per second with the journal's group commit
 //! beside one fsync per create (the same line format, written and synced
-//! under a mutex, one pet at a time), measured in the same run; then the
-//! time to replay a journal of 1,000,000 pets.
+//! under a mutex, one pet at a time), measured in the same run, and
+//! durable transitions per second (reserves and releases) by as many
+//! threads beside those creates; then the time to replay a journal of
+//! 1,000,000 pets, and of 1,000,000 pets and 2,000,000 transitions.
 //!
 //! Environment: `PETSTORE_BENCH_SECS` (default 3) per measurement,
 //! `PETSTORE_BENCH_DIR` (default the system temp dir) for the files.
@@ -18,7 +20,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use petstore_core::{CategoryId, FsyncPolicy, Inventory, JournalOptions, NewPet, PetStatus};
+use petstore_core::{
+    CategoryId, FsyncPolicy, Inventory, JournalOptions, NewPet, PetId, PetStatus, Transition,
+};
 
 fn scratch(name: &str) -> PathBuf {
     let base =
@@ -78,6 +82,41 @@ fn group_commit(creators: usize, secs: Duration) -> (f64, f64) {
     (rate, batch)
 }
 
+/// Pets each transitioning thread owns, so that its steps never conflict.
+const OWNED: u64 = 1_000;
+
+/// Durable transitions per second by `threads` threads, each reserving
+/// and releasing its own pets in turn (every step allowed), and the mean
+/// batch of the group commit.
+fn group_transitions(threads: usize, secs: Duration) -> (f64, f64) {
+    let dir = scratch(&format!("transitions-{threads}"));
+    let inventory = Arc::new(Inventory::open(&dir, JournalOptions::default()).unwrap());
+    let available = |i: u64| pet(i).with_status(PetStatus::Available);
+    let pets = threads as u64 * OWNED;
+    inventory
+        .create_many((0..pets).map(available).collect())
+        .unwrap();
+    let before = inventory.journal_stats().unwrap();
+    let inv = inventory.clone();
+    let rate = run(
+        threads,
+        secs,
+        Arc::new(move |i| {
+            // `run` numbers thread t's calls from t * 1,000,000,000.
+            let (thread, call) = (i / 1_000_000_000, i % 1_000_000_000);
+            let id = thread * OWNED + (call / 2) % OWNED + 1;
+            let step = [Transition::Reserve, Transition::Release][(call % 2) as usize];
+            inv.transition(PetId::new(id).unwrap(), step).unwrap();
+        }),
+    );
+    let stats = inventory.journal_stats().unwrap();
+    let batch =
+        (stats.records - before.records) as f64 / (stats.batches - before.batches).max(1) as f64;
+    drop(inventory);
+    fs::remove_dir_all(&dir).unwrap();
+    (rate, batch)
+}
+
 fn one_fsync_per_create(creators: usize, secs: Duration) -> f64 {
     let dir = scratch(&format!("single-{creators}"));
     fs::create_dir_all(&dir).unwrap();
@@ -107,7 +146,9 @@ fn one_fsync_per_create(creators: usize, secs: Duration) -> f64 {
     rate
 }
 
-fn replay(pets: u64) -> (Duration, u64) {
+/// The time to open a journal of `pets` pets, followed (`with_transitions`)
+/// by a reserve of each pet, then a sale of each, and the journal's size.
+fn replay(pets: u64, with_transitions: bool) -> (Duration, u64) {
     let dir = scratch("replay");
     {
         let writer = Inventory::open(
@@ -124,11 +165,28 @@ fn replay(pets: u64) -> (Duration, u64) {
             .map(|t| {
                 let w = writer.clone();
                 std::thread::spawn(move || {
-                    (0..per).for_each(|i| drop(w.create(pet(t * per + i)).unwrap()))
+                    (0..per).for_each(|i| {
+                        let mut new = pet(t * per + i);
+                        if with_transitions {
+                            // Every reserve and sale then succeeds.
+                            new = new.with_status(PetStatus::Available);
+                        }
+                        drop(w.create(new).unwrap())
+                    })
                 })
             })
             .collect();
         threads.into_iter().for_each(|t| t.join().unwrap());
+        if with_transitions {
+            let ids = (1..=pets).filter_map(PetId::new);
+            for step in [Transition::Reserve, Transition::Sell] {
+                let batch: Vec<_> = ids.clone().map(|id| (id, step)).collect();
+                for chunk in batch.chunks(10_000) {
+                    let outcomes = writer.transition_many(chunk).unwrap();
+                    assert!(outcomes.iter().all(Result::is_ok));
+                }
+            }
+        }
     }
     File::open(dir.join("pets.journal"))
         .unwrap()
@@ -139,6 +197,11 @@ fn replay(pets: u64) -> (Duration, u64) {
     let inventory = Inventory::open(&dir, JournalOptions::default()).unwrap();
     let took = started.elapsed();
     assert_eq!(inventory.len() as u64, pets);
+    let transitions = inventory.recovery().map(|r| r.transitions);
+    assert_eq!(
+        transitions,
+        Some(if with_transitions { 2 * pets } else { 0 })
+    );
     drop(inventory);
     fs::remove_dir_all(&dir).unwrap();
     (took, bytes)
@@ -156,6 +219,7 @@ fn main() {
     );
     println!("| creators | group commit | mean batch | one fsync per create | ratio |");
     println!("|---:|---:|---:|---:|---:|");
+    let mut creates = Vec::new();
     for creators in [1, 16, 64] {
         let (group, batch) = group_commit(creators, secs);
         let single = one_fsync_per_create(creators, secs);
@@ -163,11 +227,29 @@ fn main() {
             "| {creators} | {group:.0} | {batch:.1} | {single:.0} | {:.1}x |",
             group / single.max(1.0)
         );
+        creates.push((creators, group));
     }
-    let (took, bytes) = replay(1_000_000);
-    println!(
-        "replay of 1,000,000 pets ({:.0} MB journal): {:.0} ms",
-        bytes as f64 / 1e6,
-        took.as_secs_f64() * 1e3
-    );
+    println!("\ndurable transitions per second, fsync always, beside the creates above");
+    println!("| threads | transitions | mean batch | creates | transitions / creates |");
+    println!("|---:|---:|---:|---:|---:|");
+    for (threads, created) in creates {
+        let (rate, batch) = group_transitions(threads, secs);
+        println!(
+            "| {threads} | {rate:.0} | {batch:.1} | {created:.0} | {:.2} |",
+            rate / created.max(1.0)
+        );
+    }
+    println!();
+    for with_transitions in [false, true] {
+        let (took, bytes) = replay(1_000_000, with_transitions);
+        let what = match with_transitions {
+            false => "1,000,000 pets",
+            true => "1,000,000 pets and 2,000,000 transitions",
+        };
+        println!(
+            "replay of {what} ({:.0} MB journal): {:.0} ms",
+            bytes as f64 / 1e6,
+            took.as_secs_f64() * 1e3
+        );
+    }
 }

@@ -9,7 +9,10 @@ use parking_lot::RwLock;
 use super::query::{FinalPage, Limit, ListQuery};
 use crate::pet::{PetId, PetStatus};
 
-/// A kept page, if there is one.
+/// A kept page, if there is one. A lock rather than a `OnceLock`, which
+/// cannot be emptied again: a transition must be able to drop the page.
+/// Reading it is one atomic add beside the `Arc`'s own count (readers
+/// never wait for one another, only for a transition dropping it).
 type Slot = RwLock<Option<Arc<FinalPage>>>;
 
 /// The first pages kept, by status filter and limit (the "Layout and

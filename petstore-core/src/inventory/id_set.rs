@@ -14,9 +14,10 @@ const WORD: usize = u64::BITS as usize;
 /// (megabytes at a million pets); a tree costs a node per few ids.
 /// Here insert and remove touch one word per level (four levels up to
 /// 16 million pets), the next member after any index is found in as
-/// many steps however far it is (a rare status's page skips 4,096 pets
-/// of other statuses a summary bit, 262,144 a bit two levels up), and
-/// the set costs a bit per pet, plus 1/64 of that.
+/// many steps however far it is (a bit of the first summary stands for
+/// 64 pets, of the second for 4,096, of the third for 262,144, so a
+/// rare status's page skips the pets of other statuses by the
+/// thousand), and the set costs a bit per pet, plus 1/64 of that.
 #[derive(Debug, Default)]
 pub(super) struct IdSet {
     levels: Vec<Vec<u64>>,

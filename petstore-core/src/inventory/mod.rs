@@ -345,8 +345,20 @@ impl Inventory {
         batch: &[(PetId, Transition)],
     ) -> Result<Vec<Result<Pet, TransitionError>>, StorageFailure> {
         if let Some(journal) = &self.journal {
-            return journal
-                .transition_many(batch, &|id| self.get(id), &|changes| self.publish(changes));
+            let status_of = |id| {
+                let records = self.records.read();
+                records.index_of(id).map(|index| records.statuses[index])
+            };
+            let decided =
+                journal.transition_many(batch, &status_of, &|changes| self.publish(changes))?;
+            // The pets, outside the journal's lock: the status is the one
+            // decided, whatever a later transition has made of it since.
+            let pets = decided.into_iter().zip(batch).map(|(outcome, &(id, _))| {
+                let status = outcome?;
+                let pet = self.get(id).ok_or(TransitionError::NotFound(id))?;
+                Ok(pet.with_status(status))
+            });
+            return Ok(pets.collect());
         }
         let mut records = self.records.write();
         let outcomes = batch

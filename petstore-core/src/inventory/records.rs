@@ -111,9 +111,7 @@ impl Records {
     pub(super) fn json_page(&self, query: &ListQuery, mut body: Vec<u8>) -> JsonPage {
         body.clear();
         if query.status.is_none() {
-            // Consecutive ids are consecutive in the arena: one copy.
             let (range, next_after) = self.all_range(query);
-            // `[`, the pets with their commas, the last comma becoming `]`.
             if self.any_away(&range) {
                 // Pets of the page that changed are elsewhere: copied as
                 // runs of neighbours around them.
@@ -123,6 +121,9 @@ impl Records {
                 }
                 runs.write(self, &mut body);
             } else {
+                // Consecutive ids are consecutive in the arena: one copy.
+                // `[`, the pets with their commas, the last comma
+                // becoming `]`.
                 body.reserve_exact((1 + self.arena_span(&range)).max(2));
                 body.push(b'[');
                 if !range.is_empty() {
@@ -222,10 +223,10 @@ impl Records {
     /// Changes the status of the pet at `index` (which the caller has
     /// decided is allowed). Its JSON changes length with the status, so
     /// it cannot be rewritten where it lies without moving every later
-    /// pet: it goes to a slot of its own at the arena's end, sized for
-    /// its longest JSON so that every later change fits there, and it
-    /// goes home again when its status is again the one it was created
-    /// with. A list of pets that never changed stays one copy.
+    /// pet: it goes to a slot of its own in `moved`, sized for its longest
+    /// JSON so that every later change fits there, and it goes home again
+    /// when its status is again the one it was created with. A page of
+    /// pets at home stays one copy.
     pub(super) fn set_status(&mut self, index: usize, status: PetStatus) {
         let Some(&old) = self.statuses.get(index) else {
             return;
@@ -242,13 +243,17 @@ impl Records {
             encode(&pet.with_status(status), &mut json);
             json.push(b',');
             let len = json.len() as u32 - 1;
-            match self.away.get_mut(&index) {
-                Some((start, held)) => {
-                    let start = *start as usize;
-                    *held = len;
-                    self.moved[start..start + json.len()].copy_from_slice(&json);
+            let start = self.away.get(&index).map(|&(start, _)| start as usize);
+            // The slot was sized for the longest status, so the JSON fits;
+            // taken with `get_mut`, not indexed, so that nothing here can
+            // panic (a slot not found is replaced by a fresh one).
+            let fits = start.and_then(|at| self.moved.get_mut(at..at + json.len()));
+            match (fits, start) {
+                (Some(slot), Some(start)) => {
+                    slot.copy_from_slice(&json);
+                    self.away.insert(index, (start as u64, len));
                 }
-                None => {
+                _ => {
                     // Room for the longest status, whatever comes later.
                     let room = json.len() - status.as_str().len() + LONGEST_STATUS;
                     let start = self.moved.len();

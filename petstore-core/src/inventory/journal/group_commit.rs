@@ -327,16 +327,19 @@ impl Journal {
     /// pet has after everything appended before it (published, or still
     /// on its way to disk), appends the allowed ones, and returns once
     /// they are durable and published: one wait for all. `published`
-    /// gives a pet as readers see it now (`None`: no such pet).
+    /// gives a pet's status as readers see it now (`None`: no such pet);
+    /// an allowed transition's outcome is the status it leads to (the
+    /// caller, outside this lock, makes the pet of it: only the status
+    /// changes, so the decision needs nothing else under the lock).
     ///
     /// `Err` when the journal failed before or while the batch was
     /// written: then none of its transitions is acknowledged.
     pub(crate) fn transition_many(
         &self,
         batch: &[(PetId, Transition)],
-        published: &dyn Fn(PetId) -> Option<Pet>,
+        published: &dyn Fn(PetId) -> Option<PetStatus>,
         publish: Publish<'_>,
-    ) -> Result<Vec<Result<Pet, TransitionError>>, StorageFailure> {
+    ) -> Result<Vec<Result<PetStatus, TransitionError>>, StorageFailure> {
         let mut state = self.state.lock();
         if let Some(failed) = &state.failed {
             return Err(failed.clone());
@@ -346,14 +349,14 @@ impl Journal {
         for &(id, transition) in batch {
             // Pets not yet published are not there for any client: only a
             // published pet can change.
-            let Some(pet) = published(id) else {
+            let Some(seen) = published(id) else {
                 outcomes.push(Err(TransitionError::NotFound(id)));
                 continue;
             };
             let current = state
                 .unpublished
                 .get(&id)
-                .map_or(pet.status(), |&(status, _)| status);
+                .map_or(seen, |&(status, _)| status);
             if !transition.allows(current) {
                 outcomes.push(Err(TransitionError::Conflict {
                     id,
@@ -369,7 +372,7 @@ impl Journal {
             let record = state.written;
             state.unpublished.insert(id, (status, record));
             appended = true;
-            outcomes.push(Ok(pet.with_status(status)));
+            outcomes.push(Ok(status));
         }
         if appended {
             let record = state.written;
@@ -546,10 +549,7 @@ mod tests {
         });
         let published = Mutex::new(Vec::new());
         let publish = |b: &[Change]| published.lock().extend_from_slice(b);
-        let rex = NewPet::new("Rex", CategoryId::MIN)
-            .unwrap()
-            .into_pet(PetId::MIN);
-        let lookup = |id: PetId| (id == PetId::MIN).then(|| rex.clone());
+        let lookup = |id: PetId| (id == PetId::MIN).then_some(PetStatus::Available);
         let batch = [
             (PetId::MIN, Transition::Reserve),
             (PetId::MIN, Transition::Sell),
@@ -571,17 +571,14 @@ mod tests {
         });
         // What readers see never changes here: only the journal's own
         // record of unpublished statuses can make the second reserve fail.
-        let rex = NewPet::new("Rex", CategoryId::MIN)
-            .unwrap()
-            .into_pet(PetId::MIN);
-        let lookup = |id: PetId| (id == PetId::MIN).then(|| rex.clone());
+        let lookup = |id: PetId| (id == PetId::MIN).then_some(PetStatus::Available);
         let published = Mutex::new(Vec::new());
         let publish = |b: &[Change]| published.lock().extend_from_slice(b);
         let reserve = [(PetId::MIN, Transition::Reserve)];
         let first = journal
             .transition_many(&reserve, &lookup, &publish)
             .unwrap();
-        assert_eq!(first[0].as_ref().map(Pet::status), Ok(PetStatus::Pending));
+        assert_eq!(first[0], Ok(PetStatus::Pending));
         assert_eq!(
             *published.lock(),
             [Change::Changed(PetId::MIN, PetStatus::Pending)]
