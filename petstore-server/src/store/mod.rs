@@ -124,8 +124,7 @@ impl Store {
         match self {
             Store::Memory(inventory) => inventory.transition(id, t).map_err(Into::into),
             Store::Journal(journal) => journal.transition(id, t).await,
-            // PostgreSQL does not decide transitions yet: 503, never a guess from the copy.
-            Store::Postgres(_) => Err(TransitionFailed::Unavailable),
+            Store::Postgres(pg) => pg.transition(id, t).await,
         }
     }
 

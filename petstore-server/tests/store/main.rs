@@ -10,6 +10,7 @@
 //! | `disk.rs` | a journal deleted or damaged, a second server, a full disk; `journal check`/`repair` |
 //! | `postgres.rs` | replicas on one PostgreSQL, its outages, a counter or rows it cannot use |
 //! | `syscalls.rs` | under strace: every 201 follows an `fdatasync` of the journal |
+//! | `transitions_replicas.rs` | reserve, release, sell on two replicas: one winner, every copy shows every change, kill -9 |
 //!
 //! One test binary for the area, so that the shared harness (`../common`)
 //! is compiled once for all of it.
@@ -25,3 +26,4 @@ mod crash_transitions;
 mod disk;
 mod postgres;
 mod syscalls;
+mod transitions_replicas;

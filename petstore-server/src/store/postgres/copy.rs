@@ -2,6 +2,19 @@
 //! [`Inventory`], loaded at start ([`load`]) and kept current by tailing
 //! the table ([`Postgres::catch_up_to`]), woken by the listener's
 //! notifications and by a poll ([`POLL`]).
+//!
+//! The tail asks two things in one statement, so both answers come from
+//! one snapshot: the pets above the copy's last id (ids commit in order,
+//! so that is every new pet), and the rows changed after the last change
+//! number the copy applied (changes commit in the order of their numbers,
+//! so that is every change since, each row as it now is). It applies the
+//! new pets first, then the statuses in change order. A row changed but
+//! not yet in the copy (its pet is beyond this page of new pets) is not
+//! passed: the round stops before it and the next brings the pet in
+//! first. While more changes wait than a page holds, new pets wait too
+//! (unless a change names one), so that the copy shows a state PostgreSQL
+//! was in (every pet as of one change number), not a newer pet beside an
+//! older status.
 
 use std::future::poll_fn;
 use std::sync::atomic::Ordering;
@@ -25,11 +38,33 @@ const PAGE: i64 = 10_000;
 const LOAD_IN_FLIGHT: usize = 4;
 /// The channel of `LISTEN`/`NOTIFY`.
 const CHANNEL: &str = "petstore_pets";
-const TAIL: &str = "SELECT id, name, category_id, status FROM petstore_pets \
-                    WHERE id > $1 ORDER BY id LIMIT $2";
+/// New pets (`kind` 0) and changed rows (`kind` 1), one snapshot. The
+/// literal `last_change > 0` lets the planner use the partial index
+/// whatever the parameter.
+const TAIL: &str = "(SELECT id, name, category_id, status, last_change, 0 AS kind \
+                     FROM petstore_pets WHERE id > $1 ORDER BY id LIMIT $3) \
+                    UNION ALL \
+                    (SELECT id, NULL, NULL, status, last_change, 1 \
+                     FROM petstore_pets WHERE last_change > $2 AND last_change > 0 \
+                     ORDER BY last_change LIMIT $3)";
 const RANGE: &str = "SELECT id, name, category_id, status FROM petstore_pets \
                      WHERE id BETWEEN $1 AND $2 ORDER BY id";
-const LAST_ID: &str = "SELECT last_id FROM petstore_counter";
+/// What is committed when the load starts: every id up to `last_id`,
+/// every change up to `last_change` (the rows read after show at least
+/// that much).
+const COMMITTED: &str =
+    "SELECT last_id, (SELECT last_change FROM petstore_changes) FROM petstore_counter";
+
+/// What a catch-up must bring into the copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Want {
+    /// Whatever is committed: always a query.
+    Everything,
+    /// The pet with this id.
+    Pet(u64),
+    /// The change with this number.
+    Change(u64),
+}
 
 impl Postgres {
     /// Brings the copy up to `want` (0: whatever is committed). One tail
@@ -37,15 +72,36 @@ impl Postgres {
     /// this call has finished meanwhile. Returns whether PostgreSQL
     /// answered (or no query was needed).
     pub async fn catch_up_to(&self, want: u64) -> bool {
-        let held = |pg: &Self| want != 0 && pg.copy.len() as u64 >= want;
-        if held(self) {
+        self.catch_up(match want {
+            0 => Want::Everything,
+            id => Want::Pet(id),
+        })
+        .await
+    }
+
+    /// Whether the copy holds `want` already.
+    fn holds(&self, want: Want) -> bool {
+        match want {
+            Want::Everything => false,
+            Want::Pet(id) => self.copy.len() as u64 >= id,
+            Want::Change(change) => self.changes_applied.load(Ordering::Acquire) >= change,
+        }
+    }
+
+    /// Brings the copy up to `want`: see [`catch_up_to`](Self::catch_up_to).
+    pub(super) async fn catch_up(&self, want: Want) -> bool {
+        if self.holds(want) {
             return true;
         }
         let asked = self.tails_started.load(Ordering::Acquire);
         let Ok(_one) = timeout(QUERY_TIMEOUT, self.tail.lock()).await else {
             return false;
         };
-        if held(self) || (want != 0 && self.tails_started.load(Ordering::Acquire) > asked) {
+        // A tail that started after this call saw everything committed
+        // before it, `want` included.
+        if self.holds(want)
+            || (want != Want::Everything && self.tails_started.load(Ordering::Acquire) > asked)
+        {
             return true;
         }
         self.tails_started.fetch_add(1, Ordering::AcqRel);
@@ -79,7 +135,10 @@ impl Postgres {
         }
     }
 
-    /// Applies every pet above the copy's maximum, a page at a time.
+    /// Applies every pet above the copy's maximum and every change after
+    /// the last it applied, a page at a time. Called with the tail's lock
+    /// held: the change number applied moves only here and in
+    /// [`show`](Self::show), both under it.
     async fn pull(&self) -> Result<(), PullFailed> {
         let client = self
             .pool
@@ -96,16 +155,75 @@ impl Postgres {
         };
         loop {
             let from = self.copy.len() as i64;
-            let rows = match client.query(&statement, &[&from, &PAGE]).await {
+            let after =
+                i64::try_from(self.changes_applied.load(Ordering::Acquire)).unwrap_or(i64::MAX);
+            let rows = match client.query(&statement, &[&from, &after, &PAGE]).await {
                 Ok(rows) => rows,
                 Err(e) => return Err(PullFailed::Unreachable(discard(client, &e))),
             };
-            let full = rows.len() as i64 == PAGE;
-            let pets = pets_of(&rows).map_err(PullFailed::BadRow)?;
-            if let Some(last) = pets.last() {
-                self.latest.fetch_max(last.id().get(), Ordering::Relaxed);
+            let (mut fresh, mut changed): (Vec<&Row>, Vec<&Row>) = rows
+                .iter()
+                .partition(|row| row.try_get::<_, i32>(5).ok() == Some(0));
+            let more_pets = fresh.len() as i64 == PAGE;
+            let more_changes = changed.len() as i64 == PAGE;
+            let changes = changes_of(&mut changed).map_err(PullFailed::BadRow)?;
+            let beyond = |held: u64| changes.iter().position(|(id, _, _)| id.get() > held);
+            // New pets wait while more changes than a page are pending
+            // (see the module's notes), unless a change names one of them.
+            if !more_changes || beyond(self.copy.len() as u64).is_some() {
+                fresh.sort_by_key(|row| row.try_get::<_, i64>(0).unwrap_or(i64::MAX));
+                self.apply_fresh(&fresh)?;
             }
-            self.copy.apply(&pets).map_err(|e| {
+            // A change to a pet the copy does not hold yet (beyond this
+            // page of new pets) stops this round there: the mark stays
+            // before it, and the next round brings the pet in, then
+            // applies it. Passing it instead would lose it when this
+            // replica's own create put the pet in the copy meanwhile,
+            // with the status it was created with.
+            let upto = beyond(self.copy.len() as u64).unwrap_or(changes.len());
+            let statuses: Vec<(PetId, PetStatus)> = changes[..upto]
+                .iter()
+                .map(|&(id, status, _)| (id, status))
+                .collect();
+            self.copy
+                .apply_statuses(&statuses)
+                .map_err(|e| PullFailed::BadRow(format!("a change the copy cannot apply: {e}")))?;
+            if let Some(&(_, _, last)) = changes[..upto].last() {
+                self.changes_applied.store(last, Ordering::Release);
+            }
+            if let Some(&(_, _, last)) = changes.last() {
+                self.latest_change.fetch_max(last, Ordering::Relaxed);
+            }
+            let stalled = upto < changes.len();
+            if stalled && !more_pets {
+                // One snapshot holds a changed row's pet among the new
+                // pets whenever their page is not full: a row outside
+                // the ids' order, which no further round would bring.
+                let id = changes[upto].0;
+                return Err(PullFailed::BadRow(format!(
+                    "the changed row of petstore_pets with id {id} is not among its pets"
+                )));
+            }
+            if !more_pets && !more_changes {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Applies new pets, in id order, to the copy.
+    fn apply_fresh(&self, rows: &[&Row]) -> Result<(), PullFailed> {
+        let pets = rows
+            .iter()
+            .map(|row| pet_of(row))
+            .collect::<Result<Vec<Pet>, String>>()
+            .map_err(PullFailed::BadRow)?;
+        if let Some(last) = pets.last() {
+            self.latest.fetch_max(last.id().get(), Ordering::Relaxed);
+        }
+        self.copy
+            .apply(&pets)
+            .map(drop)
+            .map_err(|e| {
                 PullFailed::BadRow(match e {
                     ApplyError::Gap { expected, found } => format!(
                         "the ids in petstore_pets skip from {} to {found} (a row written above \
@@ -114,11 +232,7 @@ impl Postgres {
                     ),
                     other => format!("the table does not follow on from the copy: {other}"),
                 })
-            })?;
-            if !full {
-                return Ok(());
-            }
-        }
+            })
     }
 
     /// The tail: woken by notifications, polling as a backup, backing off
@@ -158,7 +272,15 @@ impl Postgres {
                         }
                         message = poll_fn(|cx| connection.poll_message(cx)) => match message {
                             Some(Ok(AsyncMessage::Notification(n))) => {
-                                if let Ok(last) = n.payload().parse::<u64>() {
+                                // A create's payload is its batch's last
+                                // id; a transition's, `change` and its
+                                // batch's last change number.
+                                let payload = n.payload();
+                                if let Some(change) = payload.strip_prefix("change ") {
+                                    if let Ok(last) = change.parse::<u64>() {
+                                        self.latest_change.fetch_max(last, Ordering::Relaxed);
+                                    }
+                                } else if let Ok(last) = payload.parse::<u64>() {
                                     self.latest.fetch_max(last, Ordering::Relaxed);
                                 }
                                 self.wake.notify_one();
@@ -175,14 +297,17 @@ impl Postgres {
     }
 }
 
-/// Loads every committed pet into `copy`: the counter first (every id up
-/// to it is committed), then ranges of ids, a few queries in flight.
-pub(super) async fn load(pool: &Pool, copy: &Inventory) -> Result<(), String> {
+/// Loads every committed pet into `copy`: the counters first (every id up
+/// to the first is committed), then ranges of ids, a few queries in
+/// flight. Returns the change number the copy holds every change up to:
+/// the rows were read after it was, so they show at least those changes,
+/// and the tail applies every later one again, in order.
+pub(super) async fn load(pool: &Pool, copy: &Inventory) -> Result<u64, String> {
     let client = pool.get().await.map_err(|e| pool_error(&e))?;
-    let last: i64 = client
-        .query_one(LAST_ID, &[])
+    let (last, changes): (i64, i64) = client
+        .query_one(COMMITTED, &[])
         .await
-        .and_then(|row| row.try_get(0))
+        .and_then(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
         .map_err(|e| describe(&e))?;
     let statement = client.prepare(RANGE).await.map_err(|e| describe(&e))?;
     let mut from = 1i64;
@@ -215,7 +340,7 @@ pub(super) async fn load(pool: &Pool, copy: &Inventory) -> Result<(), String> {
             copy.len()
         ));
     }
-    Ok(())
+    u64::try_from(changes).map_err(|_| format!("the change counter is negative: {changes}"))
 }
 
 /// Pets out of `id, name, category_id, status` rows, checked as the core
@@ -246,6 +371,33 @@ fn pet_of(row: &Row) -> Result<Pet, String> {
         .ok_or_else(|| bad("an invalid status"))?;
     let new = NewPet::new(name, category).map_err(|e| bad(&format!("an invalid name ({e})")))?;
     Ok(new.with_status(status).into_pet(id))
+}
+
+/// The `(id, status, change number)` of changed rows, in change order.
+fn changes_of(rows: &mut [&Row]) -> Result<Vec<(PetId, PetStatus, u64)>, String> {
+    rows.sort_by_key(|row| row.try_get::<_, i64>(4).unwrap_or(i64::MAX));
+    rows.iter()
+        .map(|row| {
+            let bad = |what: &str| format!("a changed row of petstore_pets has {what}");
+            let id = row
+                .try_get::<_, i64>(0)
+                .ok()
+                .and_then(|id| u64::try_from(id).ok())
+                .and_then(PetId::new)
+                .ok_or_else(|| bad("an invalid id"))?;
+            let status = row
+                .try_get::<_, &str>(3)
+                .ok()
+                .and_then(|s| s.parse::<PetStatus>().ok())
+                .ok_or_else(|| bad("an invalid status"))?;
+            let change = row
+                .try_get::<_, i64>(4)
+                .ok()
+                .and_then(|c| u64::try_from(c).ok())
+                .ok_or_else(|| bad("an invalid change number"))?;
+            Ok((id, status, change))
+        })
+        .collect()
 }
 
 /// Why the copy could not catch up.

@@ -38,6 +38,14 @@ fn encode_postgres(pg: &Postgres, encoder: &mut DescriptorEncoder) -> Result<(),
         behind.metric_type(),
     )?;
     behind.encode(metric)?;
+    let behind = ConstGauge::new(i64::try_from(pg.changes_behind()).unwrap_or(i64::MAX));
+    let metric = encoder.encode_descriptor(
+        "postgres_copy_changes_behind",
+        "Committed status changes the read copy has not applied yet, as far as this replica knows",
+        None,
+        behind.metric_type(),
+    )?;
+    behind.encode(metric)?;
     let stats = pg.stats();
     for (name, help, histogram) in [
         (
@@ -54,6 +62,16 @@ fn encode_postgres(pg: &Postgres, encoder: &mut DescriptorEncoder) -> Result<(),
             "postgres_batch_size",
             "Creates written per PostgreSQL transaction",
             &stats.batch,
+        ),
+        (
+            "postgres_transition_duration_seconds",
+            "Time of each batch of transitions: a connection, one transaction",
+            &stats.transition,
+        ),
+        (
+            "postgres_transition_batch_size",
+            "Transitions decided per PostgreSQL transaction",
+            &stats.transition_batch,
         ),
     ] {
         let (sum, count, buckets) = histogram.snapshot();

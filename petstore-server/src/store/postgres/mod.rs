@@ -11,16 +11,25 @@
 //!   other replicas, then `COMMIT`. The counter row serialises the
 //!   replicas' commits, so ids commit in order with no gap; the batch is
 //!   what makes that fast. The batch enters the copy before its 201s.
+//! - **Transitions** go to a committer of their own, the same way; each
+//!   batch is one call of `petstore_transition` (`schema.rs`), which
+//!   locks the change counter and decides each transition in order by a
+//!   conditional update. PostgreSQL decides, never the copy (which may be
+//!   behind another replica), so of concurrent transitions of one pet
+//!   from any replicas exactly one wins. The copy shows the batch before
+//!   its 200s.
 //! - **The copy** is loaded at start (id ranges, several queries in
 //!   flight), then kept current by tailing `WHERE id > local_max ORDER BY
-//!   id`: exact, because ids commit in order and a pet never changes. A
+//!   id` (exact, because ids commit in order) and, in the same statement,
+//!   the rows changed after the last change number applied (exact,
+//!   because changes commit in the order of their numbers). A
 //!   `LISTEN` connection wakes the tail on every other replica's commit,
 //!   and a poll every [`POLL`] backs it up (a lost connection, a missed
 //!   notification), so lists show another replica's pet within 100 ms. A
 //!   get of an id above the copy's maximum first catches up (one query),
 //!   so a 201's `Location` answers 200 on every replica at once.
 //! - **Failures:** any failed operation marks PostgreSQL down (logged once,
-//!   and once when it ends); creates then answer 503 and `/healthz` 503,
+//!   and once when it ends); creates and transitions then answer 503 and `/healthz` 503,
 //!   reads go on from the copy. The pool hands out only connections that
 //!   answered a query just now (deadpool's `Verified` recycling), and a
 //!   connection that failed or timed out mid-transaction is thrown away,
@@ -35,6 +44,7 @@
 //! | `open.rs` | connecting, the pool, the start of the tasks ([`Postgres::open`]) |
 //! | `schema.rs` | the schema, created and migrated at start |
 //! | `write.rs` | the write path: a create queued, one transaction per batch |
+//! | `transition.rs` | the transition path: decided by PostgreSQL per batch, shown by the copy before its 200 |
 //! | `copy.rs` | the read copy: loaded at start, kept current by the tail and the listener |
 //! | `health.rs` | up, down, stuck or a bad row, each change logged once (`/healthz` reads it through [`Postgres::failure`]) |
 //! | `describe.rs` | PostgreSQL's errors as text, a failed connection thrown away |
@@ -47,6 +57,7 @@ mod metrics;
 mod open;
 mod schema;
 mod stats;
+mod transition;
 mod write;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -54,7 +65,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::Pool;
-use petstore_core::{Inventory, PetId};
+use petstore_core::{Inventory, PetId, Transition};
 use tokio::sync::Notify;
 
 use health::Health;
@@ -77,6 +88,9 @@ pub struct Postgres {
     copy: Arc<Inventory>,
     pool: Pool,
     queue: Committer,
+    /// The transitions' committer: its own queue and task, so a batch of
+    /// creates and one of transitions go to PostgreSQL side by side.
+    transitions: Committer<(PetId, Transition)>,
     health: Health,
     stats: PostgresStats,
     /// One tail query at a time; `tails_started` lets a waiter skip its
@@ -87,6 +101,11 @@ pub struct Postgres {
     wake: Notify,
     /// The highest id known committed: notifications, own commits, tails.
     latest: AtomicU64,
+    /// The copy has applied every status change up to this number; moved
+    /// only with `tail` held (`copy.rs`, `transition.rs`).
+    changes_applied: AtomicU64,
+    /// The highest change number known committed.
+    latest_change: AtomicU64,
 }
 
 impl std::fmt::Debug for Postgres {
@@ -145,5 +164,14 @@ impl Postgres {
         self.latest
             .load(Ordering::Relaxed)
             .saturating_sub(self.copy.len() as u64)
+    }
+
+    /// How many committed status changes the copy has not applied yet, as
+    /// far as this replica knows. A change to a pet the copy does not hold
+    /// yet counts until the tail has passed it.
+    pub fn changes_behind(&self) -> u64 {
+        self.latest_change
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.changes_applied.load(Ordering::Relaxed))
     }
 }

@@ -17,7 +17,7 @@ use super::describe::{describe, pool_error};
 use super::health::Health;
 use super::schema;
 use super::stats::PostgresStats;
-use super::write::{MAX_BATCH, QUEUE};
+use super::{transition, write};
 use super::{Postgres, CONNECT_TIMEOUT};
 use crate::log_info;
 use crate::store::committer::{self, Committer};
@@ -94,26 +94,35 @@ impl Postgres {
 
         let copy = Arc::new(Inventory::in_memory());
         let started = Instant::now();
-        load(&pool, &copy).await.map_err(PostgresOpenError::Load)?;
+        let changes = load(&pool, &copy).await.map_err(PostgresOpenError::Load)?;
         log_info!(
             "inventory: PostgreSQL {target}, {} pet(s) loaded into the read copy in {} ms",
             copy.len(),
             started.elapsed().as_millis()
         );
 
-        let (queue, pending) = Committer::new(QUEUE);
+        let (queue, pending) = Committer::new(write::QUEUE);
+        let (transitions, pending_transitions) = Committer::new(transition::QUEUE);
         let pg = Arc::new(Postgres {
             latest: AtomicU64::new(copy.len() as u64),
             copy,
             pool,
             queue,
+            transitions,
             health: Health::default(),
             stats: PostgresStats::default(),
             tail: tokio::sync::Mutex::new(()),
             tails_started: AtomicU64::new(0),
             wake: Notify::new(),
+            changes_applied: AtomicU64::new(changes),
+            latest_change: AtomicU64::new(changes),
         });
-        tokio::spawn(committer::run(Arc::clone(&pg), pending, MAX_BATCH));
+        tokio::spawn(committer::run(Arc::clone(&pg), pending, write::MAX_BATCH));
+        tokio::spawn(committer::run(
+            Arc::clone(&pg),
+            pending_transitions,
+            transition::MAX_BATCH,
+        ));
         tokio::spawn(Arc::clone(&pg).tail_loop());
         tokio::spawn(Arc::clone(&pg).listen_loop(config));
         Ok(pg)

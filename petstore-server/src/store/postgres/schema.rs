@@ -32,6 +32,32 @@
 //! replica could apply it). A database holding such a row
 //! refuses the migration, and the server its start, naming the
 //! constraint: fix or delete the row, then start again.
+//!
+//! Version 3: pets change status (reserve, release, sell), and every
+//! read copy must see each change, in commit order.
+//! - `petstore_changes`: one row, the number of the last status change.
+//!   A transition's transaction locks it first, so status changes commit
+//!   one after the other in the order of their numbers, with no gap: the
+//!   same reasoning as the id counter, and a row of its own so that
+//!   transitions and creates do not wait for each other.
+//! - `petstore_pets.last_change`: the number of the row's last change (0:
+//!   never changed), indexed where above 0, so a copy asks for the rows
+//!   changed after the last number it applied. A row shows only its last
+//!   change; a copy needs no more, since a status is set, not added to.
+//! - `petstore_transition(ids, tos, froms)`: a batch of transitions,
+//!   decided in order (a later one sees an earlier one's effect) by a
+//!   conditional update, `WHERE id = ids[i] AND status = ANY(froms[i])`,
+//!   which also rewrites the status at the end of the stored JSON. Each
+//!   item's row says what became of it: its change number, name and
+//!   category when it moved; otherwise the status that refused it, or
+//!   none (no such pet). A function, so that a batch is one statement
+//!   and one round trip, whatever its size, and the per-item statements
+//!   it runs read the latest rows (each takes a new snapshot, after the
+//!   counter's lock).
+//!
+//! A status changed by hand must set `last_change` too (the counter's
+//! next number, in the same transaction that takes it), or no copy sees
+//! it until its replica restarts.
 
 use petstore_core::name_rules;
 use tokio_postgres::Client;
@@ -39,11 +65,11 @@ use tokio_postgres::Client;
 use super::describe::describe;
 
 /// The schema version this binary writes and reads.
-pub const VERSION: i32 = 2;
+pub const VERSION: i32 = 3;
 
 /// Migration `i` takes the database from version `i` to `i + 1`.
 fn migrations() -> [String; VERSION as usize] {
-    [VERSION_1.to_owned(), version_2()]
+    [VERSION_1.to_owned(), version_2(), VERSION_3.to_owned()]
 }
 
 const VERSION_1: &str = r#"
@@ -62,6 +88,55 @@ CREATE TABLE petstore_pets (
 CREATE INDEX petstore_pets_available ON petstore_pets (id) WHERE status = 'available';
 CREATE INDEX petstore_pets_pending ON petstore_pets (id) WHERE status = 'pending';
 CREATE INDEX petstore_pets_sold ON petstore_pets (id) WHERE status = 'sold';
+"#;
+
+/// Status changes, numbered in commit order; see the module's notes.
+/// `froms[i]` is the statuses transition `i` needs, comma-separated.
+const VERSION_3: &str = r#"
+CREATE TABLE petstore_changes (
+    only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    last_change bigint NOT NULL CHECK (last_change >= 0)
+);
+INSERT INTO petstore_changes (last_change) VALUES (0);
+ALTER TABLE petstore_pets
+    ADD COLUMN last_change bigint NOT NULL DEFAULT 0 CHECK (last_change >= 0);
+CREATE INDEX petstore_pets_changed ON petstore_pets (last_change) WHERE last_change > 0;
+CREATE FUNCTION petstore_transition(ids bigint[], tos text[], froms text[])
+RETURNS TABLE (item integer, change bigint, pet_name text, pet_category bigint, pet_status text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    base bigint;
+    last bigint;
+BEGIN
+    -- The counter first: every status writer waits here, so the rows
+    -- read below are the latest and the numbers commit in order.
+    SELECT c.last_change INTO base FROM petstore_changes c FOR UPDATE;
+    last := base;
+    FOR i IN 1 .. coalesce(array_length(ids, 1), 0) LOOP
+        item := i;
+        UPDATE petstore_pets p
+        SET status = tos[i],
+            last_change = last + 1,
+            json = regexp_replace(p.json, '"status":"[a-z]+"}$', '"status":"' || tos[i] || '"}')
+        WHERE p.id = ids[i] AND p.status = ANY (string_to_array(froms[i], ','))
+        RETURNING p.last_change, p.name, p.category_id, p.status
+        INTO change, pet_name, pet_category, pet_status;
+        IF FOUND THEN
+            last := last + 1;
+        ELSE
+            change := NULL;
+            pet_name := NULL;
+            pet_category := NULL;
+            SELECT p.status INTO pet_status FROM petstore_pets p WHERE p.id = ids[i];
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+    IF last > base THEN
+        UPDATE petstore_changes SET last_change = last;
+        PERFORM pg_notify('petstore_pets', 'change ' || last);
+    END IF;
+END
+$$;
 "#;
 
 /// The name's characters as the core checks them.

@@ -13,13 +13,16 @@ pub enum Op {
     Commit,
     /// A query of new pets.
     Tail,
-    /// A create refused because the committer's queue was full.
+    /// A create or a transition refused because its committer's queue
+    /// was full.
     Queue,
+    /// A batch of transitions' transaction.
+    Transition,
 }
 
 impl Op {
     /// Every operation, as the metrics label them.
-    pub const ALL: [Op; 3] = [Op::Commit, Op::Tail, Op::Queue];
+    pub const ALL: [Op; 4] = [Op::Commit, Op::Tail, Op::Queue, Op::Transition];
 
     /// The label.
     pub fn label(self) -> &'static str {
@@ -27,6 +30,7 @@ impl Op {
             Op::Commit => "commit",
             Op::Tail => "tail",
             Op::Queue => "queue_full",
+            Op::Transition => "transition",
         }
     }
 }
@@ -40,7 +44,12 @@ pub struct PostgresStats {
     pub tail: Histogram,
     /// Creates per transaction.
     pub batch: Histogram,
-    errors: [AtomicU64; 3],
+    /// Time of each batch of transitions' transaction, connection
+    /// included.
+    pub transition: Histogram,
+    /// Transitions per transaction.
+    pub transition_batch: Histogram,
+    errors: [AtomicU64; 4],
 }
 
 impl Default for PostgresStats {
@@ -49,6 +58,8 @@ impl Default for PostgresStats {
             commit: Histogram::seconds(&SECONDS_BUCKETS),
             tail: Histogram::seconds(&SECONDS_BUCKETS),
             batch: Histogram::counts(&BATCH_BUCKETS),
+            transition: Histogram::seconds(&SECONDS_BUCKETS),
+            transition_batch: Histogram::counts(&BATCH_BUCKETS),
             errors: Default::default(),
         }
     }
