@@ -20,7 +20,10 @@
 //! | `petstore_postgres_tail_duration_seconds` | histogram: one query of new pets for the read copy | |
 //! | `petstore_postgres_batch_size` | histogram (creates per transaction) | |
 //! | `petstore_postgres_copy_behind` | gauge: committed pets the read copy does not hold yet, as far as known | |
-//! | `petstore_postgres_errors` | counter | `op` (`commit`, `tail`, `queue_full`) |
+//! | `petstore_postgres_transition_duration_seconds` | histogram: one batch of transitions' transaction, connection included | |
+//! | `petstore_postgres_transition_batch_size` | histogram (transitions per transaction) | |
+//! | `petstore_postgres_copy_changes_behind` | gauge: committed status changes the read copy has not applied yet, as far as known | |
+//! | `petstore_postgres_errors` | counter | `op` (`commit`, `transition`, `tail`, `queue_full`) |
 //! | `petstore_build_info` | info: 1 | `version` |
 //! | `process_resident_memory_bytes`, `process_cpu_seconds_total`, `process_open_fds`, `process_start_time_seconds` | the usual process figures, unprefixed (`process.rs`) | |
 //!
