@@ -119,7 +119,7 @@ impl Traced {
         let mut strace = spawned.unwrap_or_else(|e| {
             panic!(
                 "cannot run strace ({e}): this test needs it to see the real fdatasync calls; \
-                 install it (apt-get install -y strace, as .ci/run does)"
+                 install it (apt-get install -y strace, as scripts/test does)"
             )
         });
         let (tx, rx) = std::sync::mpsc::channel();
