@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use petstore_core::{FsyncPolicy, Plan};
 
+use crate::http::DEFAULT_HSTS_MAX_AGE;
 use crate::telemetry::log::Format as LogFormat;
 
 /// The petstore HTTP/JSON server.
@@ -82,6 +83,13 @@ pub struct Cli {
         requires = "tls_cert"
     )]
     pub tls_key: Option<PathBuf>,
+
+    /// Seconds a browser is told to reach this server over HTTPS only
+    /// (`Strict-Transport-Security: max-age=…` on every TLS response;
+    /// never over plaintext). Default: two years; 0 sends none.
+    #[arg(long, env = "PETSTORE_HSTS_MAX_AGE", value_name = "SECONDS",
+          default_value_t = DEFAULT_HSTS_MAX_AGE)]
+    pub hsts_max_age: u64,
 
     /// Log lines as `text` (`TIME LEVEL message`) or `json` (one object per
     /// line with `ts`, `level`, `msg`; access-log lines too, with their
