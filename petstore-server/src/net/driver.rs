@@ -213,7 +213,7 @@ async fn drive(
             Some(body) => Box::pin(read_body(asked.declared, body, asked.body_timeout)).await,
             None => BodyRead::Complete(Bytes::new()),
         };
-        let read_to_the_end = matches!(body, BodyRead::Complete(_));
+        let read_to_the_end = matches!(body, BodyRead::Complete(_) | BodyRead::Trailers);
         let route = admitted.route();
         let (response, served) = match finish(connection, (method, route), admitted, body) {
             Finished::Answered(response, served) => (response, served),
@@ -450,6 +450,9 @@ async fn read_body(declared: Option<u64>, body: Incoming, timeout: Duration) -> 
     }
     match tokio::time::timeout(timeout, Limited::new(body, MAX_BODY).collect()).await {
         Err(_) => BodyRead::TimedOut(timeout),
+        // Refused whole rather than the trailers dropped: the request as
+        // the client meant it is not the one its head and data say.
+        Ok(Ok(collected)) if collected.trailers().is_some() => BodyRead::Trailers,
         Ok(Ok(collected)) => BodyRead::Complete(collected.to_bytes()),
         Ok(Err(e)) if e.is::<LengthLimitError>() => BodyRead::TooLarge,
         Ok(Err(_)) => BodyRead::Broken,
