@@ -313,6 +313,9 @@ mod tests {
         assert!(Cli::try_parse_from(["petstore-server", "--header-timeout", "0"]).is_err());
         assert_eq!(cli.fsync, FsyncPolicy::Always);
         assert!(cli.metrics && !cli.access_log);
+        assert_eq!(cli.hsts_max_age, 63_072_000);
+        let hsts = Cli::try_parse_from(["petstore-server", "--hsts-max-age", "0"]).unwrap();
+        assert_eq!(hsts.hsts_max_age, 0);
         let quiet =
             Cli::try_parse_from(["petstore-server", "--metrics", "false", "--access-log"]).unwrap();
         assert!(!quiet.metrics && quiet.access_log);

@@ -135,3 +135,27 @@ impl Default for Api {
         Api::new(Options::default())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hsts_only_over_tls_and_not_when_0() {
+        let over = |tls, hsts_max_age| {
+            let api = Api::new(Options {
+                tls,
+                hsts_max_age,
+                ..Options::default()
+            });
+            api.hsts().map(|v| v.to_str().unwrap().to_owned())
+        };
+        assert_eq!(
+            over(true, DEFAULT_HSTS_MAX_AGE).as_deref(),
+            Some("max-age=63072000")
+        );
+        assert_eq!(over(true, 1).as_deref(), Some("max-age=1"));
+        assert_eq!(over(true, 0), None);
+        assert_eq!(over(false, DEFAULT_HSTS_MAX_AGE), None);
+    }
+}
