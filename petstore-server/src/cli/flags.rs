@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use petstore_core::{FsyncPolicy, Plan};
 
+use crate::http::DEFAULT_HSTS_MAX_AGE;
 use crate::telemetry::log::Format as LogFormat;
 
 /// The petstore HTTP/JSON server.
@@ -82,6 +83,13 @@ pub struct Cli {
         requires = "tls_cert"
     )]
     pub tls_key: Option<PathBuf>,
+
+    /// Seconds a browser is told to reach this server over HTTPS only
+    /// (`Strict-Transport-Security: max-age=…` on every TLS response;
+    /// never over plaintext). Default: two years; 0 sends none.
+    #[arg(long, env = "PETSTORE_HSTS_MAX_AGE", value_name = "SECONDS",
+          default_value_t = DEFAULT_HSTS_MAX_AGE)]
+    pub hsts_max_age: u64,
 
     /// Log lines as `text` (`TIME LEVEL message`) or `json` (one object per
     /// line with `ts`, `level`, `msg`; access-log lines too, with their
@@ -305,6 +313,9 @@ mod tests {
         assert!(Cli::try_parse_from(["petstore-server", "--header-timeout", "0"]).is_err());
         assert_eq!(cli.fsync, FsyncPolicy::Always);
         assert!(cli.metrics && !cli.access_log);
+        assert_eq!(cli.hsts_max_age, 63_072_000);
+        let hsts = Cli::try_parse_from(["petstore-server", "--hsts-max-age", "0"]).unwrap();
+        assert_eq!(hsts.hsts_max_age, 0);
         let quiet =
             Cli::try_parse_from(["petstore-server", "--metrics", "false", "--access-log"]).unwrap();
         assert!(!quiet.metrics && quiet.access_log);

@@ -85,6 +85,7 @@ pub(super) async fn serve(cli: Cli) -> Result<(), String> {
             Role::All
         },
         tls: tls.is_some(),
+        hsts_max_age: cli.hsts_max_age,
     };
     let admin = match admin_listener {
         Some(listener) => {

@@ -208,9 +208,9 @@ pub fn admit(connection: &Connection, head: Head<'_>, now: Timestamp) -> Admissi
         route: route.map_or(UNKNOWN, Route::template),
         ..Served::default()
     };
-    let (hosts, authorization) = host_and_authorization(head.headers);
+    let (hosts, authorization, padded) = host_and_authorization(head.headers);
     let origin = Origin::of(&api.options.cors_origins, head.headers);
-    if let Err(error) = framing(head, hosts) {
+    if let Err(error) = framing(head, hosts, padded) {
         return answered(connection, &origin, error.to_response(), served);
     }
     let Some(route) = route else {
@@ -272,32 +272,63 @@ fn answered(
 }
 
 /// How many `Host` headers the request has (0, 1, or 2 for more than
-/// one), and its `Authorization`, in one pass over its headers.
+/// one), its `Authorization`, and the name of the first of the two whose
+/// value starts or ends with whitespace, in one pass over its headers.
 ///
 /// Why one pass and not two lookups: a lookup by name hashes the name and
 /// probes the map, each time (`scripts/profile` shows it), while a
 /// request's head holds a handful of headers whose names compare as
 /// small integers. The pass is
 /// bounded by hyper's cap on the number of headers (100).
-fn host_and_authorization(headers: &HeaderMap) -> (u8, Authorization<'_>) {
+fn host_and_authorization(headers: &HeaderMap) -> (u8, Authorization<'_>, Option<&'static str>) {
     let mut hosts = 0u8;
     let mut authorization = Authorization::Missing;
+    let mut padded = None;
     for (name, value) in headers {
         if name == HOST {
             hosts = hosts.saturating_add(1).min(2);
+            if is_padded(value) {
+                padded = padded.or(Some("Host"));
+            }
         } else if name == AUTHORIZATION {
             authorization = authorization.and(value.as_bytes());
+            if is_padded(value) {
+                padded = padded.or(Some("Authorization"));
+            }
         }
     }
-    (hosts, authorization)
+    (hosts, authorization, padded)
+}
+
+/// Whether `value` starts or ends with a space or a tab: a malformed
+/// field over HTTP/2 (RFC 9113 section 8.2.1), which, unlike HTTP/1.1's
+/// parser, hands the value over as sent. Its first and last byte only.
+fn is_padded(value: &HeaderValue) -> bool {
+    let bytes = value.as_bytes();
+    let blank = |b: Option<&u8>| matches!(b, Some(b' ' | b'\t'));
+    blank(bytes.first()) || blank(bytes.last())
+}
+
+/// The refusal of an HTTP/2 request whose `name` header's value is
+/// padded ([`is_padded`]).
+fn padded_refusal(name: &str) -> ApiError {
+    ApiError::InvalidHeader(format!(
+        "the {name} header's value starts or ends with whitespace, which HTTP/2 does not allow"
+    ))
 }
 
 /// The framing rules of HTTP/1.1 that hyper leaves to the application:
 /// exactly one `Host` (RFC 9112 section 3.2; docs/contract.md, "HTTP"), and no
 /// transfer coding but `chunked` (section 6.1: hyper decodes the chunks
-/// of `gzip, chunked` and would hand over gzip bytes as the body).
-/// `hosts` is the request's number of `Host` headers (2 for more).
-fn framing(head: Head<'_>, hosts: u8) -> Result<(), ApiError> {
+/// of `gzip, chunked` and would hand over gzip bytes as the body). And
+/// of HTTP/2, no `Host` or `Authorization` value with whitespace around
+/// it (the h2 crate leaves that to the application).
+/// `hosts` is the request's number of `Host` headers (2 for more);
+/// `padded` the first of those two headers whose value is padded.
+fn framing(head: Head<'_>, hosts: u8, padded: Option<&str>) -> Result<(), ApiError> {
+    if let Some(name) = padded.filter(|_| head.version == Version::HTTP_2) {
+        return Err(padded_refusal(name));
+    }
     if head.version == Version::HTTP_11 && hosts != 1 {
         return Err(ApiError::InvalidHeader(format!(
             "an HTTP/1.1 request needs exactly one Host header, and this one has {}",
@@ -447,7 +478,7 @@ fn check(head: Head<'_>, op: Operation) -> Result<Checked, ApiError> {
         Operation::ListPets => Ok(Checked::ListPets(query_string::list_query(query)?)),
         Operation::CreatePet => {
             query_string::expect_none(query)?;
-            content_type(head.headers, head.body_empty)?;
+            content_type(head, head.body_empty)?;
             within_cap(head.headers)?;
             Ok(Checked::CreatePet)
         }
@@ -463,7 +494,7 @@ fn check(head: Head<'_>, op: Operation) -> Result<Checked, ApiError> {
             // Its body is optional: the headers of one that is not there
             // describe nothing, and are not held against the request.
             if !head.body_empty {
-                content_type(head.headers, false)?;
+                content_type(head, false)?;
                 within_cap(head.headers)?;
             }
             Ok(Checked::Transition(id, transition))
@@ -534,8 +565,13 @@ fn authorize(
 /// 415 first (docs/http.md, "Routing and order of checks"): a body of the wrong type is
 /// refused whatever its size or pace, before it is read. Without a
 /// Content-Type, a body that is known to be empty is simply missing (400).
-fn content_type(request: &HeaderMap, body_empty: bool) -> Result<(), ApiError> {
-    match request.get(CONTENT_TYPE) {
+/// Over HTTP/2, a value with whitespace around it is malformed (400,
+/// [`is_padded`]); HTTP/1.1's parser has already trimmed it.
+fn content_type(head: Head<'_>, body_empty: bool) -> Result<(), ApiError> {
+    match head.headers.get(CONTENT_TYPE) {
+        Some(value) if head.version == Version::HTTP_2 && is_padded(value) => {
+            Err(padded_refusal("Content-Type"))
+        }
         Some(value) if is_json(value) => Ok(()),
         Some(value) => Err(ApiError::UnsupportedMediaType(format!(
             "Content-Type must be application/json, got {:?}",
@@ -570,6 +606,16 @@ fn is_json(value: &HeaderValue) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn padded_is_whitespace_at_either_end_only() {
+        for v in [" a", "a ", "\ta", "a\t", " ", "\t"] {
+            assert!(is_padded(&HeaderValue::from_static(v)), "{v:?}");
+        }
+        for v in ["", "a", "a b", "Bearer x", "a\tb"] {
+            assert!(!is_padded(&HeaderValue::from_static(v)), "{v:?}");
+        }
+    }
 
     #[test]
     fn content_types() {

@@ -17,6 +17,12 @@ pub enum BodyRead {
     /// Did not arrive within the body timeout, which is given (the 408
     /// says it).
     TimedOut(Duration),
+    /// The body ended with a trailer section (HTTP/1.1 chunked trailer
+    /// fields, an HTTP/2 HEADERS frame after the data, even an empty
+    /// one): no operation takes trailers, and a field there (an HTTP/2
+    /// pseudo-header among them, which makes the request malformed) may
+    /// say something the request's head did not.
+    Trailers,
     /// The connection broke or the framing was invalid.
     Broken,
 }

@@ -240,11 +240,15 @@ fn complete(body: BodyRead) -> Result<Bytes, ApiError> {
         BodyRead::Complete(bytes) => Ok(bytes),
         BodyRead::TooLarge => Err(ApiError::PayloadTooLarge(MAX_BODY)),
         BodyRead::TimedOut(after) => Err(ApiError::RequestTimeout(after.as_secs())),
+        BodyRead::Trailers => Err(ApiError::InvalidBody(TRAILERS.into())),
         BodyRead::Broken => Err(ApiError::InvalidBody(
             "the request body could not be read".into(),
         )),
     }
 }
+
+/// The refusal of a body that ended with trailer fields.
+const TRAILERS: &str = "the request ends with trailer fields, and no operation takes any";
 
 /// The validated pet of a create's body.
 fn new_pet(body: BodyRead) -> Result<NewPet, ApiError> {
@@ -313,6 +317,7 @@ fn no_body(body: &BodyRead) -> Result<(), ApiError> {
     match body {
         BodyRead::Complete(bytes) if bytes.is_empty() => Ok(()),
         BodyRead::TooLarge => Err(ApiError::PayloadTooLarge(MAX_BODY)),
+        BodyRead::Trailers => Err(ApiError::InvalidBody(TRAILERS.into())),
         _ => Err(ApiError::InvalidBody(
             "this operation takes no request body".into(),
         )),

@@ -53,7 +53,7 @@ mod tests;
 pub use admit::{
     admit, admit_decided, declared_length, Admission, Admitted, Decided, Head, Pending, Served,
 };
-pub use api::{Api, Options, Role};
+pub use api::{Api, Options, Role, DEFAULT_HSTS_MAX_AGE};
 pub use body::{BodyRead, MAX_BODY};
 pub use connection::Connection;
 pub use error::{ApiError, HttpResponse};

@@ -173,6 +173,29 @@ fn unsupported_media_type_comes_before_size_and_time() {
 }
 
 #[test]
+fn a_body_that_ends_with_trailers_is_invalid_and_changes_nothing() {
+    let s = state();
+    let created = call(&s, "POST", "/v1/pets", r#"{"name":"Rex","categoryId":2}"#);
+    assert_eq!(created.status(), StatusCode::CREATED);
+    let json = [
+        ("authorization", "Bearer test-key"),
+        ("content-type", "application/json"),
+    ];
+    for path in ["/v1/pets", "/v1/pets/1/reserve", "/v1/pets/1/sell"] {
+        let (r, _) = respond(&s, &request("POST", path, &json), BodyRead::Trailers);
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{path}");
+    }
+    let (r, _) = respond(&s, &request("GET", "/v1/pets", &json), BodyRead::Trailers);
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(s.state.inventory.len(), 1);
+    let pet = s.state.inventory.get(petstore_core::PetId::new(1).unwrap());
+    assert_eq!(
+        pet.map(|p| p.status()),
+        Some(petstore_core::PetStatus::Available)
+    );
+}
+
+#[test]
 fn transitions_route_by_their_last_segment_and_answer_in_memory() {
     let s = state();
     let created = call(&s, "POST", "/v1/pets", r#"{"name":"Rex","categoryId":2}"#);

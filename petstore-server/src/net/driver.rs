@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::{Body as _, Bytes, Incoming};
-use hyper::header::{HeaderValue, CONNECTION};
+use hyper::header::{HeaderValue, CONNECTION, STRICT_TRANSPORT_SECURITY};
 use hyper::{Method, Request, Version};
 use petstore_core::{Clock as _, Decision, Timestamp};
 
@@ -213,7 +213,7 @@ async fn drive(
             Some(body) => Box::pin(read_body(asked.declared, body, asked.body_timeout)).await,
             None => BodyRead::Complete(Bytes::new()),
         };
-        let read_to_the_end = matches!(body, BodyRead::Complete(_));
+        let read_to_the_end = matches!(body, BodyRead::Complete(_) | BodyRead::Trailers);
         let route = admitted.route();
         let (response, served) = match finish(connection, (method, route), admitted, body) {
             Finished::Answered(response, served) => (response, served),
@@ -235,7 +235,8 @@ async fn drive(
 
 /// Makes a request's `response` the last on its connection when it must
 /// be (a body left on the connection: not `read_to_the_end`, as for a
-/// refusal before it was read; or the server draining), and records it.
+/// refusal before it was read; or the server draining), adds the
+/// listener's `Strict-Transport-Security` (TLS only), and records it.
 /// Every answer passes here, whether at once or after a wait. By
 /// reference: a response is 144 bytes, and each move of it in and out
 /// was a `memcpy` (`scripts/profile`).
@@ -250,6 +251,13 @@ fn answered(
 ) {
     if (!read_to_the_end && version != Version::HTTP_2) || connection.state.is_draining() {
         close(response);
+    }
+    // The listener's one value, made at start-up (`Api::hsts`): a clone
+    // of a static header value, no formatting.
+    if let Some(hsts) = connection.api.hsts() {
+        response
+            .headers_mut()
+            .insert(STRICT_TRANSPORT_SECURITY, hsts.clone());
     }
     record(connection, version, method, response, served, started);
 }
@@ -442,6 +450,9 @@ async fn read_body(declared: Option<u64>, body: Incoming, timeout: Duration) -> 
     }
     match tokio::time::timeout(timeout, Limited::new(body, MAX_BODY).collect()).await {
         Err(_) => BodyRead::TimedOut(timeout),
+        // Refused whole rather than the trailers dropped: the request as
+        // the client meant it is not the one its head and data say.
+        Ok(Ok(collected)) if collected.trailers().is_some() => BodyRead::Trailers,
         Ok(Ok(collected)) => BodyRead::Complete(collected.to_bytes()),
         Ok(Err(e)) if e.is::<LengthLimitError>() => BodyRead::TooLarge,
         Ok(Err(_)) => BodyRead::Broken,

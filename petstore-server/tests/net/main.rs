@@ -4,9 +4,12 @@
 //!
 //! | file | tests |
 //! |---|---|
+//! | `h2_deviations.rs` | HTTP/2: the h2 crate's error codes that differ from the RFCs', pinned until an upgrade fixes them |
 //! | `h2_limits.rs` | HTTP/2: idle and preface timeouts, flow control, rapid reset, CONTINUATION flood, stream and header bounds |
+//! | `h2_malformed.rs` | requests that end with trailers (HTTP/1.1 and HTTP/2), HTTP/2 header values with whitespace around them |
 //! | `hostile_clients.rs` | clients that never read, a reconnecting slowloris, idle keep-alive connections |
 //! | `proxy_protocol.rs` | `--proxy-protocol`: silent connections and one header timeout for the PROXY header and the head |
+//! | `raw_h2.rs` | (harness) HTTP/2 frames written and read by hand |
 //!
 //! One test binary for the area, so that the shared harness (`../common`)
 //! is compiled once for all of it. Each test runs its own server and the
@@ -19,6 +22,9 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod h2_deviations;
 mod h2_limits;
+mod h2_malformed;
 mod hostile_clients;
 mod proxy_protocol;
+mod raw_h2;

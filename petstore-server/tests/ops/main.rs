@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `admin_addr.rs` | `--admin-addr`: `/metrics` and `/healthz` on a second listener only |
 //! | `drain.rs` | SIGTERM with `--shutdown-delay`: drain, close the listener, finish, exit 0 |
+//! | `hsts.rs` | `Strict-Transport-Security` on TLS responses: the default, `--hsts-max-age`, none over plaintext |
 //! | `keys_file.rs` | a keys file that is a FIFO, too large, writable by others, or holds a key where it should not |
 //! | `lifecycle.rs` | the process's output, flags and environment, shutdown, connection-level limits |
 //! | `rolling_restart.rs` | two replicas restarted in turn behind HAProxy lose no request |
@@ -20,6 +21,7 @@ mod common;
 
 mod admin_addr;
 mod drain;
+mod hsts;
 mod keys_file;
 mod lifecycle;
 mod rolling_restart;
