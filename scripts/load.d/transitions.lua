@@ -20,9 +20,10 @@ end
 
 local ring = {}
 local pos = 0
--- wrk calls the first thread's request() once before the run, to check what it
--- returns, and never sends that request: that call must not step a pet,
--- or the pet's next request would be the wrong step (a 409 every run).
+-- wrk calls the first thread's request() once before the run, to check
+-- what it returns, and never sends that request: that call must not step
+-- a pet, or the pet's next request would be the wrong step (a 409 every
+-- run).
 local check_call = false
 local status = {}
 local reserve_req, release_req = {}, {}
