@@ -2,7 +2,12 @@
 """Helper of scripts/load (Python 3 standard library only).
 
 Subcommands:
-  seed BASE KEY N THREADS      POST N pets (a third of each status), keep-alive
+  seed BASE KEY N THREADS      POST N pets (a third of each status, or all
+                               of --status), keep-alive
+  statuses BASE KEY FIRST LAST OUT
+                               write `id status` lines of pets FIRST..LAST
+  background ...               paced transitions on pets spread over the
+                               whole inventory while a scenario runs
   journal PATH N               write a durable journal of N pets
   count BASE KEY AFTER         print how many pets have an id above AFTER
   drive BASE KEY METHOD PATH N send N requests on one keep-alive connection
@@ -47,7 +52,7 @@ def connect(base):
 
 def seed(args):
     """POST N pets over THREADS keep-alive connections; pet i (0-based) gets
-    status STATUSES[i % 3], so each status gets a third."""
+    status STATUSES[i % 3], so each status gets a third, or --status."""
     errors = []
     counter = {"done": 0}
     lock = threading.Lock()
@@ -61,7 +66,7 @@ def seed(args):
         for i in range(first, args.n, args.threads):
             body = json.dumps(
                 {"name": f"seed-{i + 1:06}", "categoryId": i % 10 + 1,
-                 "status": STATUSES[i % 3]},
+                 "status": args.status or STATUSES[i % 3]},
                 separators=(",", ":"))
             conn.request("POST", "/v1/pets", body=body, headers=headers)
             response = conn.getresponse()
@@ -195,6 +200,160 @@ def journal(args):
           f"{time.monotonic() - started:.1f} s")
 
 
+# --- transitions ------------------------------------------------------------
+
+def all_statuses(conn, key, first=1, last=None):
+    """{id: status} of the pets with ids FIRST..LAST (all when LAST is
+    None), paging the list with `after`."""
+    found = {}
+    after = first - 1
+    while True:
+        path = "/v1/pets?limit=100" + (f"&after={after}" if after > 0 else "")
+        conn.request("GET", path, headers={"Authorization": f"Bearer {key}"})
+        response = conn.getresponse()
+        body = response.read()
+        if response.status != 200:
+            raise SystemExit(f"GET {path}: {response.status}")
+        page = json.loads(body)
+        for pet in page:
+            if last is not None and pet["id"] > last:
+                return found
+            found[pet["id"]] = pet["status"]
+        if not page or response.getheader("Link") is None:
+            return found
+        after = page[-1]["id"]
+
+
+def statuses_cmd(args):
+    """The pets FIRST..LAST as `id status` lines, for transitions.lua to
+    start each run from the statuses the previous run left."""
+    found = all_statuses(connect(args.base), args.key, args.first, args.last)
+    missing = args.last - args.first + 1 - len(found)
+    if missing:
+        raise SystemExit(f"{missing} of the pets {args.first}..{args.last} are missing")
+    with open(args.out, "w", encoding="ascii") as f:
+        f.writelines(f"{pid} {status}\n" for pid, status in sorted(found.items()))
+
+
+# What a transition needs and leaves (the contract's table).
+NEXT_STATUS = {"reserve": "pending", "release": "available", "sell": "sold"}
+CONFLICT = re.compile(r"pet (\d+) is (available|pending|sold);")
+
+
+def background(args):
+    """Transitions at a paced RATE per second, on THREADS keep-alive
+    connections, until STOP_FILE appears or DURATION s have passed (it
+    stops by itself). Every pet of the inventory takes part: the statuses
+    are read first, thread t owns the pets whose position in id order is
+    t modulo THREADS (so no two requests race for a pet and nearly every
+    request is an allowed step), and each request picks one of its
+    pets uniformly, as a store's customers would: an available pet is
+    reserved, a pending one released, either sold with SELL_SHARE (sold is
+    final, so a small share keeps pets in play for the whole run).
+    Writes OUT: the totals, and the 200s per tenth of a second (Unix
+    time), from which the report takes the rate during each wrk run."""
+    import random
+
+    conn = connect(args.base)
+    state = all_statuses(conn, args.key)
+    conn.close()
+    ids = sorted(state)
+    if not ids:
+        raise SystemExit("no pets to drive")
+    owned = [[pid for pid in ids[t::args.threads] if state[pid] != "sold"]
+             for t in range(args.threads)]
+    lock = threading.Lock()
+    totals = {"ok": 0, "conflicts": 0, "other": 0, "errors": 0, "late": 0}
+    ok_by_tenth = {}
+    other_statuses = []
+    started = time.monotonic()
+    deadline = started + args.duration
+    interval = args.threads / args.rate
+
+    def stopped():
+        return time.monotonic() >= deadline or os.path.exists(args.stop_file)
+
+    def worker(t):
+        rng = random.Random(1000 + t)
+        mine = owned[t]
+        headers = {"Authorization": f"Bearer {args.key}"}
+        c = connect(args.base)
+        # Threads start a fraction of an interval apart: the requests
+        # spread over each interval rather than leaving together.
+        next_at = time.monotonic() + interval * t / args.threads
+        while mine and not stopped():
+            now = time.monotonic()
+            if next_at > now:
+                time.sleep(next_at - now)
+            elif now - next_at > 0.2:
+                # Far behind (the host was busy): catch up at most 0.2 s
+                # of requests, not a burst of everything missed.
+                with lock:
+                    totals["late"] += 1
+                next_at = now - 0.2
+            next_at += interval
+            k = rng.randrange(len(mine))
+            pid = mine[k]
+            status = state[pid]
+            if rng.random() < args.sell_share:
+                action = "sell"
+            else:
+                action = "reserve" if status == "available" else "release"
+            try:
+                c.request("POST", f"/v1/pets/{pid}/{action}", headers=headers)
+                response = c.getresponse()
+                body = response.read()
+            except (OSError, http.client.HTTPException):
+                c.close()
+                c = connect(args.base)
+                with lock:
+                    totals["errors"] += 1
+                continue
+            if response.status == 200:
+                state[pid] = NEXT_STATUS[action]
+                tenth = int(time.time() * 10)
+                with lock:
+                    totals["ok"] += 1
+                    ok_by_tenth[tenth] = ok_by_tenth.get(tenth, 0) + 1
+            elif response.status == 409:
+                m = CONFLICT.search(body.decode("utf-8", "replace"))
+                if m and int(m.group(1)) == pid:
+                    state[pid] = m.group(2)
+                with lock:
+                    totals["conflicts"] += 1
+            else:
+                with lock:
+                    totals["other"] += 1
+                    other_statuses.append(response.status)
+            if state[pid] == "sold":
+                mine[k] = mine[-1]
+                mine.pop()
+        c.close()
+
+    threads = [threading.Thread(target=worker, args=(t,), daemon=True)
+               for t in range(args.threads)]
+    for t in threads:
+        t.start()
+    with open(args.ready_file, "w", encoding="ascii") as f:
+        f.write("ready\n")
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - started
+    summary = dict(totals, rate=args.rate, secs=round(elapsed, 2),
+                   pets=len(ids), sell_share=args.sell_share,
+                   threads=args.threads,
+                   other_statuses=sorted(set(other_statuses)),
+                   ok_by_tenth=sorted(ok_by_tenth.items()))
+    with open(args.out, "w", encoding="utf-8") as f:
+        json.dump(summary, f)
+    print(f"background: {totals['ok']} transitions in {elapsed:.1f} s "
+          f"({totals['ok'] / elapsed:.0f}/s, target {args.rate:.0f}/s) over "
+          f"{len(ids)} pets; 409s {totals['conflicts']}, other statuses "
+          f"{totals['other']}, connection errors {totals['errors']}")
+    if totals["other"] or totals["errors"]:
+        sys.exit(3)
+
+
 # --- one wrk run ------------------------------------------------------------
 
 def record(args):
@@ -208,6 +367,8 @@ def record(args):
         "round": args.round, "log": args.log, "wrk_status": args.wrk_status,
         "kind": args.kind,
     }
+    if args.started is not None:
+        row.update(started=args.started, ended=args.ended)
     if stats is None or (args.kind != "wrk" and args.wrk_status != 0):
         row["missing"] = True
         row.update(requests=0, rps=0.0, p50_ms=0.0, p99_ms=0.0,
@@ -242,6 +403,14 @@ def record(args):
                    f"p99 {row['p99_ms']:7.2f} ms  "
                    f"cpu/100k {fmt(row['cpu_per_100k'], 2)} s  "
                    f"non-2xx {row['non2xx']}  socket errors {row['socket_errors']}")
+        # transitions.lua: 200s (transitions made), 409s and any other
+        # status, apart; wrk's own non-2xx count holds all but the 200s.
+        if "ok" in stats:
+            row.update(ok=stats["ok"], conflicts=stats["conflicts"],
+                       other_status=stats["other_status"],
+                       ok_per_s=stats["ok"] / secs if secs > 0 else 0.0)
+            summary += (f"  transitions {row['ok_per_s']:.0f}/s, "
+                        f"409s {row['conflicts']}, other {row['other_status']}")
     with open(args.results, "a", encoding="utf-8") as f:
         f.write(json.dumps(row) + "\n")
     print(f"{args.scenario:<13} c={args.conns:<4} {args.target:<8} "
@@ -427,6 +596,10 @@ SCENARIOS = {
     "post_durable": "POST /v1/pets (durable, fsync always)",
     "list_nometrics": "GET /v1/pets?limit=20, --metrics false",
     "list_accesslog": "GET /v1/pets?limit=20, --access-log",
+    "list_available": "GET /v1/pets?status=available&limit=20",
+    "list_tx": "GET /v1/pets?limit=20, 1,000 transitions/s beside",
+    "list_sold_tx": "GET /v1/pets?status=sold&limit=20, 1,000 transitions/s beside",
+    "list_available_tx": "GET /v1/pets?status=available&limit=20, 1,000 transitions/s beside",
     "mixed": "mixed (memory check)",
 }
 # scenario: (minimum req/s ratio, maximum p99 ratio or None)
@@ -436,6 +609,8 @@ TARGETS = {
     "get_id": (0.9, None),
     "post_mem": (0.7, None),
 }
+# The transitions' lists (LOAD_TRANSITIONS) are judged in their own
+# section, against targets of their own (TX_QUIET_MIN, TX_BUSY_MIN).
 # Steady-state RSS growth per added pet above this is called a leak: a pet
 # costs ~100 bytes (its JSON in the arena plus its index entries); the
 # margin covers allocator slack and vector growth.
@@ -477,7 +652,14 @@ def report(args):
             failures.append(f"{r['scenario']} c={r['conns']} {r['target']} "
                             f"round {r['round']}: wrk gave no result "
                             f"(exit {r['wrk_status']}, log {r['log']})")
-        elif r["non2xx"] or r["socket_errors"]:
+        elif "ok" in r and (r["other_status"] or r["socket_errors"] or not r["ok"]):
+            # Transitions: a 409 is an outcome, reported apart; any
+            # other status, or none made at all, is an error.
+            failures.append(f"{r['scenario']} c={r['conns']} {r['target']} "
+                            f"round {r['round']}: {r['ok']} transitions made, "
+                            f"{r['other_status']} statuses neither 200 nor 409, "
+                            f"{r['socket_errors']} socket errors")
+        elif "ok" not in r and (r["non2xx"] or r["socket_errors"]):
             failures.append(f"{r['scenario']} c={r['conns']} {r['target']} "
                             f"round {r['round']}: {r['non2xx']} non-2xx, "
                             f"{r['socket_errors']} socket errors "
@@ -559,6 +741,8 @@ def report(args):
                   f"| {' '.join(f'{x:.2f}' for x in gain)} |")
         print()
     replica_verdicts = replica_report(rows, args.batches, args.redis_batches)
+    tx_verdicts, tx_failures = transitions_report(rows, args.backgrounds)
+    failures += tx_failures
     # The cost of the observability features: the same list scenario on
     # servers that differ only in one flag, each as a ratio to its own
     # interleaved baseline runs.
@@ -588,6 +772,13 @@ def report(args):
         for name, verdict in replica_verdicts:
             if verdict != "MET":
                 print(f"- MISSED: {name}")
+
+    if tx_verdicts:
+        met = sum(1 for v in tx_verdicts if v[1] == "MET")
+        print(f"Transition targets (LOAD_TRANSITIONS): {met} of {len(tx_verdicts)} MET.")
+        for name, verdict in tx_verdicts:
+            if verdict != "MET":
+                print(f"- {verdict}: {name}")
 
     if args.memory and os.path.exists(args.memory):
         failures += memory_report(args.memory, args.memory_meta)
@@ -740,6 +931,127 @@ def replica_report(rows, batches_path=None, redis_batches_path=None):
     return verdicts
 
 
+# LOAD_TRANSITIONS: (quiet scenario, the same list under transitions).
+TX_LISTS = [("list", "list_tx"), ("list_sold", "list_sold_tx"),
+            ("list_available", "list_available_tx")]
+TX_QUIET_MIN, TX_BUSY_MIN, TX_DURABLE_MIN = 0.95, 0.8, 0.5
+# The background's pace counts as kept at this share of its rate.
+TX_PACE_KEPT = 0.9
+
+
+def background_rate(summary, run):
+    """The background's transitions per second during one wrk run: its
+    200s in the tenths of a second inside the run's window."""
+    if "started" not in run:
+        return None
+    lo, hi = run["started"] * 10, run["ended"] * 10
+    inside = sum(n for tenth, n in summary["ok_by_tenth"] if lo <= tenth < hi)
+    secs = run["ended"] - run["started"]
+    return inside / secs if secs > 0 else None
+
+
+def transitions_report(rows, backgrounds_dir):
+    """The Transitions section (LOAD_TRANSITIONS). Returns the verdicts
+    and the failures (a background client's statuses other than 200 and
+    409)."""
+    verdicts, failures = [], []
+    tx = [r for r in rows if r["target"] == "transitions"]
+    if not tx and not any(r["scenario"].endswith("_tx") for r in rows):
+        return verdicts, failures
+    print("### Transitions (LOAD_TRANSITIONS)")
+    print()
+    for c in sorted({r["conns"] for r in tx}):
+        post = by_round(rows, "post_durable", c, "server")
+        made = by_round(rows, "post_durable", c, "transitions")
+        # Transitions made (200s only) over the POST's req/s of the round.
+        per_round = [made[n]["ok_per_s"] / post[n]["rps"] for n in sorted(made)
+                     if n in post and post[n]["rps"]]
+        ratio = median(per_round)
+        verdict = "MET" if ratio is not None and ratio >= TX_DURABLE_MIN else "MISSED"
+        verdicts.append((f"durable transitions / durable POST, {c} connections", verdict))
+        conflicts = sum(r["conflicts"] for r in made.values())
+        requests = sum(r["requests"] for r in made.values())
+        print(f"Durable (`--data`, `--fsync always`), {c} connections, "
+              "transitions.lua against POST /v1/pets in the same rounds:")
+        print()
+        print("| round | durable POST req/s | transitions made/s (200s) | 409s | ratio |")
+        print("|---:|---:|---:|---:|---:|")
+        for n in sorted(made):
+            if n in post:
+                print(f"| {n} | {post[n]['rps']:.0f} | {made[n]['ok_per_s']:.0f} "
+                      f"| {made[n]['conflicts']} "
+                      f"| {made[n]['ok_per_s'] / post[n]['rps']:.2f} |")
+        print()
+        print(f"Median ratio **{fmt(ratio)}** (target >= {TX_DURABLE_MIN}): "
+              f"**{verdict}**. Conflicts: {conflicts:,} of {requests:,} "
+              "transition requests (each thread walks pets it owns; a 409 "
+              "writes nothing and is not counted as made). Transition "
+              f"p50/p99 {fmt(median([r['p50_ms'] for r in made.values()]))}/"
+              f"{fmt(median([r['p99_ms'] for r in made.values()]))} ms, "
+              f"POST {fmt(median([r['p50_ms'] for r in post.values()]))}/"
+              f"{fmt(median([r['p99_ms'] for r in post.values()]))} ms.")
+        print()
+
+    print("The lists on the in-memory server, without and with a background "
+          "client making transitions (medians of the rounds' ratios to the "
+          "ruler):")
+    print()
+    print("| list | conns | quiet / ruler | target | with transitions / ruler "
+          "| per-round | target | background 200s/s in the server runs |")
+    print("|---|---:|---:|---|---:|---|---|---|")
+    for quiet, busy in TX_LISTS:
+        for c in sorted({r["conns"] for r in rows if r["scenario"] == busy}):
+            q = median(paired(by_round(rows, quiet, c, "server"),
+                              by_round(rows, quiet, c, "baseline")))
+            srv = by_round(rows, busy, c, "server")
+            per_round = paired(srv, by_round(rows, busy, c, "baseline"))
+            b = median(per_round)
+            summary = None
+            path = os.path.join(backgrounds_dir or "", f"background-{busy}.json")
+            if backgrounds_dir and os.path.exists(path):
+                with open(path, encoding="utf-8") as f:
+                    summary = json.load(f)
+            rates = ([background_rate(summary, r) for r in srv.values()]
+                     if summary else [])
+            rates = [x for x in rates if x is not None]
+            paced = bool(rates) and min(rates) >= TX_PACE_KEPT * summary["rate"]
+            qv = "MET" if q is not None and q >= TX_QUIET_MIN else "MISSED"
+            bv = "MET" if b is not None and b >= TX_BUSY_MIN else "MISSED"
+            if not paced:
+                # Below pace, the figure would flatter the server.
+                bv = "NOT MEASURED (background below pace)"
+            verdicts.append((f"{SCENARIOS[quiet]} quiet, {c} connections", qv))
+            verdicts.append((f"{SCENARIOS[busy]}, {c} connections", bv))
+            print(f"| {SCENARIOS[quiet]} | {c} | {fmt(q)} | >= {TX_QUIET_MIN} **{qv}** "
+                  f"| {fmt(b)} | {' '.join(f'{x:.2f}' for x in per_round)} "
+                  f"| >= {TX_BUSY_MIN} **{bv}** "
+                  f"| {' '.join(f'{x:.0f}' for x in rates) or 'n/a'} |")
+    print()
+    for _, busy in TX_LISTS:
+        path = os.path.join(backgrounds_dir or "", f"background-{busy}.json")
+        if not backgrounds_dir or not os.path.exists(path):
+            continue
+        with open(path, encoding="utf-8") as f:
+            s = json.load(f)
+        print(f"- background of {busy}: {s['ok']:,} transitions made in "
+              f"{s['secs']:.0f} s ({s['ok'] / s['secs']:.0f}/s, paced at "
+              f"{s['rate']:.0f}/s over {s['threads']} connections) on "
+              f"{s['pets']:,} pets, {s['sell_share']:.0%} of them sells; "
+              f"409s {s['conflicts']}, other statuses {s['other']}, "
+              f"connection errors {s['errors']}, catch-ups {s['late']}")
+        if s["other"] or s["errors"]:
+            failures.append(f"background of {busy}: {s['other']} statuses "
+                            f"{s['other_statuses']}, {s['errors']} connection errors")
+    print()
+    print("The background client runs through the server's and the ruler's "
+          "runs alike (its CPU weighs on both); it reads every pet's status "
+          "first, and each of its connections owns an equal share of them "
+          "(every Nth in id order), picking one uniformly per request. Its rate in a server "
+          "run counts its 200s inside that run's window.")
+    print()
+    return verdicts, failures
+
+
 def memory_report(path, meta_path):
     failures = []
     with open(path, encoding="utf-8") as f:
@@ -816,6 +1128,7 @@ def main():
     s.add_argument("key")
     s.add_argument("n", type=int)
     s.add_argument("threads", type=int)
+    s.add_argument("--status", choices=STATUSES)
     s.set_defaults(func=seed)
 
     s = sub.add_parser("journal")
@@ -857,7 +1170,29 @@ def main():
     s.add_argument("--clk-tck", type=int, required=True)
     s.add_argument("--wrk-status", type=int, default=0)
     s.add_argument("--kind", choices=["wrk", "pgbench", "redis"], default="wrk")
+    s.add_argument("--started", type=float, help="the run's start, Unix time")
+    s.add_argument("--ended", type=float, help="the run's end, Unix time")
     s.set_defaults(func=record)
+
+    s = sub.add_parser("statuses")
+    s.add_argument("base")
+    s.add_argument("key")
+    s.add_argument("first", type=int)
+    s.add_argument("last", type=int)
+    s.add_argument("out")
+    s.set_defaults(func=statuses_cmd)
+
+    s = sub.add_parser("background")
+    s.add_argument("--base", required=True)
+    s.add_argument("--key", required=True)
+    s.add_argument("--rate", type=float, required=True)
+    s.add_argument("--threads", type=int, default=8)
+    s.add_argument("--sell-share", type=float, default=0.02)
+    s.add_argument("--duration", type=float, required=True)
+    s.add_argument("--ready-file", required=True)
+    s.add_argument("--stop-file", required=True)
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=background)
 
     s = sub.add_parser("evalsha")
     s.add_argument("monitor")
@@ -895,6 +1230,8 @@ def main():
                    help="replica + Redis: requests decided in Redis and calls (LOAD_REPLICAS)")
     s.add_argument("--memory")
     s.add_argument("--memory-meta")
+    s.add_argument("--backgrounds",
+                   help="the directory of background-*.json (LOAD_TRANSITIONS)")
     s.set_defaults(func=report)
 
     args = p.parse_args()
