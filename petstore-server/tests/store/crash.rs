@@ -127,6 +127,18 @@ fn missing(addr: &str, acknowledged: &[(u64, String)]) -> Vec<u64> {
         .collect()
 }
 
+/// A keys file in `root` with one enterprise key whose limits never
+/// bind: what is acknowledged is then decided by the crash alone.
+pub(super) fn unlimited_keys(root: &Path) -> std::path::PathBuf {
+    let keys = root.join("keys.json");
+    std::fs::write(
+        &keys,
+        format!(r#"{{"keys":[{{"name":"crash","key":"{KEY}","plan":"enterprise","perMinute":100000000,"perDay":100000000}}]}}"#),
+    )
+    .unwrap();
+    keys
+}
+
 /// A small xorshift generator seeded from the clock: random moments
 /// without a rand dependency. The seed is printed so a failure can be
 /// replayed.
@@ -148,12 +160,7 @@ pub(super) fn rng() -> impl FnMut() -> u64 {
 #[test]
 fn kill_9_during_concurrent_creates_loses_no_acknowledged_pet() {
     let root = TempDir::new();
-    let keys = root.join("keys.json");
-    std::fs::write(
-        &keys,
-        format!(r#"{{"keys":[{{"name":"crash","key":"{KEY}","plan":"enterprise","perMinute":100000000,"perDay":100000000}}]}}"#),
-    )
-    .unwrap();
+    let keys = unlimited_keys(&root);
     let data = root.join("data");
     let mut random = rng();
     let acknowledged: Arc<Mutex<Vec<(u64, String)>>> = Arc::default();

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::crash::{exchange, post, rng, start, KEY};
+use super::crash::{exchange, post, rng, start, unlimited_keys, KEY};
 use crate::common::TempDir;
 
 const WRITERS: u64 = 8;
@@ -86,12 +86,7 @@ fn next_move(status: &str, sell: bool) -> Option<(&'static str, &'static str)> {
 #[test]
 fn kill_9_during_concurrent_transitions_loses_no_acknowledged_change() {
     let root = TempDir::new();
-    let keys = root.join("keys.json");
-    std::fs::write(
-        &keys,
-        format!(r#"{{"keys":[{{"name":"crash","key":"{KEY}","plan":"enterprise","perMinute":100000000,"perDay":100000000}}]}}"#),
-    )
-    .unwrap();
+    let keys = unlimited_keys(&root);
     let data = root.join("data");
     let mut random = rng();
 
