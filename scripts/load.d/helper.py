@@ -490,11 +490,13 @@ def metrics_values(base, key, names):
 
 
 def batches(args):
-    """Replica POST's creates and transactions so far."""
-    creates, transactions = metrics_values(
-        args.base, args.key,
-        ["petstore_postgres_batch_size_sum", "petstore_postgres_batch_size_count"])
-    print(f"{creates:.0f} {transactions:.0f}")
+    """A replica's creates (or, --transitions, transitions decided) and
+    the PostgreSQL transactions that wrote them, so far."""
+    name = ("petstore_postgres_transition_batch_size" if args.transitions
+            else "petstore_postgres_batch_size")
+    items, transactions = metrics_values(
+        args.base, args.key, [name + "_sum", name + "_count"])
+    print(f"{items:.0f} {transactions:.0f}")
 
 
 def redis_batches(args):
@@ -741,7 +743,8 @@ def report(args):
                   f"| {' '.join(f'{x:.2f}' for x in gain)} |")
         print()
     replica_verdicts = replica_report(rows, args.batches, args.redis_batches)
-    tx_verdicts, tx_failures = transitions_report(rows, args.backgrounds)
+    tx_verdicts, tx_failures = transitions_report(rows, args.backgrounds,
+                                                  args.tx_batches)
     failures += tx_failures
     # The cost of the observability features: the same list scenario on
     # servers that differ only in one flag, each as a ratio to its own
@@ -832,6 +835,8 @@ REPLICA_TARGETS = [
     ("post_mem", "server", "single node, POST /v1/pets, in memory"),
     ("post_mem", "durable", "single node, POST /v1/pets, durable, fsync always"),
     ("post_mem", "replica", "replica, POST /v1/pets (batched commits)"),
+    ("post_mem", "replica_tx", "replica, POST /v1/pets/{id}/reserve|release "
+     "(LOAD_TRANSITIONS; all statuses)"),
     ("post_mem", "pgbench", "pgbench, one create per transaction (tps)"),
 ]
 
@@ -950,13 +955,14 @@ def background_rate(summary, run):
     return inside / secs if secs > 0 else None
 
 
-def transitions_report(rows, backgrounds_dir):
+def transitions_report(rows, backgrounds_dir, tx_batches_path=None):
     """The Transitions section (LOAD_TRANSITIONS). Returns the verdicts
     and the failures (a background client's statuses other than 200 and
     409)."""
     verdicts, failures = [], []
     tx = [r for r in rows if r["target"] == "transitions"]
-    if not tx and not any(r["scenario"].endswith("_tx") for r in rows):
+    rtx = [r for r in rows if r["target"] == "replica_tx"]
+    if not tx and not rtx and not any(r["scenario"].endswith("_tx") for r in rows):
         return verdicts, failures
     print("### Transitions (LOAD_TRANSITIONS)")
     print()
@@ -992,6 +998,50 @@ def transitions_report(rows, backgrounds_dir):
               f"{fmt(median([r['p99_ms'] for r in post.values()]))} ms.")
         print()
 
+    for c in sorted({r["conns"] for r in rtx}):
+        post = by_round(rows, "post_mem", c, "replica")
+        made = by_round(rows, "post_mem", c, "replica_tx")
+        per_round = [made[n]["ok_per_s"] / post[n]["rps"] for n in sorted(made)
+                     if n in post and post[n]["rps"]]
+        ratio = median(per_round)
+        verdict = "MET" if ratio is not None and ratio >= TX_DURABLE_MIN else "MISSED"
+        verdicts.append((f"replica transitions / replica POST, {c} connections", verdict))
+        conflicts = sum(r["conflicts"] for r in made.values())
+        requests = sum(r["requests"] for r in made.values())
+        print(f"Replica (`--postgres`, the run's PostgreSQL), {c} connections, "
+              "transitions.lua against the replica's POST /v1/pets in the same "
+              "rounds (each transition decided in PostgreSQL, in the "
+              "committer's batches):")
+        print()
+        print("| round | replica POST req/s | transitions made/s (200s) | 409s | ratio |")
+        print("|---:|---:|---:|---:|---:|")
+        for n in sorted(made):
+            if n in post and post[n]["rps"]:
+                print(f"| {n} | {post[n]['rps']:.0f} | {made[n]['ok_per_s']:.0f} "
+                      f"| {made[n]['conflicts']} "
+                      f"| {made[n]['ok_per_s'] / post[n]['rps']:.2f} |")
+        print()
+        print(f"Median ratio **{fmt(ratio)}** (target >= {TX_DURABLE_MIN}): "
+              f"**{verdict}**. Conflicts: {conflicts:,} of {requests:,} "
+              "transition requests. Transition "
+              f"p50/p99 {fmt(median([r['p50_ms'] for r in made.values()]))}/"
+              f"{fmt(median([r['p99_ms'] for r in made.values()]))} ms, "
+              f"replica POST {fmt(median([r['p50_ms'] for r in post.values()]))}/"
+              f"{fmt(median([r['p99_ms'] for r in post.values()]))} ms.")
+        if tx_batches_path and os.path.exists(tx_batches_path):
+            with open(tx_batches_path, encoding="utf-8") as f:
+                b = json.load(f)
+            if b.get("transactions"):
+                print()
+                print(f"The replica's transition batches (its /metrics, "
+                      f"petstore_postgres_transition_batch_size, over the "
+                      f"{b['runs']} runs): {b['decided']:,} transitions decided in "
+                      f"{b['transactions']:,} transactions, "
+                      f"{b['decided'] / b['transactions']:.1f} per transaction.")
+        print()
+
+    if not any(r["scenario"].endswith("_tx") for r in rows):
+        return verdicts, failures
     print("The lists on the in-memory server, without and with a background "
           "client making transitions (medians of the rounds' ratios to the "
           "ruler):")
@@ -1201,6 +1251,7 @@ def main():
     s = sub.add_parser("batches")
     s.add_argument("base")
     s.add_argument("key")
+    s.add_argument("--transitions", action="store_true")
     s.set_defaults(func=batches)
 
     s = sub.add_parser("redis-batches")
@@ -1232,6 +1283,9 @@ def main():
     s.add_argument("--memory-meta")
     s.add_argument("--backgrounds",
                    help="the directory of background-*.json (LOAD_TRANSITIONS)")
+    s.add_argument("--tx-batches",
+                   help="the replica's transitions decided and transactions "
+                        "(LOAD_REPLICAS with LOAD_TRANSITIONS)")
     s.set_defaults(func=report)
 
     args = p.parse_args()

@@ -1,14 +1,15 @@
--- Durable transitions on pets the run owns: POST /v1/pets/{id}/reserve
--- and /release in turn (wrk ... -- FIRST LAST THREADS STATUSES). Thread
--- t of THREADS owns the ids FIRST+t, FIRST+t+THREADS, ... up to LAST and
--- walks them in a ring, so a pet comes round again only after its
--- thread has sent as many requests as it owns pets (far more than its
--- connections): its previous transition has been answered by then, and
--- nearly every request is an allowed step. A conflict counts for
--- nothing: only 200s are transitions made. STATUSES is a file of
--- `id status` lines (helper.py statuses): where the previous run left
--- each pet. A 409 names the pet's current status, which the next step
--- then starts from; a sold pet (final) leaves the ring.
+-- Transitions on pets the run owns (the durable server, or a replica):
+-- POST /v1/pets/{id}/reserve and /release in turn (wrk ... -- FIRST
+-- LAST THREADS STATUSES). Thread t of THREADS owns the ids FIRST+t,
+-- FIRST+t+THREADS, ... up to LAST and walks them in a ring, so a pet
+-- comes round again only after its thread has sent as many requests as
+-- it owns pets (far more than its connections): its previous transition
+-- has been answered by then, and nearly every request is an allowed
+-- step. A conflict counts for nothing: only 200s are transitions made.
+-- STATUSES is a file of `id status` lines (helper.py statuses): where
+-- the previous run left each pet. A 409 names the pet's current status,
+-- which the next step then starts from; a sold pet (final) leaves the
+-- ring.
 local threads = {}
 local next_index = 0
 
