@@ -2,7 +2,8 @@
 //! same runtime and connection settings as petstore-server
 //! ([`petstore_server::net::runtime`], [`petstore_server::net::serve`]),
 //! answering every request with one fixed, pre-encoded page of 20 pets and
-//! doing no other work. It is the physical limit the server is measured
+//! doing no other work but reading a request's body when it has one (as
+//! any server must). It is the physical limit the server is measured
 //! against, not a product. Through `serve` it speaks HTTP/2 with prior
 //! knowledge too, so it is also the ruler of `scripts/load-h2`.
 //!
