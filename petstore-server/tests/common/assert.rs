@@ -122,3 +122,12 @@ pub fn assert_has_ratelimit_headers(resp: &Response) {
         let _ = resp.single(h);
     }
 }
+
+/// The path of a `Link: <PATH>; rel="next"` header's target; panics on
+/// any other form.
+pub fn next_path(link: &str) -> String {
+    link.strip_prefix('<')
+        .and_then(|l| l.split_once(">; rel=\"next\""))
+        .map(|(url, _)| url.to_owned())
+        .unwrap_or_else(|| panic!("Link {link:?}"))
+}

@@ -143,11 +143,7 @@ fn list_is_ascending_with_default_limit_20_and_a_next_link() {
         seen.extend(ids);
         pages += 1;
         let Some(link) = link else { break };
-        let target = link
-            .strip_prefix('<')
-            .and_then(|l| l.split_once(">; rel=\"next\""))
-            .map(|(url, _)| url.to_owned())
-            .unwrap_or_else(|| panic!("Link {link:?}"));
+        let target = common::next_path(&link);
         assert_eq!(
             target,
             format!("/v1/pets?limit=7&after={}", seen.last().unwrap())

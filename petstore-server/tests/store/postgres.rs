@@ -66,11 +66,7 @@ fn all_ids(server: &Server) -> Vec<u64> {
         let (ids, link) = server.list_ids(&path);
         seen.extend(ids);
         let Some(link) = link else { return seen };
-        path = link
-            .strip_prefix('<')
-            .and_then(|l| l.split_once(">; rel=\"next\""))
-            .map(|(url, _)| url.to_owned())
-            .unwrap_or_else(|| panic!("Link {link:?}"));
+        path = common::next_path(&link);
     }
     panic!("more than 1000 pages");
 }

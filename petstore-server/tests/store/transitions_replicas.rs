@@ -59,11 +59,7 @@ fn listed_statuses(server: &Server) -> BTreeMap<u64, String> {
         let Some(link) = resp.header("link").map(str::to_owned) else {
             return seen;
         };
-        path = link
-            .strip_prefix('<')
-            .and_then(|l| l.split_once(">; rel=\"next\""))
-            .map(|(url, _)| url.to_owned())
-            .unwrap_or_else(|| panic!("Link {link:?}"));
+        path = common::next_path(&link);
     }
     panic!("more than 1000 pages");
 }
