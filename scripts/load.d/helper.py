@@ -955,6 +955,38 @@ def background_rate(summary, run):
     return inside / secs if secs > 0 else None
 
 
+def tx_against_post(rows, c, scenario, post_target, tx_target, post_label,
+                    latency_label, intro, why):
+    """Prints the table of transitions made (200s) a second against the
+    POST's req/s of the same rounds, and its median; returns the verdict
+    against TX_DURABLE_MIN. A durable server's and a replica's runs are
+    reported alike."""
+    post = by_round(rows, scenario, c, post_target)
+    made = by_round(rows, scenario, c, tx_target)
+    rounds = [n for n in sorted(made) if n in post and post[n]["rps"]]
+    ratio = median([made[n]["ok_per_s"] / post[n]["rps"] for n in rounds])
+    verdict = "MET" if ratio is not None and ratio >= TX_DURABLE_MIN else "MISSED"
+    conflicts = sum(r["conflicts"] for r in made.values())
+    requests = sum(r["requests"] for r in made.values())
+    print(intro)
+    print()
+    print(f"| round | {post_label} req/s | transitions made/s (200s) | 409s | ratio |")
+    print("|---:|---:|---:|---:|---:|")
+    for n in rounds:
+        print(f"| {n} | {post[n]['rps']:.0f} | {made[n]['ok_per_s']:.0f} "
+              f"| {made[n]['conflicts']} "
+              f"| {made[n]['ok_per_s'] / post[n]['rps']:.2f} |")
+    print()
+    print(f"Median ratio **{fmt(ratio)}** (target >= {TX_DURABLE_MIN}): "
+          f"**{verdict}**. Conflicts: {conflicts:,} of {requests:,} "
+          f"transition requests{why}. Transition "
+          f"p50/p99 {fmt(median([r['p50_ms'] for r in made.values()]))}/"
+          f"{fmt(median([r['p99_ms'] for r in made.values()]))} ms, "
+          f"{latency_label} {fmt(median([r['p50_ms'] for r in post.values()]))}/"
+          f"{fmt(median([r['p99_ms'] for r in post.values()]))} ms.")
+    return verdict
+
+
 def transitions_report(rows, backgrounds_dir, tx_batches_path=None):
     """The Transitions section (LOAD_TRANSITIONS). Returns the verdicts
     and the failures (a background client's statuses other than 200 and
@@ -967,67 +999,24 @@ def transitions_report(rows, backgrounds_dir, tx_batches_path=None):
     print("### Transitions (LOAD_TRANSITIONS)")
     print()
     for c in sorted({r["conns"] for r in tx}):
-        post = by_round(rows, "post_durable", c, "server")
-        made = by_round(rows, "post_durable", c, "transitions")
-        # Transitions made (200s only) over the POST's req/s of the round.
-        per_round = [made[n]["ok_per_s"] / post[n]["rps"] for n in sorted(made)
-                     if n in post and post[n]["rps"]]
-        ratio = median(per_round)
-        verdict = "MET" if ratio is not None and ratio >= TX_DURABLE_MIN else "MISSED"
+        verdict = tx_against_post(
+            rows, c, "post_durable", "server", "transitions", "durable POST", "POST",
+            f"Durable (`--data`, `--fsync always`), {c} connections, "
+            "transitions.lua against POST /v1/pets in the same rounds:",
+            " (each thread walks pets it owns; a 409 writes nothing and is "
+            "not counted as made)")
         verdicts.append((f"durable transitions / durable POST, {c} connections", verdict))
-        conflicts = sum(r["conflicts"] for r in made.values())
-        requests = sum(r["requests"] for r in made.values())
-        print(f"Durable (`--data`, `--fsync always`), {c} connections, "
-              "transitions.lua against POST /v1/pets in the same rounds:")
-        print()
-        print("| round | durable POST req/s | transitions made/s (200s) | 409s | ratio |")
-        print("|---:|---:|---:|---:|---:|")
-        for n in sorted(made):
-            if n in post:
-                print(f"| {n} | {post[n]['rps']:.0f} | {made[n]['ok_per_s']:.0f} "
-                      f"| {made[n]['conflicts']} "
-                      f"| {made[n]['ok_per_s'] / post[n]['rps']:.2f} |")
-        print()
-        print(f"Median ratio **{fmt(ratio)}** (target >= {TX_DURABLE_MIN}): "
-              f"**{verdict}**. Conflicts: {conflicts:,} of {requests:,} "
-              "transition requests (each thread walks pets it owns; a 409 "
-              "writes nothing and is not counted as made). Transition "
-              f"p50/p99 {fmt(median([r['p50_ms'] for r in made.values()]))}/"
-              f"{fmt(median([r['p99_ms'] for r in made.values()]))} ms, "
-              f"POST {fmt(median([r['p50_ms'] for r in post.values()]))}/"
-              f"{fmt(median([r['p99_ms'] for r in post.values()]))} ms.")
         print()
 
     for c in sorted({r["conns"] for r in rtx}):
-        post = by_round(rows, "post_mem", c, "replica")
-        made = by_round(rows, "post_mem", c, "replica_tx")
-        per_round = [made[n]["ok_per_s"] / post[n]["rps"] for n in sorted(made)
-                     if n in post and post[n]["rps"]]
-        ratio = median(per_round)
-        verdict = "MET" if ratio is not None and ratio >= TX_DURABLE_MIN else "MISSED"
+        verdict = tx_against_post(
+            rows, c, "post_mem", "replica", "replica_tx", "replica POST", "replica POST",
+            f"Replica (`--postgres`, the run's PostgreSQL), {c} connections, "
+            "transitions.lua against the replica's POST /v1/pets in the same "
+            "rounds (each transition decided in PostgreSQL, in the "
+            "committer's batches):",
+            "")
         verdicts.append((f"replica transitions / replica POST, {c} connections", verdict))
-        conflicts = sum(r["conflicts"] for r in made.values())
-        requests = sum(r["requests"] for r in made.values())
-        print(f"Replica (`--postgres`, the run's PostgreSQL), {c} connections, "
-              "transitions.lua against the replica's POST /v1/pets in the same "
-              "rounds (each transition decided in PostgreSQL, in the "
-              "committer's batches):")
-        print()
-        print("| round | replica POST req/s | transitions made/s (200s) | 409s | ratio |")
-        print("|---:|---:|---:|---:|---:|")
-        for n in sorted(made):
-            if n in post and post[n]["rps"]:
-                print(f"| {n} | {post[n]['rps']:.0f} | {made[n]['ok_per_s']:.0f} "
-                      f"| {made[n]['conflicts']} "
-                      f"| {made[n]['ok_per_s'] / post[n]['rps']:.2f} |")
-        print()
-        print(f"Median ratio **{fmt(ratio)}** (target >= {TX_DURABLE_MIN}): "
-              f"**{verdict}**. Conflicts: {conflicts:,} of {requests:,} "
-              "transition requests. Transition "
-              f"p50/p99 {fmt(median([r['p50_ms'] for r in made.values()]))}/"
-              f"{fmt(median([r['p99_ms'] for r in made.values()]))} ms, "
-              f"replica POST {fmt(median([r['p50_ms'] for r in post.values()]))}/"
-              f"{fmt(median([r['p99_ms'] for r in post.values()]))} ms.")
         if tx_batches_path and os.path.exists(tx_batches_path):
             with open(tx_batches_path, encoding="utf-8") as f:
                 b = json.load(f)
