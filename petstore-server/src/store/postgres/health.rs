@@ -1,11 +1,15 @@
 //! [`Health`]: whether PostgreSQL answers, and whether creates can
-//! succeed, each change logged once.
+//! succeed, each change logged once, naming the server (`connect.rs`):
+//! after a failover the server that failed and the one that answers are
+//! two hosts of one connection string.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::Mutex;
 
+use super::connect::Servers;
 use crate::{log_error, log_info};
 
 /// Up or down, with the cause logged once when it goes down and once when
@@ -13,8 +17,10 @@ use crate::{log_error, log_info};
 #[derive(Debug, Default)]
 pub(super) struct Health {
     down: AtomicBool,
-    /// Why and since when it is down.
+    /// Why, where and since when it is down.
     cause: Mutex<Option<(String, Instant)>>,
+    /// The hosts, and the server the pool's newest connection reached.
+    servers: Arc<Servers>,
     /// Why creates cannot succeed although PostgreSQL answers; cleared
     /// only by a create that commits (a successful read shows nothing).
     pub(super) stuck: Mutex<Option<String>>,
@@ -24,6 +30,13 @@ pub(super) struct Health {
 }
 
 impl Health {
+    pub(super) fn new(servers: Arc<Servers>) -> Health {
+        Health {
+            servers,
+            ..Health::default()
+        }
+    }
+
     pub(super) fn is_down(&self) -> bool {
         self.down.load(Ordering::Relaxed)
     }
@@ -31,11 +44,13 @@ impl Health {
     pub(super) fn down(&self, cause: &str) {
         let mut current = self.cause.lock();
         if current.is_none() {
+            let cause = format!("at {}: {cause}", self.servers.current());
             log_error!(
-                "PostgreSQL failed: {cause}. Creates answer 503, reads go on from this replica's copy, \
-                 /healthz answers 503; retrying with backoff"
+                "PostgreSQL failed {cause}. Creates answer 503, reads go on from this replica's copy, \
+                 /healthz answers 503; retrying with backoff (every host of {})",
+                self.servers.named()
             );
-            *current = Some((cause.to_owned(), Instant::now()));
+            *current = Some((cause, Instant::now()));
             self.down.store(true, Ordering::Relaxed);
         }
     }
@@ -46,8 +61,9 @@ impl Health {
         let mut stuck = self.stuck.lock();
         if stuck.as_deref() != Some(cause) {
             log_error!(
-                "PostgreSQL refuses every create: {cause}. Creates answer 503, reads go on, \
-                 /healthz answers 503, until a create commits again"
+                "PostgreSQL at {} refuses every create: {cause}. Creates answer 503, reads go on, \
+                 /healthz answers 503, until a create commits again",
+                self.servers.current()
             );
             *stuck = Some(cause.to_owned());
         }
@@ -94,9 +110,10 @@ impl Health {
         let mut current = self.cause.lock();
         match current.as_ref() {
             Some((_, since)) if started < *since => return,
-            Some((cause, _)) => {
-                log_info!("PostgreSQL answers again (it had failed: {cause}); creates work again")
-            }
+            Some((cause, _)) => log_info!(
+                "PostgreSQL answers again at {} (it had failed {cause}); creates work again",
+                self.servers.current()
+            ),
             None => {}
         }
         *current = None;
@@ -122,7 +139,7 @@ mod tests {
         health.down("connection refused");
         assert_eq!(
             health.cause.lock().as_ref().map(|(c, _)| c.as_str()),
-            Some("reset by peer")
+            Some("at localhost:5432/postgres: reset by peer")
         );
         health.up(Instant::now());
         assert!(!health.is_down());

@@ -42,6 +42,7 @@
 //! |---|---|
 //! | `mod.rs` | these notes, [`Postgres`] and what the seam reads of it |
 //! | `open.rs` | connecting, the pool, the start of the tasks ([`Postgres::open`]) |
+//! | `connect.rs` | the hosts of the connection string, and the server each new connection reached (for the log) |
 //! | `schema.rs` | the schema, created and migrated at start |
 //! | `write.rs` | the write path: a create queued, one transaction per batch |
 //! | `transition.rs` | the transition path: decided by PostgreSQL per batch, shown by the copy before its 200 |
@@ -50,6 +51,7 @@
 //! | `describe.rs` | PostgreSQL's errors as text, a failed connection thrown away |
 //! | `stats.rs`, `metrics.rs` | its counters and their `/metrics` |
 
+mod connect;
 mod copy;
 mod describe;
 mod health;

@@ -10,7 +10,9 @@ use std::time::Instant;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use petstore_core::Inventory;
 use tokio::sync::Notify;
-use tokio_postgres::{Config, NoTls};
+use tokio_postgres::Config;
+
+use super::connect::{Connector, Servers};
 
 use super::copy::load;
 use super::describe::{describe, pool_error};
@@ -34,7 +36,8 @@ pub enum PostgresOpenError {
     /// No connection could be made.
     #[error("cannot connect to PostgreSQL at {target}: {cause}")]
     Connect {
-        /// Host, port and database (never the password).
+        /// Every host with its port, and the database (never the
+        /// password).
         target: String,
         /// Why.
         cause: String,
@@ -57,10 +60,13 @@ impl Postgres {
         if config.get_application_name().is_none() {
             config.application_name("petstore-server");
         }
-        let target = target(&config);
-        let manager = Manager::from_config(
+        let servers = Arc::new(Servers::new(&config));
+        let target = tried(&config, &servers);
+        let manager = Manager::from_connect(
             config.clone(),
-            NoTls,
+            Connector {
+                servers: Arc::clone(&servers),
+            },
             ManagerConfig {
                 // A connection is checked with a query each time it is
                 // taken: one that died with a PostgreSQL restart is
@@ -86,7 +92,8 @@ impl Postgres {
         let was = schema::migrate(&mut client).await?;
         if was < schema::VERSION {
             log_info!(
-                "PostgreSQL {target}: schema migrated from version {was} to {}",
+                "PostgreSQL {}: schema migrated from version {was} to {}",
+                servers.current(),
                 schema::VERSION
             );
         }
@@ -96,7 +103,8 @@ impl Postgres {
         let started = Instant::now();
         let changes = load(&pool, &copy).await.map_err(PostgresOpenError::Load)?;
         log_info!(
-            "inventory: PostgreSQL {target}, {} pet(s) loaded into the read copy in {} ms",
+            "inventory: PostgreSQL {}, {} pet(s) loaded into the read copy in {} ms",
+            servers.current(),
             copy.len(),
             started.elapsed().as_millis()
         );
@@ -109,7 +117,7 @@ impl Postgres {
             pool,
             queue,
             transitions,
-            health: Health::default(),
+            health: Health::new(servers),
             stats: PostgresStats::default(),
             tail: tokio::sync::Mutex::new(()),
             tails_started: AtomicU64::new(0),
@@ -129,17 +137,16 @@ impl Postgres {
     }
 }
 
-/// `host:port/dbname`, for messages: never the password.
-fn target(config: &Config) -> String {
-    let host = match config.get_hosts().first() {
-        Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
-        Some(tokio_postgres::config::Host::Unix(p)) => p.display().to_string(),
-        None => "localhost".into(),
-    };
-    let port = config.get_ports().first().copied().unwrap_or(5432);
-    let db = config
-        .get_dbname()
-        .or(config.get_user())
-        .unwrap_or("postgres");
-    format!("{host}:{port}/{db}")
+/// Where a failed start tried, for its message: every host with its
+/// port, and the database (never the password). With several hosts,
+/// tokio-postgres tries each in turn and reports the last one's error.
+fn tried(config: &Config, servers: &Servers) -> String {
+    if config.get_hosts().len().max(config.get_hostaddrs().len()) > 1 {
+        format!(
+            "{} (each host in turn; the last one's error)",
+            servers.named()
+        )
+    } else {
+        servers.named().to_owned()
+    }
 }
