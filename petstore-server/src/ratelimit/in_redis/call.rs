@@ -6,12 +6,10 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::breaker::Shard;
-use super::breaker::BREAKER;
 use super::failure::Failure;
 use super::limits::RedisLimits;
 use super::part::Part;
 use super::script::{decode_call, state_arg, StateReply, Suffixed, CURRENT, TEXT};
-use crate::log_error;
 
 impl RedisLimits {
     /// One script call deciding `parts`; per part its [`StateReply`], or
@@ -95,12 +93,7 @@ impl RedisLimits {
                 None
             }
             Err(Failure::Unreachable(e)) => {
-                if self.inner.breakers.failed(shard) {
-                    log_error!(
-                        "Redis: {e}; each replica limits alone at the full plan (with a cluster, the keys of the shard that failed) until Redis answers (probing every {} s)",
-                        BREAKER.as_secs()
-                    );
-                }
+                self.unreachable(shard, e, "");
                 None
             }
         }

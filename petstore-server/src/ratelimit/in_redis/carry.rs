@@ -2,12 +2,10 @@
 //! over the form the previous version kept under the key's own tag, in
 //! another slot. [`RedisLimits::read_previous`] reads it (`carry.lua`).
 
-use super::breaker::BREAKER;
 use super::failure::Failure;
 use super::limits::RedisLimits;
 use super::part::Part;
 use super::script::{text_name, Previous};
-use crate::log_error;
 
 impl RedisLimits {
     /// Reads the previous form of each of `parts` (a cluster's states
@@ -71,12 +69,7 @@ impl RedisLimits {
                     &format!("its previous form could not be read: {why}"),
                 ),
                 Failure::Unreachable(e) => {
-                    if self.inner.breakers.failed(home) {
-                        log_error!(
-                            "Redis: {e} (reading a limiter state's previous form); the states it holds are limited by each replica alone until it answers (probing every {} s)",
-                            BREAKER.as_secs()
-                        );
-                    }
+                    self.unreachable(home, e, " (reading a limiter state's previous form)")
                 }
             }
         }
