@@ -3,6 +3,10 @@
 //! can stop it (`-m fast`, `-m immediate`), kill it with SIGKILL, and
 //! start it again; it is stopped and its directory removed on drop.
 //!
+//! A standby ([`Postgres::standby_of`]: `pg_basebackup -R` from a
+//! primary, streaming, synchronous once the primary requires it) can be
+//! promoted, for failover tests.
+//!
 //! PostgreSQL refuses to run as root: as root, its commands run as the
 //! `postgres` user (`runuser`), which owns the directory. Without the
 //! server binaries the test fails, naming what to install; it never skips.
@@ -248,6 +252,97 @@ impl Postgres {
     /// The directory (data, log, socket).
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+}
+
+impl Postgres {
+    /// A streaming standby of `primary`: `pg_basebackup -R` (which writes
+    /// `standby.signal` and `primary_conninfo`) into a directory of its
+    /// own, then started on a free port of its own; waits until the
+    /// primary sees it streaming. `pg_ctl promote` makes it a primary
+    /// ([`promote`](Self::promote)).
+    pub fn standby_of(primary: &Postgres) -> Postgres {
+        let dir = super::TempDir::new();
+        if primary.as_postgres_user {
+            let status = Command::new("chown")
+                .args(["postgres:postgres"])
+                .arg(&dir)
+                .status()
+                .unwrap();
+            assert!(status.success(), "chown of {} failed", dir.display());
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
+        let standby = Postgres {
+            bin: primary.bin.clone(),
+            dir,
+            port: super::free_port(),
+            as_postgres_user: primary.as_postgres_user,
+        };
+        let from_port = primary.port.to_string();
+        let out = standby.run(
+            "pg_basebackup",
+            &[
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &from_port,
+                "-U",
+                "postgres",
+                "-D",
+                &standby.data().display().to_string(),
+                "-R",
+                "-X",
+                "stream",
+                "--no-sync",
+            ],
+        );
+        assert!(out.status.success(), "pg_basebackup failed: {}", text(&out));
+        // The copied postgresql.conf names the primary's port and socket
+        // directory: the later lines win.
+        let conf_path = standby.data().join("postgresql.conf");
+        let mut all = std::fs::read_to_string(&conf_path).unwrap();
+        all.push_str(&format!(
+            "port = {}\nunix_socket_directories = '{}'\n",
+            standby.port,
+            standby.dir.display()
+        ));
+        std::fs::write(&conf_path, all).unwrap();
+        standby.start_again();
+        let streaming = super::wait_until(Duration::from_secs(60), || {
+            primary
+                .try_psql("SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'")
+                .is_ok_and(|n| n == "1")
+        });
+        assert!(streaming, "the standby never streamed from the primary");
+        standby
+    }
+
+    /// Makes every commit here wait until a standby has flushed it
+    /// (`synchronous_standby_names = '*'`, `synchronous_commit = on`),
+    /// and waits until the primary counts its standby as synchronous.
+    /// Set on this server only (`ALTER SYSTEM`, after the base backup):
+    /// a promoted standby that required a standby of its own would make
+    /// every commit wait for one that does not exist.
+    pub fn require_synchronous_standby(&self) {
+        self.psql("ALTER SYSTEM SET synchronous_standby_names = '*'");
+        self.psql("ALTER SYSTEM SET synchronous_commit = 'on'");
+        self.psql("SELECT pg_reload_conf()");
+        let sync = super::wait_until(Duration::from_secs(60), || {
+            self.try_psql("SELECT sync_state FROM pg_stat_replication")
+                .is_ok_and(|s| s == "sync")
+        });
+        assert!(sync, "the standby never became synchronous");
+    }
+
+    /// `pg_ctl promote -w`: the standby ends recovery and accepts writes.
+    pub fn promote(&self) {
+        let data = self.data().display().to_string();
+        let out = self.run("pg_ctl", &["-D", &data, "-w", "-t", "60", "promote"]);
+        assert!(
+            out.status.success(),
+            "pg_ctl promote failed: {}",
+            text(&out)
+        );
     }
 }
 

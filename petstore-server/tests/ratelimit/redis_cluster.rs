@@ -195,6 +195,20 @@ fn a_dead_master_sends_only_its_keys_to_each_replicas_own_limits_until_it_is_bac
         "after {rounds} rounds, the keys of the living masters were still not all shared \
          while the dead master's fell back"
     );
+    // The fallback's line names the real cause: the dead master cannot
+    // be reached, not the redirect to it that the cluster client gave up on.
+    let dead_node = format!("127.0.0.1:{}", cluster.nodes[0].port());
+    let named = format!("the cluster node {dead_node} cannot be reached (Connection refused");
+    let log = b.stderr_once_logged(&named);
+    for line in log
+        .lines()
+        .filter(|l| l.contains("each replica limits alone"))
+    {
+        assert!(
+            !line.contains("Redis: Moved"),
+            "a fallback line blames the redirect:\n{line}"
+        );
+    }
 
     // Back (same port, same nodes.conf): its keys are shared again once
     // the breaker lets a probe through.

@@ -9,6 +9,7 @@
 //! | `crash_transitions.rs` | kill -9 during concurrent transitions loses no acknowledged change |
 //! | `disk.rs` | a journal deleted or damaged, a second server, a full disk; `journal check`/`repair` |
 //! | `postgres.rs` | replicas on one PostgreSQL, its outages, a counter or rows it cannot use |
+//! | `postgres_failover.rs` | a primary killed, its synchronous standby promoted: nothing acknowledged lost, creates back, the log names the host |
 //! | `syscalls.rs` | under strace: every 201 follows an `fdatasync` of the journal |
 //! | `transitions_replicas.rs` | reserve, release, sell on two replicas: one winner, every copy shows every change, kill -9 |
 //!
@@ -25,5 +26,6 @@ mod crash;
 mod crash_transitions;
 mod disk;
 mod postgres;
+mod postgres_failover;
 mod syscalls;
 mod transitions_replicas;
