@@ -78,7 +78,7 @@ impl Postgres {
             .max_size(POOL_SIZE)
             .runtime(Runtime::Tokio1)
             .wait_timeout(Some(CONNECT_TIMEOUT))
-            .create_timeout(Some(CONNECT_TIMEOUT))
+            .create_timeout(Some(connecting(&config)))
             .recycle_timeout(Some(CONNECT_TIMEOUT))
             .build()
             .map_err(|e| PostgresOpenError::Connect {
@@ -137,6 +137,21 @@ impl Postgres {
     }
 }
 
+/// The bound on making one new connection: [`CONNECT_TIMEOUT`] per host
+/// named. tokio-postgres bounds each host's attempt by the config's
+/// connect timeout and then tries the next; a bound of one attempt
+/// for all would end at a first host that never answers (a machine
+/// gone, its packets dropped), and the second host, the one to fail over
+/// to, would never be tried.
+fn connecting(config: &Config) -> std::time::Duration {
+    let hosts = config
+        .get_hosts()
+        .len()
+        .max(config.get_hostaddrs().len())
+        .max(1);
+    CONNECT_TIMEOUT.saturating_mul(u32::try_from(hosts).unwrap_or(u32::MAX))
+}
+
 /// Where a failed start tried, for its message: every host with its
 /// port, and the database (never the password). With several hosts,
 /// tokio-postgres tries each in turn and reports the last one's error.
@@ -148,5 +163,18 @@ fn tried(config: &Config, servers: &Servers) -> String {
         )
     } else {
         servers.named().to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_connection_may_try_every_host_for_its_whole_connect_timeout() {
+        let two = Config::from_str("host=h1,h2 port=5432 target_session_attrs=read-write").unwrap();
+        assert_eq!(connecting(&two), CONNECT_TIMEOUT * 2);
+        let one = Config::from_str("postgresql://h1/db").unwrap();
+        assert_eq!(connecting(&one), CONNECT_TIMEOUT);
     }
 }
