@@ -278,6 +278,11 @@ impl Postgres {
             port: super::free_port(),
             as_postgres_user: primary.as_postgres_user,
         };
+        assert!(
+            primary.bin.join("pg_basebackup").is_file(),
+            "a standby needs pg_basebackup beside initdb in {} (Debian/Ubuntu: the postgresql-15 package)",
+            primary.bin.display()
+        );
         let from_port = primary.port.to_string();
         let out = standby.run(
             "pg_basebackup",
