@@ -125,7 +125,7 @@ impl RedisLimits {
 
     /// The collector of its metrics, for `/metrics`.
     pub fn collector(&self) -> Box<dyn Collector> {
-        Box::new(metrics::RedisCollector(self.stats()))
+        Box::new(metrics::RedisCollector(self.inner.clone()))
     }
 
     /// Decides one request of `charge` in Redis, or in this replica's own

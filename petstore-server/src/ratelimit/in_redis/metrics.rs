@@ -1,5 +1,5 @@
-//! The Redis limiter's own metrics: latency, decisions and fallbacks,
-//! registered with `/metrics` by the limiter itself.
+//! The Redis limiter's own metrics: latency, decisions, fallbacks and
+//! open breakers, registered with `/metrics` by the limiter itself.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -7,8 +7,10 @@ use std::sync::Arc;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
 use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 
+use super::limits::Inner;
 use crate::telemetry::histogram::Histogram;
 
 /// Redis latency and fallbacks, for `/metrics`.
@@ -55,13 +57,30 @@ impl RedisStats {
     }
 }
 
-/// Reads the Redis limiter's [`RedisStats`] at scrape time.
-#[derive(Debug)]
-pub struct RedisCollector(pub Arc<RedisStats>);
+/// Reads the Redis limiter's [`RedisStats`] and breakers at scrape time.
+pub(super) struct RedisCollector(pub(super) Arc<Inner>);
+
+impl std::fmt::Debug for RedisCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("RedisCollector")
+            .field(&self.0.stats)
+            .finish()
+    }
+}
 
 impl Collector for RedisCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let stats = &self.0;
+        let stats = &self.0.stats;
+        // A gauge, not the fallbacks' rate: it says the breaker is open
+        // even while no request arrives to fall back.
+        let open = ConstGauge::new(i64::try_from(self.0.breakers.open_count()).unwrap_or(i64::MAX));
+        let metric = encoder.encode_descriptor(
+            "redis_breakers_open",
+            "Shards (one Redis, or a cluster's hash slots) whose breaker is open: their limits are decided by this replica alone",
+            None,
+            open.metric_type(),
+        )?;
+        open.encode(metric)?;
         let fallbacks = ConstCounter::new(stats.fallbacks());
         let metric = encoder.encode_descriptor(
             "redis_fallbacks",
