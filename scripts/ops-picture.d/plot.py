@@ -4,7 +4,8 @@ run, and the throughput/latency curve of its phases.
 
     plot.py PROMETHEUS_URL DASHBOARD PHASES_JSON OUT_DASHBOARD_PNG OUT_CURVE_PNG
 
-PHASES_JSON: [{"connections": C, "start": unix s, "end": unix s}, ...].
+PHASES_JSON: [{"connections": C, "start": unix s, "end": unix s,
+"client_p50_ms": wrk's p50, "client_p99_ms": wrk's p99}, ...].
 The dashboard's variables are given their values over one server:
 `$instance` matches every instance, `$__rate_interval` is 5s (Grafana's
 rule with a 1 s scrape: four scrape intervals, and a little more).
@@ -110,7 +111,10 @@ def main():
     fig.savefig(out_dashboard, dpi=80)
 
     # The curve: per phase, the route's rate and percentiles over the
-    # phase (its first second left out), from the same metrics.
+    # phase (its first second left out), from the same metrics, beside
+    # wrk's own percentiles: the server's histogram times a request from
+    # its head to its response, so the queueing that grows with the
+    # connections shows only in what the client waited.
     route = f'route="{CURVE_ROUTE}"'
     rows = []
     for phase in phases:
@@ -125,19 +129,25 @@ def main():
                 f"histogram_quantile({q}, sum by (le) "
                 f"(rate(petstore_request_duration_seconds_bucket{{{route}}}[{window}])))"))
             row[f"p{int(q * 100)}_ms"] = float(got[0]["value"][1]) * 1000 if got else float("nan")
+        row["client_p50_ms"] = phase["client_p50_ms"]
+        row["client_p99_ms"] = phase["client_p99_ms"]
         rows.append(row)
-    print("connections  requests/s  p50 ms  p99 ms")
+    print("connections  requests/s  server p50 ms  server p99 ms  wrk p50 ms  wrk p99 ms")
     for r in rows:
-        print(f'{r["connections"]:>11}  {r["rps"]:>10.0f}  {r["p50_ms"]:>6.3f}  {r["p99_ms"]:>6.3f}')
+        print(f'{r["connections"]:>11}  {r["rps"]:>10.0f}  {r["p50_ms"]:>13.3f}  {r["p99_ms"]:>13.3f}'
+              f'  {r["client_p50_ms"]:>10.3f}  {r["client_p99_ms"]:>10.3f}')
     fig, ax = plt.subplots(figsize=(7, 4.5))
     xs = [r["rps"] for r in rows]
-    for key, name in (("p50_ms", "p50"), ("p99_ms", "p99")):
-        ax.plot(xs, [r[key] for r in rows], marker="o", label=name)
+    for key, name, style in (("client_p50_ms", "p50, client (wrk)", "o-"),
+                             ("client_p99_ms", "p99, client (wrk)", "o-"),
+                             ("p50_ms", "p50, server (histogram)", "s--"),
+                             ("p99_ms", "p99, server (histogram)", "s--")):
+        ax.plot(xs, [r[key] for r in rows], style, label=name)
     for r in rows:
-        ax.annotate(f'{r["connections"]}c', (r["rps"], r["p99_ms"]), fontsize=7,
+        ax.annotate(f'{r["connections"]}c', (r["rps"], r["client_p99_ms"]), fontsize=7,
                     textcoords="offset points", xytext=(3, 3))
     ax.set_xlabel(f"requests/s, GET {CURVE_ROUTE}")
-    ax.set_ylabel("latency, ms (server side, from the histogram)")
+    ax.set_ylabel("latency, ms")
     ax.set_title("Throughput against latency, one phase per connection count", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend()
