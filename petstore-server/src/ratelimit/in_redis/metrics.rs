@@ -10,7 +10,6 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 
-use super::limits::Inner;
 use crate::telemetry::histogram::Histogram;
 
 /// Redis latency and fallbacks, for `/metrics`.
@@ -58,22 +57,29 @@ impl RedisStats {
 }
 
 /// Reads the Redis limiter's [`RedisStats`] and breakers at scrape time.
-pub(super) struct RedisCollector(pub(super) Arc<Inner>);
+pub(super) struct RedisCollector {
+    pub(super) stats: Arc<RedisStats>,
+    /// How many breakers are open now: a reader of the limiter's
+    /// breakers, given by `limits.rs` (which imports this file, not the
+    /// other way round).
+    pub(super) open_breakers: Box<dyn Fn() -> usize + Send + Sync>,
+}
 
 impl std::fmt::Debug for RedisCollector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("RedisCollector")
-            .field(&self.0.stats)
-            .finish()
+        f.debug_struct("RedisCollector")
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
     }
 }
 
 impl Collector for RedisCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let stats = &self.0.stats;
+        let stats = &self.stats;
         // A gauge, not the fallbacks' rate: it says the breaker is open
         // even while no request arrives to fall back.
-        let open = ConstGauge::new(i64::try_from(self.0.breakers.open_count()).unwrap_or(i64::MAX));
+        let open = (self.open_breakers)();
+        let open = ConstGauge::new(i64::try_from(open).unwrap_or(i64::MAX));
         let metric = encoder.encode_descriptor(
             "redis_breakers_open",
             "Shards (one Redis, or a cluster's hash slots) whose breaker is open: their limits are decided by this replica alone",
