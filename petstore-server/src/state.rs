@@ -14,6 +14,7 @@ use petstore_core::{Clock, Inventory};
 use crate::keys::{Keys, KeysError, Rerun};
 use crate::ratelimit::RateLimits;
 use crate::store::Store;
+use crate::telemetry::reloads::{reload_failed, Reloaded};
 use crate::telemetry::Metrics;
 use crate::{log_error, log_info};
 
@@ -139,7 +140,10 @@ impl AppState {
         match self.reload_keys() {
             Ok(Some(count)) => log_info!("SIGHUP: reloaded keys file, {count} key(s) in force"),
             Ok(None) => log_info!("SIGHUP: no keys file to reload"),
-            Err(e) => log_error!("SIGHUP: {e}; the previous keys stay in force"),
+            Err(e) => {
+                reload_failed(Reloaded::Keys);
+                log_error!("SIGHUP: {e}; the previous keys stay in force");
+            }
         }
     }
 

@@ -23,6 +23,7 @@ use crate::ratelimit::in_redis::RedisLimits;
 use crate::ratelimit::{snapshot_file, RateLimits};
 use crate::state::AppState;
 use crate::store::{Postgres, Store};
+use crate::telemetry::reloads::{reload_failed, Reloaded};
 use crate::telemetry::Metrics;
 use crate::{log_error, log_info};
 
@@ -252,7 +253,10 @@ fn reload_tls(tls: &Tls) {
             "SIGHUP: reloaded the TLS certificate {} and its key",
             tls.cert_path().display()
         ),
-        Err(e) => log_error!("SIGHUP: {e}; the previous certificate and key stay in force"),
+        Err(e) => {
+            reload_failed(Reloaded::Tls);
+            log_error!("SIGHUP: {e}; the previous certificate and key stay in force");
+        }
     }
 }
 

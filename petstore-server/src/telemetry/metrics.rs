@@ -14,6 +14,7 @@
 //! | `petstore_redis_fallbacks` | counter (`--redis`: requests decided in process because Redis failed or the breaker was open) | |
 //! | `petstore_redis_decisions` | counter (`--redis`: requests decided in Redis; over the histogram's count, the mean batch) | |
 //! | `petstore_redis_state_errors` | counter (`--redis`: calls that failed on one limiter state alone; a state of another type is reset) | |
+//! | `petstore_redis_breakers_open` | gauge (`--redis`: shards whose breaker is open, their limits decided in process) | |
 //! | `petstore_redis_duration_seconds` | histogram (`--redis`: one script call's round trip, deciding the requests queued for one shard) | |
 //! | `petstore_postgres_up` | gauge: 1 while PostgreSQL answers (`--postgres`) | |
 //! | `petstore_postgres_commit_duration_seconds` | histogram: one batch's transaction, connection included | |
@@ -25,6 +26,7 @@
 //! | `petstore_postgres_copy_changes_behind` | gauge: committed status changes the read copy has not applied yet, as far as known | |
 //! | `petstore_postgres_errors` | counter | `op` (`commit`, `transition`, `tail`, `queue_full`) |
 //! | `petstore_build_info` | info: 1 | `version` |
+//! | `petstore_reload_failures` | counter (SIGHUP reloads that failed; `reloads.rs`) | `file` (`keys`, `tls`) |
 //! | `process_resident_memory_bytes`, `process_cpu_seconds_total`, `process_open_fds`, `process_start_time_seconds` | the usual process figures, unprefixed (`process.rs`) | |
 //!
 //! The metrics are registered by their owners: the requests, refusals
@@ -49,6 +51,7 @@ use prometheus_client::registry::Registry;
 
 use super::process::ProcessCollector;
 use super::recorder::Recorder;
+use super::reloads::ReloadFailures;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
@@ -98,6 +101,7 @@ impl Metrics {
             "The server's version",
             Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
         );
+        registry.register_collector(Box::new(ReloadFailures));
         let mut process = Registry::default();
         process.register_collector(Box::new(ProcessCollector));
         Metrics {

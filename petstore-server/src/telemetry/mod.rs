@@ -9,6 +9,7 @@
 //! | `recorder.rs` | per-thread request counters (the hot-path half of the metrics) |
 //! | `histogram.rs` | an atomic histogram for the backends' latencies |
 //! | `process.rs` | the process figures (memory, CPU, open files, start) from `/proc/self` |
+//! | `reloads.rs` | the reloads (SIGHUP) that failed, by file |
 //!
 //! May use: `util`, `paths.rs`.
 //!
@@ -20,5 +21,6 @@ pub mod log;
 pub mod metrics;
 pub mod process;
 pub mod recorder;
+pub mod reloads;
 
 pub use metrics::Metrics;

@@ -46,6 +46,12 @@ impl Breakers {
         u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
+    /// How many shards' breakers are open (waiting for a probe to
+    /// succeed), for `/metrics`.
+    pub(super) fn open_count(&self) -> usize {
+        self.open_count.load(Ordering::Relaxed)
+    }
+
     /// Whether the requests of `shard` skip Redis now: its breaker is
     /// open and not yet due for a probe.
     pub(super) fn is_open(&self, shard: Shard) -> bool {
@@ -120,6 +126,7 @@ mod tests {
         );
         assert!(!breakers.failed(a), "still open: no new change");
         assert!(breakers.is_open(a));
+        assert_eq!(breakers.open_count(), 1);
         assert!(
             !breakers.may_try(a),
             "not due for a probe within the period"
@@ -130,7 +137,9 @@ mod tests {
         assert!(!breakers.failed(b), "a second open shard is not a new mode");
         assert!(!breakers.succeeded(a), "b is still open");
         assert!(!breakers.is_open(a));
+        assert_eq!(breakers.open_count(), 1);
         assert!(breakers.succeeded(b), "the last open shard closed");
+        assert_eq!(breakers.open_count(), 0);
         assert!(!breakers.is_open(b));
     }
 

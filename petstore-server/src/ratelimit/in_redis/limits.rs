@@ -125,7 +125,11 @@ impl RedisLimits {
 
     /// The collector of its metrics, for `/metrics`.
     pub fn collector(&self) -> Box<dyn Collector> {
-        Box::new(metrics::RedisCollector(self.stats()))
+        let inner = self.inner.clone();
+        Box::new(metrics::RedisCollector {
+            stats: self.stats(),
+            open_breakers: Box::new(move || inner.breakers.open_count()),
+        })
     }
 
     /// Decides one request of `charge` in Redis, or in this replica's own

@@ -1,5 +1,5 @@
-//! The Redis limiter's own metrics: latency, decisions and fallbacks,
-//! registered with `/metrics` by the limiter itself.
+//! The Redis limiter's own metrics: latency, decisions, fallbacks and
+//! open breakers, registered with `/metrics` by the limiter itself.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -7,6 +7,7 @@ use std::sync::Arc;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
 use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 
 use crate::telemetry::histogram::Histogram;
@@ -55,13 +56,37 @@ impl RedisStats {
     }
 }
 
-/// Reads the Redis limiter's [`RedisStats`] at scrape time.
-#[derive(Debug)]
-pub struct RedisCollector(pub Arc<RedisStats>);
+/// Reads the Redis limiter's [`RedisStats`] and breakers at scrape time.
+pub(super) struct RedisCollector {
+    pub(super) stats: Arc<RedisStats>,
+    /// How many breakers are open now: a reader of the limiter's
+    /// breakers, given by `limits.rs` (which imports this file, not the
+    /// other way round).
+    pub(super) open_breakers: Box<dyn Fn() -> usize + Send + Sync>,
+}
+
+impl std::fmt::Debug for RedisCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisCollector")
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
 
 impl Collector for RedisCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let stats = &self.0;
+        let stats = &self.stats;
+        // A gauge, not the fallbacks' rate: it says the breaker is open
+        // even while no request arrives to fall back.
+        let open = (self.open_breakers)();
+        let open = ConstGauge::new(i64::try_from(open).unwrap_or(i64::MAX));
+        let metric = encoder.encode_descriptor(
+            "redis_breakers_open",
+            "Shards (one Redis, or a cluster's hash slots) whose breaker is open: their limits are decided by this replica alone",
+            None,
+            open.metric_type(),
+        )?;
+        open.encode(metric)?;
         let fallbacks = ConstCounter::new(stats.fallbacks());
         let metric = encoder.encode_descriptor(
             "redis_fallbacks",

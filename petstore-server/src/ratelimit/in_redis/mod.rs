@@ -94,7 +94,7 @@
 //! | `groups.rs` | the hash-tag groups of a cluster's states |
 //! | `recent.rs` | the states decided lately, named alone in a call |
 //! | `anonymous.rs` | a client address's state name, made once per thread |
-//! | `metrics.rs` | its latency, decisions and fallbacks in `/metrics` |
+//! | `metrics.rs` | its latency, decisions, fallbacks and open breakers in `/metrics` |
 
 mod anonymous;
 mod breaker;
