@@ -177,6 +177,12 @@ fn two_api_keys_may_use_one_idempotency_key_without_meeting() {
         assert_first(&main, 201);
         assert_first(&other, 201);
         assert_ne!(main.json()["id"], other.json()["id"], "{backend}");
+        // Each API key's retry finds its own answer.
+        assert_replayed(&main, &post(&server, KEY, "/v1/pets", &["shared"], REX));
+        assert_replayed(
+            &other,
+            &post(&server, HASHED_KEY, "/v1/pets", &["shared"], REX),
+        );
         assert_eq!(count(&server), 2, "{backend}");
     }
 }
