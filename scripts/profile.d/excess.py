@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where the server's instructions per request go beyond the baseline's.
 
-    excess.py [--inclusive] SERVER_PREFIX BASELINE_PREFIX N [ROWS]
+    excess.py [--inclusive] [--ruler=NAME] SERVER_PREFIX BASELINE_PREFIX N [ROWS]
 
 Reads PREFIX.N and PREFIX.3N (callgrind output files of scripts/profile),
 takes each function's self cost per request as (cost at 3N - cost at N) /
@@ -9,8 +9,8 @@ takes each function's self cost per request as (cost at 3N - cost at N) /
 instructions a request spends in them in the server than in the baseline.
 With --inclusive, each function's inclusive cost instead (itself and what
 it calls): where in the call tree the excess starts, where the self table
-says where it ends up. Python 3 standard library and callgrind_annotate
-only.
+says where it ends up. --ruler names the second column (default
+baseline). Python 3 standard library and callgrind_annotate only.
 """
 
 import collections
@@ -51,9 +51,15 @@ def per_request(prefix, n, inclusive=False):
 
 def main():
     args = sys.argv[1:]
-    inclusive = bool(args) and args[0] == "--inclusive"
-    if inclusive:
-        args = args[1:]
+    inclusive, ruler = False, "baseline"
+    while args and args[0].startswith("--"):
+        flag = args.pop(0)
+        if flag == "--inclusive":
+            inclusive = True
+        elif flag.startswith("--ruler="):
+            ruler = flag.split("=", 1)[1]
+        else:
+            raise SystemExit(f"unknown flag {flag}")
     server_prefix, baseline_prefix, n = args[0], args[1], int(args[2])
     rows = int(args[3]) if len(args) > 3 else 25
     server = per_request(server_prefix, n, inclusive)
@@ -61,8 +67,8 @@ def main():
     if not inclusive:
         # Inclusive costs overlap (a caller holds its callees'): no sum.
         print(f"Self instructions per request: server {sum(server.values()):,.0f}, "
-              f"baseline {sum(baseline.values()):,.0f}.\n")
-    print("| excess | server | baseline | function |\n|---:|---:|---:|---|")
+              f"{ruler} {sum(baseline.values()):,.0f}.\n")
+    print(f"| excess | server | {ruler} | function |\n|---:|---:|---:|---|")
     excess = sorted(((server.get(k, 0) - baseline.get(k, 0), k)
                      for k in set(server) | set(baseline)), reverse=True)
     for diff, name in excess[:rows]:
