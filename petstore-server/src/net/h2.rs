@@ -68,17 +68,20 @@ pub const MAX_CANCELLED: u64 = 100;
 pub(super) const LOOKS: u32 = 4;
 
 /// The HTTP/2 server's settings for `limits`.
-pub(super) fn builder(limits: &ConnLimits) -> http2::Builder<TokioExecutor> {
+pub(super) fn builder() -> http2::Builder<TokioExecutor> {
     let mut builder = http2::Builder::new(TokioExecutor::new());
     builder
         .timer(TokioTimer::new())
         .max_concurrent_streams(MAX_STREAMS)
         .max_header_list_size(16 * 1024)
-        // A ping when the connection is quiet, and the connection closed
-        // when the client does not answer it: a dead peer does not hold
-        // its slot until the idle GOAWAY's write fails.
-        .keep_alive_interval(Some(limits.header_timeout))
-        .keep_alive_timeout(limits.header_timeout)
+        // No keep-alive pings (hyper's default): with them hyper took a
+        // lock and read the clock on every poll of the connection and
+        // every request head, for what the watchdog does by its looks.
+        // A dead peer with streams open is a stall (dropped after the
+        // write plus the body timeout); one without is idle (GOAWAY after
+        // the header timeout), and a connection going away that never
+        // closes (its client never answers GOAWAY's PING) is dropped
+        // after the header timeout more.
         // hyper's default (20) spelled out: streams reset by the client
         // before they were accepted, beyond which the connection is closed.
         .max_pending_accept_reset_streams(Some(20));
