@@ -22,7 +22,7 @@ use std::future::{poll_fn, Future};
 use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use http_body_util::Full;
@@ -299,15 +299,18 @@ where
     // task is woken by its socket, its streams' wakes through hyper, the
     // timer, the watchdog's alarm and the stop signal, and on most wakes
     // only the connection has something new. So the connection is
-    // polled first, and the rest costs a flag each (the timer, a check
-    // of its entry).
+    // polled first, and the rest costs a flag each: the timer is polled
+    // again only once it has fired, or after it was moved, or when the
+    // task's waker is another than the one it holds (it wakes that one).
     let mut timer = pin!(tokio::time::sleep_until(Instant::now()));
+    let mut timer_waker: Option<Waker> = None;
     loop {
         let now = Instant::now();
         match watchdog.action(&mut look, now) {
             WatchdogAction::Wait(at) => {
                 if at != timer.deadline() {
                     timer.as_mut().reset(at);
+                    timer_waker = None;
                 }
             }
             WatchdogAction::GoAway => {
@@ -326,10 +329,19 @@ where
             if !going_away && Pin::new(&mut stop).poll(cx).is_ready() {
                 return Poll::Ready(Woke::Stop);
             }
-            if watchdog.alarmed(cx.waker(), &mut known_waker) || timer.as_mut().poll(cx).is_ready()
-            {
+            if watchdog.alarmed(cx.waker(), &mut known_waker) {
                 return Poll::Ready(Woke::Look);
             }
+            let held = timer_waker
+                .as_ref()
+                .is_some_and(|waker| waker.will_wake(cx.waker()));
+            if held && !timer.is_elapsed() {
+                return Poll::Pending;
+            }
+            if timer.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Woke::Look);
+            }
+            timer_waker = Some(cx.waker().clone());
             Poll::Pending
         })
         .await;
