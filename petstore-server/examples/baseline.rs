@@ -1,13 +1,24 @@
-//! The ruler of the load benchmark (`scripts/load`): raw hyper with the
-//! same runtime and connection settings as petstore-server
-//! ([`petstore_server::net::runtime`], [`petstore_server::net::serve`]),
-//! answering every request with one fixed, pre-encoded page of 20 pets and
-//! doing no other work but reading a request's body when it has one (as
-//! any server must). It is the physical limit the server is measured
-//! against, not a product. Through `serve` it speaks HTTP/2 with prior
-//! knowledge too, so it is also the ruler of `scripts/load-h2`.
+//! The rulers of the load benchmarks (`scripts/load`, `scripts/load-h2`,
+//! `scripts/profile`): hyper answering every request with one fixed,
+//! pre-encoded response and doing no other work but reading a request's
+//! body when it has one (as any server must). They are the physical limit
+//! the server is measured against, not a product. Two kinds:
 //!
-//! Run: `cargo run --release -p petstore-server --example baseline -- 127.0.0.1:0 [RESPONSE]`
+//! - **same connection layer** (the default): raw hyper with the same
+//!   runtime and connection settings as petstore-server
+//!   ([`petstore_server::net::runtime`], [`petstore_server::net::serve`]:
+//!   protocol detection, header timer, per-address cap, the HTTP/2
+//!   watchdog, the stop signal). Through `serve` it speaks HTTP/2 with
+//!   prior knowledge too. The server over it is the cost of the request
+//!   path alone.
+//! - **plain hyper** (`--plain http1` or `--plain h2`): nothing of ours,
+//!   only hyper 1.x's `http1::Builder` or `http2::Builder` with
+//!   `TokioExecutor` on tokio's multi-threaded runtime, one task a
+//!   connection, one protocol a listener. The server over it is the whole
+//!   cost of our code: the request path and the connection layer. Over
+//!   it, the same-connection-layer ruler is the connection layer's cost.
+//!
+//! Run: `cargo run --release -p petstore-server --example baseline -- [--plain http1|h2] 127.0.0.1:0 [RESPONSE]`
 //! (prints `listening on http://IP:PORT` like the server).
 //!
 //! - With `RESPONSE`, a file holding one HTTP/1.1 response (status line,
@@ -24,14 +35,19 @@
 //!   handle.
 
 use std::convert::Infallible;
-use std::future::ready;
+use std::future::{ready, Future};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use futures_util::future::Either;
 use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
 use hyper::body::{Body, Bytes};
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
-use hyper::{Response, StatusCode};
+use hyper::server::conn::{http1, http2};
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use petstore_server::net::{self, serve, ConnLimits};
 use tokio::net::TcpListener;
 
@@ -111,8 +127,28 @@ fn parse_response(text: &[u8]) -> Result<Answer, String> {
     })
 }
 
+/// A plain-hyper ruler's one protocol.
+#[derive(Clone, Copy, Debug)]
+enum Plain {
+    Http1,
+    H2,
+}
+
 fn main() -> ExitCode {
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().skip(1).peekable();
+    let plain = if args.peek().map(String::as_str) == Some("--plain") {
+        args.next();
+        match args.next().as_deref() {
+            Some("http1") => Some(Plain::Http1),
+            Some("h2") => Some(Plain::H2),
+            other => {
+                eprintln!("--plain takes http1 or h2, not {other:?}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        None
+    };
     let addr = args.next().unwrap_or_else(|| "127.0.0.1:8081".into());
     let answer = match args.next() {
         None => page_only(),
@@ -130,7 +166,15 @@ fn main() -> ExitCode {
             }
         },
     };
-    let runtime = match net::runtime() {
+    // The plain ruler builds tokio's runtime itself (`net::runtime` is
+    // tokio's defaults too, but it is ours).
+    let runtime = match plain {
+        None => net::runtime(),
+        Some(_) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build(),
+    };
+    let runtime = match runtime {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("cannot start the runtime: {e}");
@@ -151,6 +195,13 @@ fn main() -> ExitCode {
         let shutdown = async {
             let _ = tokio::signal::ctrl_c().await;
         };
+        if let Some(plain) = plain {
+            tokio::select! {
+                () = serve_plain(listener, plain, answer) => {}
+                () = shutdown => {}
+            }
+            return ExitCode::SUCCESS;
+        }
         // The load generator is one address: its cap is lifted here as
         // scripts/load lifts the server's (PETSTORE_MAX_CONNECTIONS_PER_ADDRESS).
         // Every accept still goes through the per-address table, as the
@@ -161,28 +212,70 @@ fn main() -> ExitCode {
             ..limits
         };
         serve(listener, limits, None, shutdown, move |_peer| {
-            move |request: hyper::Request<hyper::body::Incoming>| {
-                // The fastest way to hand hyper fixed headers: clone a
-                // finished map (no name is hashed), as the server does.
-                let mut response = Response::new(Full::new(Bytes::from_static(answer.body)));
-                *response.status_mut() = answer.status;
-                *response.headers_mut() = answer.headers.clone();
-                if request.body().is_end_stream() {
-                    return Either::Left(ready(Ok::<_, Infallible>(response)));
-                }
-                // A request with a body (the POST scenarios) is read whole
-                // before it is answered, as the server reads it: a body
-                // left unread is hyper's to drain or to end the connection
-                // over, and the ruler's cost then depended on the moment
-                // the body arrived.
-                Either::Right(async move {
-                    let _ = request.into_body().collect().await;
-                    Ok(response)
-                })
-            }
+            move |request| respond(answer, request)
         })
         .await;
         ExitCode::SUCCESS
+    })
+}
+
+/// The plain-hyper ruler's accept loop: a task a connection, hyper's
+/// builder with its defaults, nothing else (no limits, no timers, no
+/// stop signal: the process ends on Ctrl-C with its connections).
+async fn serve_plain(listener: TcpListener, plain: Plain, answer: Answer) {
+    let http1 = http1::Builder::new();
+    let http2 = http2::Builder::new(TokioExecutor::new());
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(_) => {
+                // EMFILE and friends: back off instead of spinning.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        // As the server's sockets: answers leave at once, not after the
+        // next read's acknowledgement.
+        let _ = stream.set_nodelay(true);
+        let io = TokioIo::new(stream);
+        let service = service_fn(move |request| respond(answer, request));
+        match plain {
+            Plain::Http1 => {
+                let connection = http1.serve_connection(io, service);
+                tokio::spawn(async move {
+                    let _ = connection.await;
+                });
+            }
+            Plain::H2 => {
+                let connection = http2.serve_connection(io, service);
+                tokio::spawn(async move {
+                    let _ = connection.await;
+                });
+            }
+        }
+    }
+}
+
+/// `answer` to `request`, at once when it has no body.
+fn respond(
+    answer: Answer,
+    request: Request<Incoming>,
+) -> impl Future<Output = Result<Response<Full<Bytes>>, Infallible>> {
+    // The fastest way to hand hyper fixed headers: clone a finished map
+    // (no name is hashed), as the server does.
+    let mut response = Response::new(Full::new(Bytes::from_static(answer.body)));
+    *response.status_mut() = answer.status;
+    *response.headers_mut() = answer.headers.clone();
+    if request.body().is_end_stream() {
+        return Either::Left(ready(Ok::<_, Infallible>(response)));
+    }
+    // A request with a body (the POST scenarios) is read whole before it
+    // is answered, as the server reads it: a body left unread is hyper's
+    // to drain or to end the connection over, and the ruler's cost then
+    // depended on the moment the body arrived.
+    Either::Right(async move {
+        let _ = request.into_body().collect().await;
+        Ok(response)
     })
 }
 

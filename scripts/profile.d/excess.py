@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Where the server's instructions per request go beyond the baseline's.
 
-    excess.py SERVER_PREFIX BASELINE_PREFIX N [ROWS]
+    excess.py [--inclusive] [--ruler=NAME] SERVER_PREFIX BASELINE_PREFIX N [ROWS]
 
 Reads PREFIX.N and PREFIX.3N (callgrind output files of scripts/profile),
 takes each function's self cost per request as (cost at 3N - cost at N) /
 2N, and prints a Markdown table of the functions by how many more
 instructions a request spends in them in the server than in the baseline.
-Python 3 standard library and callgrind_annotate only.
+With --inclusive, each function's inclusive cost instead (itself and what
+it calls): where in the call tree the excess starts, where the self table
+says where it ends up. --ruler names the second column (default
+baseline). Python 3 standard library and callgrind_annotate only.
 """
 
 import collections
@@ -18,9 +21,10 @@ import sys
 LINE = re.compile(r"\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(.*)$")
 
 
-def self_costs(path):
+def self_costs(path, inclusive=False):
     out = subprocess.run(
-        ["callgrind_annotate", "--auto=no", "--threshold=100", path],
+        ["callgrind_annotate", "--auto=no", "--threshold=100",
+         f"--inclusive={'yes' if inclusive else 'no'}", path],
         capture_output=True, text=True, check=True).stdout
     costs = collections.Counter()
     started = False
@@ -39,18 +43,32 @@ def self_costs(path):
     return costs
 
 
-def per_request(prefix, n):
-    one, three = self_costs(f"{prefix}.{n}"), self_costs(f"{prefix}.{3 * n}")
+def per_request(prefix, n, inclusive=False):
+    one = self_costs(f"{prefix}.{n}", inclusive)
+    three = self_costs(f"{prefix}.{3 * n}", inclusive)
     return {k: (three[k] - one.get(k, 0)) / (2 * n) for k in three}
 
 
 def main():
-    server_prefix, baseline_prefix, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    rows = int(sys.argv[4]) if len(sys.argv) > 4 else 25
-    server, baseline = per_request(server_prefix, n), per_request(baseline_prefix, n)
-    print(f"Self instructions per request: server {sum(server.values()):,.0f}, "
-          f"baseline {sum(baseline.values()):,.0f}.\n")
-    print("| excess | server | baseline | function |\n|---:|---:|---:|---|")
+    args = sys.argv[1:]
+    inclusive, ruler = False, "baseline"
+    while args and args[0].startswith("--"):
+        flag = args.pop(0)
+        if flag == "--inclusive":
+            inclusive = True
+        elif flag.startswith("--ruler="):
+            ruler = flag.split("=", 1)[1]
+        else:
+            raise SystemExit(f"unknown flag {flag}")
+    server_prefix, baseline_prefix, n = args[0], args[1], int(args[2])
+    rows = int(args[3]) if len(args) > 3 else 25
+    server = per_request(server_prefix, n, inclusive)
+    baseline = per_request(baseline_prefix, n, inclusive)
+    if not inclusive:
+        # Inclusive costs overlap (a caller holds its callees'): no sum.
+        print(f"Self instructions per request: server {sum(server.values()):,.0f}, "
+              f"{ruler} {sum(baseline.values()):,.0f}.\n")
+    print(f"| excess | server | {ruler} | function |\n|---:|---:|---:|---|")
     excess = sorted(((server.get(k, 0) - baseline.get(k, 0), k)
                      for k in set(server) | set(baseline)), reverse=True)
     for diff, name in excess[:rows]:

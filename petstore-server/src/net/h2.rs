@@ -7,13 +7,13 @@
 //! request, and a client that grants no flow-control window (no
 //! `WINDOW_UPDATE`) stalls the server's writes without the socket ever
 //! blocking. So each connection runs beside a [`Watchdog`] that counts
-//! its open streams and when they last moved:
+//! its streams, and its task looks at the counts now and then ([`Look`]):
 //! - no stream open for the header timeout: GOAWAY (the HTTP/1 idle
 //!   keep-alive close);
-//! - streams open and none moving (no response written, none finished)
-//!   for the write timeout plus the body timeout: the connection is
-//!   dropped, as a stalled HTTP/1 write would be. The sum, because a
-//!   stream may legitimately wait that long for its body;
+//! - streams open and none moving (none opened, no response frame
+//!   written, none finished) for the write timeout plus the body timeout:
+//!   the connection is dropped, as a stalled HTTP/1 write would be. The
+//!   sum, because a stream may legitimately wait that long for its body;
 //! - more than [`MAX_CANCELLED`] streams cancelled by the client before
 //!   their response was written, and more cancelled than completed:
 //!   GOAWAY (rapid reset, CVE-2023-44487: each cancelled stream cost an
@@ -23,14 +23,26 @@
 //!   unread closes an HTTP/1.1 connection, whose framing it breaks; an
 //!   HTTP/2 stream is reset alone, so the driver does not mark it.)
 //!
+//! Why counters and looks, not a clock and a wake per stream: the
+//! timeouts are seconds long, and a stream lives for microseconds. A
+//! stream only bumps counters (no lock, no clock read, no wake of the
+//! connection's task); the connection's task dates a change of the counts
+//! when it sees it, at looks at most a [`LOOKS`]th of the shorter timeout
+//! apart. So a deadline is never early (a change is dated no earlier than
+//! it happened) and at most that fraction late. Only what must be acted
+//! on at once, a `Connection: close` and the cancel budget spent, wakes
+//! the task (an alarm: a flag, and its waker kept in a lock taken only
+//! then and when the task's waker changes).
+//!
 //! hyper's own limits, set in [`builder`]: at most [`MAX_STREAMS`]
 //! concurrent streams, a 16 KiB header list (as HTTP/1's head), hyper's
 //! bound on streams reset before they were accepted, and h2's bound on
 //! CONTINUATION frames (the header list limit covers them too).
 
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use hyper::body::{Body, Frame, SizeHint};
@@ -39,7 +51,6 @@ use hyper::server::conn::http2;
 use hyper::Response;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use parking_lot::Mutex;
-use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::limits::ConnLimits;
@@ -51,18 +62,26 @@ pub const MAX_STREAMS: u32 = 100;
 /// (when it has cancelled more than it completed).
 pub const MAX_CANCELLED: u64 = 100;
 
+/// Looks at a connection's counts per its shorter timeout (header, or
+/// write plus body): how late, at most, as a fraction of it, the idle
+/// GOAWAY or the stall's drop comes.
+pub(super) const LOOKS: u32 = 4;
+
 /// The HTTP/2 server's settings for `limits`.
-pub(super) fn builder(limits: &ConnLimits) -> http2::Builder<TokioExecutor> {
+pub(super) fn builder() -> http2::Builder<TokioExecutor> {
     let mut builder = http2::Builder::new(TokioExecutor::new());
     builder
         .timer(TokioTimer::new())
         .max_concurrent_streams(MAX_STREAMS)
         .max_header_list_size(16 * 1024)
-        // A ping when the connection is quiet, and the connection closed
-        // when the client does not answer it: a dead peer does not hold
-        // its slot until the idle GOAWAY's write fails.
-        .keep_alive_interval(Some(limits.header_timeout))
-        .keep_alive_timeout(limits.header_timeout)
+        // No keep-alive pings (hyper's default): with them hyper took a
+        // lock and read the clock on every poll of the connection and
+        // every request head, for what the watchdog does by its looks.
+        // A dead peer with streams open is a stall (dropped after the
+        // write plus the body timeout); one without is idle (GOAWAY after
+        // the header timeout), and a connection going away that never
+        // closes (its client never answers GOAWAY's PING) is dropped
+        // after the header timeout more.
         // hyper's default (20) spelled out: streams reset by the client
         // before they were accepted, beyond which the connection is closed.
         .max_pending_accept_reset_streams(Some(20));
@@ -72,7 +91,7 @@ pub(super) fn builder(limits: &ConnLimits) -> http2::Builder<TokioExecutor> {
 /// What the watchdog tells the connection to do.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum WatchdogAction {
-    /// Nothing yet; look again at this instant (or when a stream moves).
+    /// Nothing yet; look again at this instant (or at the alarm).
     Wait(Instant),
     /// Send GOAWAY and let the streams in flight finish.
     GoAway,
@@ -80,36 +99,66 @@ pub(super) enum WatchdogAction {
     Abort,
 }
 
-#[derive(Debug)]
-struct Counts {
-    open: usize,
-    /// When a stream last opened, wrote its response or closed.
-    moved: Instant,
-    completed: u64,
-    cancelled: u64,
-    close_asked: bool,
-}
-
-/// The streams of one connection, as the watchdog sees them.
+/// The streams of one connection, as its streams report them: counters
+/// only, bumped without a lock.
 #[derive(Debug)]
 pub(super) struct Watchdog {
-    counts: Mutex<Counts>,
-    changed: Notify,
+    opened: AtomicU64,
+    completed: AtomicU64,
+    cancelled: AtomicU64,
+    /// Response frames hyper took: progress inside a stream.
+    frames: AtomicU64,
+    close_asked: AtomicBool,
+    /// Raised when the connection must look at once.
+    alarm: AtomicBool,
+    /// The connection task's waker, woken by the alarm.
+    waker: Mutex<Option<Waker>>,
     idle: Duration,
     stalled: Duration,
 }
 
+/// The connection task's view of its [`Watchdog`]: the counts' sum at its
+/// last look, and when it saw that sum change.
+#[derive(Debug)]
+pub(super) struct Look {
+    progress: u64,
+    moved: Instant,
+    /// Since when the connection has been going away.
+    going_away: Option<Instant>,
+}
+
+impl Look {
+    /// A connection opened at `now`.
+    pub(super) fn new(now: Instant) -> Self {
+        Look {
+            progress: 0,
+            moved: now,
+            going_away: None,
+        }
+    }
+
+    /// GOAWAY was sent at `now` (by the watchdog's word or the stop
+    /// signal's).
+    pub(super) fn go_away(&mut self, now: Instant) {
+        self.going_away.get_or_insert(now);
+    }
+
+    /// Whether GOAWAY was sent.
+    pub(super) fn going_away(&self) -> bool {
+        self.going_away.is_some()
+    }
+}
+
 impl Watchdog {
-    pub(super) fn new(limits: &ConnLimits, now: Instant) -> Arc<Self> {
+    pub(super) fn new(limits: &ConnLimits) -> Arc<Self> {
         Arc::new(Watchdog {
-            counts: Mutex::new(Counts {
-                open: 0,
-                moved: now,
-                completed: 0,
-                cancelled: 0,
-                close_asked: false,
-            }),
-            changed: Notify::new(),
+            opened: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+            cancelled: AtomicU64::new(0),
+            frames: AtomicU64::new(0),
+            close_asked: AtomicBool::new(false),
+            alarm: AtomicBool::new(false),
+            waker: Mutex::new(None),
             idle: limits.header_timeout,
             stalled: limits.write_timeout + limits.body_timeout,
         })
@@ -118,54 +167,77 @@ impl Watchdog {
     /// A stream opened: the guard counts it until its response is
     /// written or it is dropped unanswered.
     pub(super) fn open(self: &Arc<Self>) -> StreamGuard {
-        let mut counts = self.counts.lock();
-        counts.open += 1;
-        counts.moved = Instant::now();
+        self.opened.fetch_add(1, Ordering::Relaxed);
         StreamGuard {
             watchdog: self.clone(),
             written: false,
         }
     }
 
-    /// What to do at `now`; `going_away` once GOAWAY was sent (after it
-    /// only a stall matters: hyper closes the connection itself once its
-    /// streams are done).
-    pub(super) fn action(&self, now: Instant, going_away: bool) -> WatchdogAction {
-        let counts = self.counts.lock();
-        let wants_out = counts.close_asked
-            || (counts.cancelled > MAX_CANCELLED && counts.cancelled > counts.completed);
-        if counts.open > 0 {
-            let due = counts.moved + self.stalled;
+    /// What to do at `now`, from what `look` saw last (updated here).
+    /// Once GOAWAY was sent, a stall still drops the connection; and a
+    /// connection whose client never lets it close (hyper waits for the
+    /// client's answer to the GOAWAY's PING, and then for the streams
+    /// in flight) is dropped once it has had no stream open for the
+    /// header timeout since.
+    pub(super) fn action(&self, look: &mut Look, now: Instant) -> WatchdogAction {
+        // The ends before the starts: a stream counted as ended was
+        // counted as opened before, so `open` never counts below zero.
+        let completed = self.completed.load(Ordering::Acquire);
+        let cancelled = self.cancelled.load(Ordering::Acquire);
+        let frames = self.frames.load(Ordering::Relaxed);
+        let opened = self.opened.load(Ordering::Acquire);
+        let open = opened.saturating_sub(completed + cancelled);
+        let progress = opened
+            .wrapping_add(completed)
+            .wrapping_add(cancelled)
+            .wrapping_add(frames);
+        if progress != look.progress {
+            // Dated when seen: never earlier than it happened.
+            look.progress = progress;
+            look.moved = now;
+        }
+        let next_look = now + self.idle.min(self.stalled) / LOOKS;
+        let wants_out = self.close_asked.load(Ordering::Relaxed)
+            || (cancelled > MAX_CANCELLED && cancelled > completed);
+        if open > 0 {
+            let due = look.moved + self.stalled;
             return if now >= due {
                 WatchdogAction::Abort
-            } else if wants_out && !going_away {
+            } else if wants_out && !look.going_away() {
                 WatchdogAction::GoAway
             } else {
-                WatchdogAction::Wait(due)
+                WatchdogAction::Wait(due.min(next_look))
             };
         }
-        if going_away {
-            return WatchdogAction::Wait(now + self.idle);
-        }
-        let due = counts.moved + self.idle;
-        if wants_out || now >= due {
-            WatchdogAction::GoAway
-        } else {
-            WatchdogAction::Wait(due)
+        let due = match look.going_away {
+            Some(since) => since.max(look.moved) + self.idle,
+            None if wants_out => return WatchdogAction::GoAway,
+            None => look.moved + self.idle,
+        };
+        match (now >= due, look.going_away()) {
+            (true, true) => WatchdogAction::Abort,
+            (true, false) => WatchdogAction::GoAway,
+            (false, _) => WatchdogAction::Wait(due.min(next_look)),
         }
     }
 
-    /// Resolves when a stream opened, moved or closed since the last call.
-    pub(super) async fn changed(&self) {
-        self.changed.notified().await;
+    /// Whether the alarm was raised since the last call (and lowers it),
+    /// with `waker` the one to wake at the next.
+    pub(super) fn alarmed(&self, waker: &Waker, known: &mut Option<Waker>) -> bool {
+        if !known.as_ref().is_some_and(|k| k.will_wake(waker)) {
+            *known = Some(waker.clone());
+            *self.waker.lock() = Some(waker.clone());
+        }
+        self.alarm.load(Ordering::Acquire) && self.alarm.swap(false, Ordering::AcqRel)
     }
 
-    fn moved(&self, update: impl FnOnce(&mut Counts)) {
-        let mut counts = self.counts.lock();
-        update(&mut counts);
-        counts.moved = Instant::now();
-        drop(counts);
-        self.changed.notify_one();
+    /// Raises the alarm: the connection looks at once.
+    fn raise(&self) {
+        self.alarm.store(true, Ordering::Release);
+        if let Some(waker) = &*self.waker.lock() {
+            waker.wake_by_ref();
+        }
     }
 }
 
@@ -183,7 +255,8 @@ impl StreamGuard {
     /// it), and its body is counted as it is written.
     pub(super) fn respond<B>(self, response: Response<B>) -> Response<Tracked<B>> {
         if response.headers().contains_key(CONNECTION) {
-            self.watchdog.moved(|counts| counts.close_asked = true);
+            self.watchdog.close_asked.store(true, Ordering::Relaxed);
+            self.watchdog.raise();
         }
         response.map(|body| Tracked { body, guard: self })
     }
@@ -191,15 +264,17 @@ impl StreamGuard {
 
 impl Drop for StreamGuard {
     fn drop(&mut self) {
-        let written = self.written;
-        self.watchdog.moved(|counts| {
-            counts.open -= 1;
-            if written {
-                counts.completed += 1;
-            } else {
-                counts.cancelled += 1;
-            }
-        });
+        let watchdog = &self.watchdog;
+        if self.written {
+            watchdog.completed.fetch_add(1, Ordering::Release);
+            return;
+        }
+        let cancelled = watchdog.cancelled.fetch_add(1, Ordering::Release) + 1;
+        // The budget spent: the one cancel that crosses it (or any later
+        // one, while cancels outnumber completions) raises the alarm.
+        if cancelled > MAX_CANCELLED && cancelled > watchdog.completed.load(Ordering::Acquire) {
+            watchdog.raise();
+        }
     }
 }
 
@@ -226,7 +301,7 @@ impl<B: Body + Unpin> Body for Tracked<B> {
             if frame.is_none() || this.body.is_end_stream() {
                 this.guard.written = true;
             }
-            this.guard.watchdog.moved(|_| {});
+            this.guard.watchdog.frames.fetch_add(1, Ordering::Relaxed);
         }
         polled
     }
@@ -243,6 +318,7 @@ impl<B: Body + Unpin> Body for Tracked<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::net::test_waker::counting;
     use http_body_util::Full;
     use hyper::body::Bytes;
 
@@ -255,16 +331,29 @@ mod tests {
         }
     }
 
+    fn secs(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
+
+    /// A look every quarter of the header timeout (10 s, shorter than
+    /// write plus body).
+    const LOOK: Duration = Duration::from_millis(2500);
+
     #[test]
     fn an_idle_connection_goes_away_after_the_header_timeout() {
         let start = Instant::now();
-        let dog = Watchdog::new(&limits(), start);
+        let dog = Watchdog::new(&limits());
+        let mut look = Look::new(start);
         assert_eq!(
-            dog.action(start, false),
-            WatchdogAction::Wait(start + Duration::from_secs(10))
+            dog.action(&mut look, start),
+            WatchdogAction::Wait(start + LOOK)
         );
         assert_eq!(
-            dog.action(start + Duration::from_secs(10), false),
+            dog.action(&mut look, start + secs(9)),
+            WatchdogAction::Wait(start + secs(10))
+        );
+        assert_eq!(
+            dog.action(&mut look, start + secs(10)),
             WatchdogAction::GoAway
         );
     }
@@ -272,75 +361,141 @@ mod tests {
     #[test]
     fn an_open_stream_that_never_moves_aborts_after_write_plus_body_timeout() {
         let start = Instant::now();
-        let dog = Watchdog::new(&limits(), start);
+        let dog = Watchdog::new(&limits());
+        let mut look = Look::new(start);
         let guard = dog.open();
-        let opened = dog.counts.lock().moved;
+        // Seen at the next look: the stall is counted from there.
+        let seen = start + secs(1);
         assert_eq!(
-            dog.action(opened + Duration::from_secs(39), false),
-            WatchdogAction::Wait(opened + Duration::from_secs(40))
+            dog.action(&mut look, seen),
+            WatchdogAction::Wait(seen + LOOK)
         );
         assert_eq!(
-            dog.action(opened + Duration::from_secs(40), false),
+            dog.action(&mut look, seen + secs(39)),
+            WatchdogAction::Wait(seen + secs(40))
+        );
+        assert_eq!(
+            dog.action(&mut look, seen + secs(40)),
             WatchdogAction::Abort
         );
         // Going away changes nothing for a stalled stream.
+        look.go_away(seen + secs(40));
         assert_eq!(
-            dog.action(opened + Duration::from_secs(40), true),
+            dog.action(&mut look, seen + secs(40)),
             WatchdogAction::Abort
         );
         drop(guard);
     }
 
     #[test]
-    fn a_written_response_counts_as_completed_and_resets_the_idle_clock() {
+    fn a_written_response_counts_as_completed_and_restarts_the_idle_clock_when_seen() {
         let start = Instant::now();
-        let dog = Watchdog::new(&limits(), start - Duration::from_secs(5));
+        let dog = Watchdog::new(&limits());
+        let mut look = Look::new(start);
         let response = dog
             .open()
             .respond(Response::new(Full::new(Bytes::from_static(b"[]"))));
         let mut body = response.into_body();
-        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut cx = Context::from_waker(Waker::noop());
         assert!(Pin::new(&mut body).poll_frame(&mut cx).is_ready());
         drop(body);
-        let counts = dog.counts.lock();
-        assert_eq!((counts.open, counts.completed, counts.cancelled), (0, 1, 0));
-        let moved = counts.moved;
-        drop(counts);
+        let counts = |dog: &Watchdog| {
+            (
+                dog.opened.load(Ordering::SeqCst),
+                dog.completed.load(Ordering::SeqCst),
+                dog.cancelled.load(Ordering::SeqCst),
+            )
+        };
+        assert_eq!(counts(&dog), (1, 1, 0));
+        // The stream came and went before this look: dated at the look,
+        // so the idle GOAWAY is 10 s after it, never before.
+        let seen = start + secs(8);
         assert_eq!(
-            dog.action(moved, false),
-            WatchdogAction::Wait(moved + Duration::from_secs(10))
+            dog.action(&mut look, seen),
+            WatchdogAction::Wait(seen + LOOK)
+        );
+        assert_eq!(
+            dog.action(&mut look, seen + secs(9)),
+            WatchdogAction::Wait(seen + secs(10))
+        );
+        assert_eq!(
+            dog.action(&mut look, seen + secs(10)),
+            WatchdogAction::GoAway
         );
     }
 
     #[test]
-    fn more_cancelled_than_completed_past_the_budget_goes_away() {
+    fn more_cancelled_than_completed_past_the_budget_goes_away_at_once() {
         let start = Instant::now();
-        let dog = Watchdog::new(&limits(), start);
+        let dog = Watchdog::new(&limits());
+        let mut look = Look::new(start);
+        let (woken, waker) = counting();
+        let mut known = None;
+        assert!(!dog.alarmed(&waker, &mut known), "no alarm yet");
         for _ in 0..MAX_CANCELLED {
             drop(dog.open());
         }
+        assert_eq!(woken.wakes(), 0, "within the budget: no wake");
         assert!(matches!(
-            dog.action(Instant::now(), false),
+            dog.action(&mut look, start),
             WatchdogAction::Wait(_)
         ));
         drop(dog.open());
-        assert_eq!(dog.action(Instant::now(), false), WatchdogAction::GoAway);
+        assert_eq!(woken.wakes(), 1, "the budget spent wakes the connection");
+        assert!(dog.alarmed(&waker, &mut known));
+        assert!(!dog.alarmed(&waker, &mut known), "the alarm is lowered");
+        assert_eq!(dog.action(&mut look, start), WatchdogAction::GoAway);
     }
 
     #[test]
-    fn connection_close_on_a_response_asks_for_goaway() {
+    fn connection_close_on_a_response_asks_for_goaway_at_once() {
         let start = Instant::now();
-        let dog = Watchdog::new(&limits(), start);
+        let dog = Watchdog::new(&limits());
+        let mut look = Look::new(start);
+        let (woken, waker) = counting();
+        let mut known = None;
+        assert!(!dog.alarmed(&waker, &mut known));
         let mut response = Response::new(Full::new(Bytes::new()));
         response
             .headers_mut()
             .insert(CONNECTION, hyper::header::HeaderValue::from_static("close"));
         let _kept = dog.open().respond(response);
-        assert_eq!(dog.action(Instant::now(), false), WatchdogAction::GoAway);
+        assert_eq!(woken.wakes(), 1);
+        assert!(dog.alarmed(&waker, &mut known));
+        assert_eq!(dog.action(&mut look, start), WatchdogAction::GoAway);
         // Once GOAWAY is sent, the stream in flight is let finish.
+        look.go_away(start);
         assert!(matches!(
-            dog.action(Instant::now(), true),
+            dog.action(&mut look, start),
             WatchdogAction::Wait(_)
         ));
+    }
+
+    #[test]
+    fn a_connection_going_away_that_never_closes_is_dropped_after_the_header_timeout() {
+        let start = Instant::now();
+        let dog = Watchdog::new(&limits());
+        let mut look = Look::new(start);
+        look.go_away(start + secs(3));
+        assert_eq!(
+            dog.action(&mut look, start + secs(12)),
+            WatchdogAction::Wait(start + secs(13))
+        );
+        assert_eq!(
+            dog.action(&mut look, start + secs(13)),
+            WatchdogAction::Abort
+        );
+    }
+
+    #[test]
+    fn the_alarm_wakes_the_waker_of_the_last_look() {
+        let dog = Watchdog::new(&limits());
+        let ((first, first_waker), (second, second_waker)) = (counting(), counting());
+        let mut known = None;
+        assert!(!dog.alarmed(&first_waker, &mut known));
+        // The connection's task moved to another waker.
+        assert!(!dog.alarmed(&second_waker, &mut known));
+        dog.raise();
+        assert_eq!((first.wakes(), second.wakes()), (0, 1));
     }
 }

@@ -215,7 +215,7 @@ pub async fn serve<C, H, F>(
         .keep_alive(true);
     let protocols = Arc::new(Protocols {
         http1,
-        http2: h2::builder(&limits),
+        http2: h2::builder(),
         limits,
         tls,
     });

@@ -19,10 +19,10 @@
 
 use std::convert::Infallible;
 use std::future::{poll_fn, Future};
-use std::pin::pin;
+use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use http_body_util::Full;
@@ -39,7 +39,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use super::h2::{Watchdog, WatchdogAction};
+use super::h2::{Look, Watchdog, WatchdogAction};
 use super::limits::ConnLimits;
 use super::stop::Stop;
 use super::write_timeout::WriteTimeout;
@@ -275,7 +275,7 @@ where
     H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
     F: Future<Output = Result<HttpResponse, Infallible>> + Send + 'static,
 {
-    let watchdog = Watchdog::new(&protocols.limits, Instant::now());
+    let watchdog = Watchdog::new(&protocols.limits);
     let streams = watchdog.clone();
     let handler = Arc::new(handler);
     let service = service_fn(move |request: Request<Incoming>| {
@@ -293,26 +293,75 @@ where
         }
     });
     let mut connection = pin!(protocols.http2.serve_connection(io, service));
-    let mut going_away = false;
+    let mut look = Look::new(Instant::now());
+    let mut known_waker = None;
+    // One timer for the connection's life, moved to each next look: the
+    // task is woken by its socket, its streams' wakes through hyper, the
+    // timer, the watchdog's alarm and the stop signal, and on most wakes
+    // only the connection has something new. So the connection is
+    // polled first, and the rest costs a flag each: the timer is polled
+    // again only once it has fired, or after it was moved, or when the
+    // task's waker is another than the one it holds (it wakes that one).
+    let mut timer = pin!(tokio::time::sleep_until(Instant::now()));
+    let mut timer_waker: Option<Waker> = None;
     loop {
-        let next = match watchdog.action(Instant::now(), going_away) {
-            WatchdogAction::Wait(at) => at,
+        let now = Instant::now();
+        match watchdog.action(&mut look, now) {
+            WatchdogAction::Wait(at) => {
+                if at != timer.deadline() {
+                    timer.as_mut().reset(at);
+                    timer_waker = None;
+                }
+            }
             WatchdogAction::GoAway => {
                 connection.as_mut().graceful_shutdown();
-                going_away = true;
+                look.go_away(now);
                 continue;
             }
             // Dropped: hyper's streams and the socket with it.
             WatchdogAction::Abort => return,
-        };
-        tokio::select! {
-            _ = connection.as_mut() => return,
-            () = watchdog.changed() => {}
-            () = tokio::time::sleep_until(next) => {}
-            () = &mut stop, if !going_away => {
-                connection.as_mut().graceful_shutdown();
-                going_away = true;
+        }
+        let going_away = look.going_away();
+        let woke = poll_fn(|cx| {
+            if connection.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Woke::Ended);
             }
+            if !going_away && Pin::new(&mut stop).poll(cx).is_ready() {
+                return Poll::Ready(Woke::Stop);
+            }
+            if watchdog.alarmed(cx.waker(), &mut known_waker) {
+                return Poll::Ready(Woke::Look);
+            }
+            let held = timer_waker
+                .as_ref()
+                .is_some_and(|waker| waker.will_wake(cx.waker()));
+            if held && !timer.is_elapsed() {
+                return Poll::Pending;
+            }
+            if timer.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Woke::Look);
+            }
+            timer_waker = Some(cx.waker().clone());
+            Poll::Pending
+        })
+        .await;
+        match woke {
+            Woke::Ended => return,
+            Woke::Stop => {
+                connection.as_mut().graceful_shutdown();
+                look.go_away(Instant::now());
+            }
+            Woke::Look => {}
         }
     }
+}
+
+/// Why an HTTP/2 connection's task woke with something to do.
+enum Woke {
+    /// hyper's connection ended (closed, or failed).
+    Ended,
+    /// The stop signal: GOAWAY.
+    Stop,
+    /// The watchdog's alarm or its next look.
+    Look,
 }
