@@ -318,6 +318,26 @@ pub enum Command {
     ///
     /// For example `petstore-server man | man -l -`.
     Man,
+    /// Ask a running server's `GET /healthz`; exit 0 when it answers 200.
+    ///
+    /// For a container's health check, where there may be no curl. Plain
+    /// HTTP only. Without --url it asks --admin-addr if set, else --addr
+    /// (with a PROXY header under --proxy-protocol), read from the same
+    /// flags or environment variables as the server's, so in a container
+    /// configured by `PETSTORE_*` variables it finds the server alone; a
+    /// wildcard host (`0.0.0.0`, `[::]`) is asked on loopback. Exit status:
+    /// 0 healthy, 1 not (a 503 while draining or degraded, no answer, a
+    /// timeout), 2 nothing it can ask (an https URL, or TLS on --addr
+    /// without --admin-addr).
+    Healthcheck {
+        /// The health URL, `http://HOST:PORT/healthz`.
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+        /// Seconds the whole check may take.
+        #[arg(long, default_value_t = 5, value_name = "SECONDS",
+              value_parser = clap::value_parser!(u64).range(1..=3600))]
+        timeout: u64,
+    },
 }
 
 /// `petstore-server journal ...`.

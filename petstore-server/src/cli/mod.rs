@@ -1,6 +1,7 @@
 //! The command line: flags, the start-up wiring (the only place that
 //! names every backend), `keygen`, `journal check|repair`, and what is
-//! made from the flags' definitions (shell completions, the man page).
+//! made from the flags' definitions (shell completions, the man page) or
+//! asks a running server (`healthcheck`).
 //!
 //! | file | holds |
 //! |---|---|
@@ -11,12 +12,14 @@
 //! | `journal_cmd.rs` | `petstore-server journal check` and `journal repair` |
 //! | `completions.rs` | `petstore-server completions SHELL` (`clap_complete`) |
 //! | `man_page.rs` | `petstore-server man` (`clap_mangen`) |
+//! | `healthcheck.rs` | `petstore-server healthcheck`: one `GET /healthz`, for a container |
 //!
 //! May use: `*`.
 //! Only the binary (`main.rs`) uses it.
 
 mod completions;
 mod flags;
+mod healthcheck;
 mod journal_cmd;
 mod keygen;
 mod man_page;
@@ -72,6 +75,9 @@ pub fn main() -> ExitCode {
         Some(Command::Journal { action }) => return journal_cmd::run(action),
         Some(Command::Completions { shell }) => return completions::run(*shell),
         Some(Command::Man) => return man_page::run(),
+        Some(Command::Healthcheck { url, timeout }) => {
+            return healthcheck::run(&cli, url.as_deref(), Duration::from_secs(*timeout));
+        }
         Some(Command::Keygen { .. }) | None => {}
     }
     let runtime = match net::runtime() {
