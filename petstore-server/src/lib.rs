@@ -7,7 +7,7 @@
 //!
 //! | room | holds |
 //! |---|---|
-//! | [`cli`] | flags, the start-up wiring (the only place naming every backend), `keygen`, `journal check\|repair` |
+//! | [`cli`] | flags, the start-up wiring (the only place naming every backend), `keygen`, `journal check\|repair`, `completions`, `man`, `healthcheck` |
 //! | [`net`] | sockets: the accept loop and its limits, TLS, HTTP/1.1 or HTTP/2 per connection (and HTTP/2's watchdog), the one request driver, the per-address cap, the PROXY protocol, the write timeout |
 //! | [`http`] | the contract: routes, the checks in their order, errors, auth, CORS, query strings, OpenAPI, health |
 //! | `state` | `AppState`: the store, the rate limits, the keys in force, the clock, the metrics |

@@ -1,4 +1,11 @@
-//! Command-line flags, each with an environment variable.
+//! Command-line flags, each with an environment variable, grouped under
+//! the headings `--help`, the man page and the shell completions show.
+//!
+//! A flag's doc comment is its help: the first paragraph is the one line
+//! of `-h`, the rest adds the details that `--help` and the man page
+//! print. Every flag names its heading (`help_heading`): a flag without
+//! one would land under a bare "Options", which `tests/ops/command_line.rs`
+//! refuses.
 
 use std::path::PathBuf;
 
@@ -8,6 +15,18 @@ use petstore_core::{FsyncPolicy, Plan};
 use crate::http::DEFAULT_HSTS_MAX_AGE;
 use crate::telemetry::log::Format as LogFormat;
 
+/// Where the server listens, its TLS, and what it tells clients about
+/// its address and origins.
+const LISTENING: &str = "Listening and TLS";
+/// Where the pets are kept and how durably.
+const STORAGE: &str = "Storage";
+/// Who may call, and where their rate limits are decided.
+const RATE_LIMITS: &str = "Keys and rate limits";
+/// What one client, or all of them, may take of the server.
+const CLIENT_LIMITS: &str = "Limits on clients";
+/// Health, metrics, logs and stopping.
+const OPERATIONS: &str = "Operations";
+
 /// The petstore HTTP/JSON server.
 #[derive(Debug, Parser)]
 #[command(name = "petstore-server", version, about, long_about = None)]
@@ -16,196 +35,248 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
 
-    /// Address to listen on, HOST:PORT. Port 0 picks a free port; the
-    /// bound address is printed as `listening on http://IP:PORT`.
-    #[arg(long, env = "PETSTORE_ADDR", default_value = "127.0.0.1:8080")]
+    /// Address to listen on, HOST:PORT.
+    ///
+    /// Port 0 picks a free port; the bound address is printed as
+    /// `listening on http://IP:PORT`. HTTP/1.1 and HTTP/2 on the same port.
+    #[arg(long, env = "PETSTORE_ADDR", default_value = "127.0.0.1:8080",
+          value_name = "HOST:PORT", help_heading = LISTENING)]
     pub addr: String,
 
-    /// The JSON keys file (format in docs/contract.md, "Keys and plans"). Reloaded on SIGHUP.
-    /// Without it, a random development key on the `pro` plan is made and
-    /// printed.
-    #[arg(long, env = "PETSTORE_KEYS")]
-    pub keys: Option<PathBuf>,
+    /// Serve TLS with this certificate chain (PEM); needs --tls-key.
+    ///
+    /// The server's certificate first. ALPN offers h2 and http/1.1; TLS
+    /// 1.2 and 1.3. SIGHUP reloads it with the key (and the keys file); a
+    /// broken pair is reported and the old one stays.
+    #[arg(
+        long,
+        env = "PETSTORE_TLS_CERT",
+        value_name = "FILE",
+        requires = "tls_key",
+        help_heading = LISTENING
+    )]
+    pub tls_cert: Option<PathBuf>,
 
-    /// Public base address including `/v1` (e.g.
-    /// `https://petstore.example.com/v1`), used in `Location` and `Link`.
-    /// Default: relative paths (`/v1/...`).
-    #[arg(long, env = "PETSTORE_BASE_URL", value_parser = parse_base_url)]
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(
+        long,
+        env = "PETSTORE_TLS_KEY",
+        value_name = "FILE",
+        requires = "tls_cert",
+        help_heading = LISTENING
+    )]
+    pub tls_key: Option<PathBuf>,
+
+    /// Seconds a browser is told to use HTTPS only; 0 sends none.
+    ///
+    /// `Strict-Transport-Security: max-age=…` on every TLS response, never
+    /// over plaintext. Default: two years.
+    #[arg(long, env = "PETSTORE_HSTS_MAX_AGE", value_name = "SECONDS",
+          default_value_t = DEFAULT_HSTS_MAX_AGE, help_heading = LISTENING)]
+    pub hsts_max_age: u64,
+
+    /// Public base address including `/v1`, used in `Location` and `Link`.
+    ///
+    /// For example `https://petstore.example.com/v1`. Default: relative
+    /// paths (`/v1/...`).
+    #[arg(long, env = "PETSTORE_BASE_URL", value_parser = parse_base_url,
+          value_name = "URL", help_heading = LISTENING)]
     pub base_url: Option<String>,
 
     /// An origin allowed by CORS, e.g. `https://shop.example.com`.
+    ///
     /// Repeatable; in the environment variable, comma-separated. CORS is
     /// off without it.
     #[arg(
         long = "cors-origin",
         env = "PETSTORE_CORS_ORIGINS",
-        value_delimiter = ','
+        value_delimiter = ',',
+        value_name = "ORIGIN",
+        help_heading = LISTENING
     )]
     pub cors_origins: Vec<String>,
 
-    /// Seconds a client has to send a request's headers, and an idle
-    /// keep-alive connection its next request; then the connection is
-    /// closed.
-    #[arg(long, env = "PETSTORE_HEADER_TIMEOUT", default_value_t = 10,
-          value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub header_timeout: u64,
+    /// Every connection starts with a PROXY protocol header (v1 or v2).
+    ///
+    /// As a load balancer's `send-proxy-v2` sends it; its source address is
+    /// the client's (anonymous limits, per-address cap, logs). A connection
+    /// without one is closed.
+    #[arg(long, env = "PETSTORE_PROXY_PROTOCOL", help_heading = LISTENING)]
+    pub proxy_protocol: bool,
 
-    /// Serve `/metrics` and `/healthz` on this second address (HOST:PORT)
-    /// instead of the public one, which then answers them 404: a public
-    /// front end cannot expose them. Never expects a PROXY header.
-    #[arg(long, env = "PETSTORE_ADMIN_ADDR", value_name = "HOST:PORT")]
-    pub admin_addr: Option<String>,
-
-    /// Milliseconds a request waits for Redis (--redis, --redis-cluster)
-    /// before its replica decides the limit alone, and the bound of a
-    /// connection attempt. Raise it for a Redis far away on the network.
-    #[arg(long, env = "PETSTORE_REDIS_TIMEOUT", default_value_t = 50, value_name = "MS",
-          value_parser = clap::value_parser!(u64).range(1..=10_000))]
-    pub redis_timeout: u64,
-
-    /// Serve TLS on the public address with this certificate chain (PEM,
-    /// the server's certificate first); needs --tls-key. ALPN offers h2
-    /// and http/1.1; TLS 1.2 and 1.3. SIGHUP reloads it with the key (and
-    /// the keys file); a broken pair is reported and the old one stays.
-    #[arg(
-        long,
-        env = "PETSTORE_TLS_CERT",
-        value_name = "FILE",
-        requires = "tls_key"
-    )]
-    pub tls_cert: Option<PathBuf>,
-
-    /// The private key (PEM: PKCS#8, PKCS#1 or SEC1) of --tls-cert.
-    #[arg(
-        long,
-        env = "PETSTORE_TLS_KEY",
-        value_name = "FILE",
-        requires = "tls_cert"
-    )]
-    pub tls_key: Option<PathBuf>,
-
-    /// Seconds a browser is told to reach this server over HTTPS only
-    /// (`Strict-Transport-Security: max-age=…` on every TLS response;
-    /// never over plaintext). Default: two years; 0 sends none.
-    #[arg(long, env = "PETSTORE_HSTS_MAX_AGE", value_name = "SECONDS",
-          default_value_t = DEFAULT_HSTS_MAX_AGE)]
-    pub hsts_max_age: u64,
-
-    /// Log lines as `text` (`TIME LEVEL message`) or `json` (one object per
-    /// line with `ts`, `level`, `msg`; access-log lines too, with their
-    /// fields).
-    #[arg(long, env = "PETSTORE_LOG_FORMAT", default_value = "text", value_parser = parse_log_format)]
-    pub log_format: LogFormat,
-
-    /// Seconds to drain on SIGTERM or SIGINT before stopping: `/healthz`
-    /// answers 503 `draining` (so a load balancer takes the instance out),
-    /// every response says `Connection: close`, new connections are still
-    /// served. Then the listener closes and the requests in flight finish.
-    /// A second signal ends the drain at once. Behind a balancer: more than
-    /// its time to notice (HAProxy: fall x inter).
-    #[arg(long, env = "PETSTORE_SHUTDOWN_DELAY", default_value_t = 0,
-          value_parser = clap::value_parser!(u64).range(0..=3600))]
-    pub shutdown_delay: u64,
-
-    /// Seconds a client has to send a request's body; then 408.
-    #[arg(long, env = "PETSTORE_BODY_TIMEOUT", default_value_t = 10,
-          value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub body_timeout: u64,
-
-    /// Most connections served at once; more wait in the listen backlog.
-    #[arg(long, env = "PETSTORE_MAX_CONNECTIONS", default_value_t = 1024,
-          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    pub max_connections: u64,
-
-    /// Most connections served at once from one client address; one more
-    /// is closed as soon as it is accepted. Default: an eighth of
-    /// --max-connections (at least 1), so one address cannot take every
-    /// slot.
-    #[arg(long, env = "PETSTORE_MAX_CONNECTIONS_PER_ADDRESS",
-          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    pub max_connections_per_address: Option<u64>,
-
-    /// Seconds a write to a client may make no progress (a client that
-    /// stopped reading); then the connection is closed.
-    #[arg(long, env = "PETSTORE_WRITE_TIMEOUT", default_value_t = 30,
-          value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub write_timeout: u64,
-
-    /// Directory of the durable inventory (its journal, `pets.journal`).
+    /// Directory of the durable inventory (`pets.journal`), the limiter
+    /// state and the development key.
+    ///
     /// Created if missing.
     #[arg(
         long,
         env = "PETSTORE_DATA",
         default_value = "./petstore-data",
-        conflicts_with = "in_memory"
+        value_name = "DIR",
+        conflicts_with = "in_memory",
+        help_heading = STORAGE
     )]
     pub data: PathBuf,
 
-    /// Serve Prometheus metrics at `GET /metrics` (no key needed).
-    #[arg(long, env = "PETSTORE_METRICS", default_value_t = true, action = clap::ArgAction::Set)]
-    pub metrics: bool,
-
-    /// Write one JSON line per request on stderr (time, method, route
-    /// template, status, microseconds, key name, client address; never the
-    /// key).
-    #[arg(long, env = "PETSTORE_ACCESS_LOG")]
-    pub access_log: bool,
-
-    /// Client addresses whose anonymous rate limit is remembered at most
-    /// (about 50 bytes each); under a flood of more addresses the oldest
-    /// are forgotten first, and start over with a full bucket.
-    #[arg(long, env = "PETSTORE_ANONYMOUS_CAPACITY", default_value_t = 100_000,
-          value_parser = clap::value_parser!(u64).range(2..=100_000_000))]
-    pub anonymous_capacity: u64,
-
     /// Keep the inventory in memory only: pets are lost when the server
-    /// stops. For tests and demos.
-    #[arg(long, env = "PETSTORE_IN_MEMORY")]
+    /// stops.
+    ///
+    /// For tests and demos.
+    #[arg(long, env = "PETSTORE_IN_MEMORY", help_heading = STORAGE)]
     pub in_memory: bool,
 
-    /// Keep the inventory in PostgreSQL (a URL such as
-    /// `postgres://user:password@host/db`, or a `key=value` connection
-    /// string): any number of replicas on one database serve one
-    /// inventory. Each keeps a read copy in memory. Cannot be combined
-    /// with --data or --in-memory.
+    /// Keep the inventory in PostgreSQL, shared by any number of replicas.
+    ///
+    /// A URL such as `postgres://user:password@host/db`, or a `key=value`
+    /// connection string. Each replica keeps a read copy in memory. Cannot
+    /// be combined with --data or --in-memory.
     #[arg(long, env = "PETSTORE_POSTGRES", value_name = "URL",
-          conflicts_with_all = ["data", "in_memory"])]
+          conflicts_with_all = ["data", "in_memory"], help_heading = STORAGE)]
     pub postgres: Option<String>,
 
-    /// When created pets reach the disk. `always`: fsync before the 201,
-    /// a pet survives a crash of the process or the machine. `never`: the
-    /// OS flushes when it likes, so pets created in the last seconds can be
-    /// lost on power loss (for benchmarks).
-    #[arg(long, env = "PETSTORE_FSYNC", default_value = "always", value_parser = parse_fsync)]
+    /// When created pets reach the disk: `always` or `never`.
+    ///
+    /// `always`: fsync before the 201, a pet survives a crash of the
+    /// process or the machine. `never`: the OS flushes when it likes, so
+    /// pets created in the last seconds can be lost on power loss (for
+    /// benchmarks).
+    #[arg(long, env = "PETSTORE_FSYNC", default_value = "always", value_parser = parse_fsync,
+          value_name = "always|never", help_heading = STORAGE)]
     pub fsync: FsyncPolicy,
 
-    /// Share the rate limits of keys and client addresses with the other
-    /// replicas in this Redis (`redis://host:port/db`): one plan across
-    /// all of them. When Redis does not answer within 50 ms each replica
-    /// limits alone at the full plan until it does.
-    #[arg(long, env = "PETSTORE_REDIS", value_name = "URL")]
+    /// The JSON keys file; reloaded on SIGHUP.
+    ///
+    /// Format in docs/contract.md, "Keys and plans". Without it, a random
+    /// development key on the `pro` plan is made and printed (and kept in
+    /// the data directory, so a restart prints the same one).
+    #[arg(long, env = "PETSTORE_KEYS", value_name = "FILE", help_heading = RATE_LIMITS)]
+    pub keys: Option<PathBuf>,
+
+    /// Client addresses whose anonymous rate limit is remembered at most.
+    ///
+    /// About 50 bytes each; under a flood of more addresses the oldest are
+    /// forgotten first, and start over with a full bucket.
+    #[arg(long, env = "PETSTORE_ANONYMOUS_CAPACITY", default_value_t = 100_000,
+          value_parser = clap::value_parser!(u64).range(2..=100_000_000),
+          value_name = "N", help_heading = RATE_LIMITS)]
+    pub anonymous_capacity: u64,
+
+    /// Share the rate limits with the other replicas in this Redis.
+    ///
+    /// `redis://host:port/db`: the limits of keys and client addresses, one
+    /// plan across all replicas. When Redis does not answer within
+    /// --redis-timeout, each replica limits alone at the full plan until
+    /// it does.
+    #[arg(long, env = "PETSTORE_REDIS", value_name = "URL", help_heading = RATE_LIMITS)]
     pub redis: Option<String>,
 
-    /// Share the rate limits in a Redis Cluster instead of one Redis: the
-    /// seed nodes (`redis://host:port`, comma-separated). Each key's state
-    /// stays in one hash slot; a shard that does not answer makes only
-    /// the keys it holds fall back to each replica's own limits. Cannot
-    /// be combined with --redis.
+    /// Share the rate limits in a Redis Cluster instead (its seed nodes).
+    ///
+    /// `redis://host:port`, comma-separated. Each key's state stays in one
+    /// hash slot; a shard that does not answer makes only the keys it holds
+    /// fall back to each replica's own limits. Cannot be combined with
+    /// --redis.
     #[arg(
         long,
         env = "PETSTORE_REDIS_CLUSTER",
         value_name = "URL[,URL...]",
         value_delimiter = ',',
-        conflicts_with = "redis"
+        conflicts_with = "redis",
+        help_heading = RATE_LIMITS
     )]
     pub redis_cluster: Vec<String>,
 
-    /// Every connection starts with a PROXY protocol header (v1 or v2, as
-    /// a load balancer's `send-proxy-v2` sends); its source address is the
-    /// client's (anonymous limits, per-address cap, logs). A connection
-    /// without one is closed.
-    #[arg(long, env = "PETSTORE_PROXY_PROTOCOL")]
-    pub proxy_protocol: bool,
+    /// Milliseconds a request waits for Redis before its replica decides
+    /// alone.
+    ///
+    /// With --redis or --redis-cluster; also the bound of a connection
+    /// attempt. Raise it for a Redis far away on the network.
+    #[arg(long, env = "PETSTORE_REDIS_TIMEOUT", default_value_t = 50, value_name = "MS",
+          value_parser = clap::value_parser!(u64).range(1..=10_000),
+          help_heading = RATE_LIMITS)]
+    pub redis_timeout: u64,
+
+    /// Most connections served at once; more wait in the listen backlog.
+    #[arg(long, env = "PETSTORE_MAX_CONNECTIONS", default_value_t = 1024,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000),
+          value_name = "N", help_heading = CLIENT_LIMITS)]
+    pub max_connections: u64,
+
+    /// Most connections served at once from one client address.
+    ///
+    /// One more is closed as soon as it is accepted. Default: an eighth of
+    /// --max-connections (at least 1), so one address cannot take every
+    /// slot.
+    #[arg(long, env = "PETSTORE_MAX_CONNECTIONS_PER_ADDRESS",
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000),
+          value_name = "N", help_heading = CLIENT_LIMITS)]
+    pub max_connections_per_address: Option<u64>,
+
+    /// Seconds a client has to send a request's headers; then the
+    /// connection is closed.
+    ///
+    /// Also how long an idle keep-alive connection may wait before its next
+    /// request.
+    #[arg(long, env = "PETSTORE_HEADER_TIMEOUT", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=3600),
+          value_name = "SECONDS", help_heading = CLIENT_LIMITS)]
+    pub header_timeout: u64,
+
+    /// Seconds a client has to send a request's body; then 408.
+    #[arg(long, env = "PETSTORE_BODY_TIMEOUT", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=3600),
+          value_name = "SECONDS", help_heading = CLIENT_LIMITS)]
+    pub body_timeout: u64,
+
+    /// Seconds a write to a client may make no progress; then the
+    /// connection is closed.
+    ///
+    /// A client that stopped reading cannot hold a connection forever.
+    #[arg(long, env = "PETSTORE_WRITE_TIMEOUT", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=3600),
+          value_name = "SECONDS", help_heading = CLIENT_LIMITS)]
+    pub write_timeout: u64,
+
+    /// Serve `/metrics` and `/healthz` on this second address instead.
+    ///
+    /// The public address then answers them 404, so a public front end
+    /// cannot expose them. Never expects a PROXY header.
+    #[arg(long, env = "PETSTORE_ADMIN_ADDR", value_name = "HOST:PORT",
+          help_heading = OPERATIONS)]
+    pub admin_addr: Option<String>,
+
+    /// Serve Prometheus metrics at `GET /metrics` (no key needed).
+    #[arg(long, env = "PETSTORE_METRICS", default_value_t = true, action = clap::ArgAction::Set,
+          value_name = "BOOL", help_heading = OPERATIONS)]
+    pub metrics: bool,
+
+    /// Write one JSON line per request on stderr.
+    ///
+    /// Time, method, route template, status, microseconds, key name, client
+    /// address; never the key.
+    #[arg(long, env = "PETSTORE_ACCESS_LOG", help_heading = OPERATIONS)]
+    pub access_log: bool,
+
+    /// Log lines as `text` or `json`.
+    ///
+    /// `text`: `TIME LEVEL message`. `json`: one object per line with `ts`,
+    /// `level`, `msg`; access-log lines too, with their fields.
+    #[arg(long, env = "PETSTORE_LOG_FORMAT", default_value = "text", value_parser = parse_log_format,
+          value_name = "text|json", help_heading = OPERATIONS)]
+    pub log_format: LogFormat,
+
+    /// Seconds to drain on SIGTERM or SIGINT before stopping.
+    ///
+    /// `/healthz` answers 503 `draining` (so a load balancer takes the
+    /// instance out), every response says `Connection: close`, new
+    /// connections are still served. Then the listener closes and the
+    /// requests in flight finish. A second signal ends the drain at once.
+    /// Behind a balancer: more than its time to notice (HAProxy: fall x
+    /// inter).
+    #[arg(long, env = "PETSTORE_SHUTDOWN_DELAY", default_value_t = 0,
+          value_parser = clap::value_parser!(u64).range(0..=3600),
+          value_name = "SECONDS", help_heading = OPERATIONS)]
+    pub shutdown_delay: u64,
 }
 
 /// Subcommands.
@@ -233,6 +304,39 @@ pub enum Command {
         /// What to do.
         #[command(subcommand)]
         action: JournalAction,
+    },
+    /// Print the completion script of a shell, made from these flags.
+    ///
+    /// For example `petstore-server completions bash >
+    /// /etc/bash_completion.d/petstore-server`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), made from these flags.
+    ///
+    /// For example `petstore-server man | man -l -`.
+    Man,
+    /// Ask a running server's `GET /healthz`; exit 0 when it answers 200.
+    ///
+    /// For a container's health check, where there may be no curl. Plain
+    /// HTTP only. Without --url it asks --admin-addr if set, else --addr
+    /// (with a PROXY header under --proxy-protocol), read from the same
+    /// flags or environment variables as the server's, so in a container
+    /// configured by `PETSTORE_*` variables it finds the server alone; a
+    /// wildcard host (`0.0.0.0`, `[::]`) is asked on loopback. Exit status:
+    /// 0 healthy, 1 not (a 503 while draining or degraded, no answer, a
+    /// timeout), 2 nothing it can ask (an https URL, or TLS on --addr
+    /// without --admin-addr).
+    Healthcheck {
+        /// The health URL, `http://HOST:PORT/healthz`.
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+        /// Seconds the whole check may take.
+        #[arg(long, default_value_t = 5, value_name = "SECONDS",
+              value_parser = clap::value_parser!(u64).range(1..=3600))]
+        timeout: u64,
     },
 }
 

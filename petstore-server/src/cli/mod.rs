@@ -1,5 +1,7 @@
 //! The command line: flags, the start-up wiring (the only place that
-//! names every backend), `keygen`, and `journal check|repair`.
+//! names every backend), `keygen`, `journal check|repair`, and what is
+//! made from the flags' definitions (shell completions, the man page) or
+//! asks a running server (`healthcheck`).
 //!
 //! | file | holds |
 //! |---|---|
@@ -8,15 +10,22 @@
 //! | `start.rs` | the server's start-up wiring and its run until a signal |
 //! | `keygen.rs` | `petstore-server keygen` |
 //! | `journal_cmd.rs` | `petstore-server journal check` and `journal repair` |
+//! | `completions.rs` | `petstore-server completions SHELL` (`clap_complete`) |
+//! | `man_page.rs` | `petstore-server man` (`clap_mangen`) |
+//! | `healthcheck.rs` | `petstore-server healthcheck`: one `GET /healthz`, for a container |
 //!
 //! May use: `*`.
 //! Only the binary (`main.rs`) uses it.
 
+mod completions;
 mod flags;
+mod healthcheck;
 mod journal_cmd;
 mod keygen;
+mod man_page;
 mod start;
 
+use std::io::{self, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -62,8 +71,14 @@ pub fn main() -> ExitCode {
             }
         };
     }
-    if let Some(Command::Journal { action }) = &cli.command {
-        return journal_cmd::run(action);
+    match &cli.command {
+        Some(Command::Journal { action }) => return journal_cmd::run(action),
+        Some(Command::Completions { shell }) => return completions::run(*shell),
+        Some(Command::Man) => return man_page::run(),
+        Some(Command::Healthcheck { url, timeout }) => {
+            return healthcheck::run(&cli, url.as_deref(), Duration::from_secs(*timeout));
+        }
+        Some(Command::Keygen { .. }) | None => {}
     }
     let runtime = match net::runtime() {
         Ok(runtime) => runtime,
@@ -85,6 +100,20 @@ pub fn main() -> ExitCode {
         Err(message) => {
             log_error!("{message}");
             ExitCode::from(2)
+        }
+    }
+}
+
+/// Writes a generated text on stdout. A reader that stops early (`| head`)
+/// is no failure; `print!` would panic on the closed pipe.
+fn print(text: &[u8]) -> ExitCode {
+    let mut stdout = io::stdout().lock();
+    match stdout.write_all(text).and_then(|()| stdout.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cannot write to stdout: {e}");
+            ExitCode::FAILURE
         }
     }
 }

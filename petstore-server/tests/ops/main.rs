@@ -4,8 +4,10 @@
 //! | file | tests |
 //! |---|---|
 //! | `admin_addr.rs` | `--admin-addr`: `/metrics` and `/healthz` on a second listener only |
+//! | `command_line.rs` | `--help` under its headings, the shell completions, the man page and docs/operating.md's flag table, each against clap's definitions |
 //! | `dashboard.rs` | the Grafana dashboard's and the alert rules' metric names and labels against real servers' `/metrics` |
 //! | `drain.rs` | SIGTERM with `--shutdown-delay`: drain, close the listener, finish, exit 0 |
+//! | `healthcheck.rs` | `petstore-server healthcheck`: its target from the server's flags, its verdicts and bounds |
 //! | `hsts.rs` | `Strict-Transport-Security` on TLS responses: the default, `--hsts-max-age`, none over plaintext |
 //! | `keys_file.rs` | a keys file that is a FIFO, too large, writable by others, or holds a key where it should not |
 //! | `lifecycle.rs` | the process's output, flags and environment, shutdown, connection-level limits |
@@ -21,8 +23,10 @@
 mod common;
 
 mod admin_addr;
+mod command_line;
 mod dashboard;
 mod drain;
+mod healthcheck;
 mod hsts;
 mod keys_file;
 mod lifecycle;
