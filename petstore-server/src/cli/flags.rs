@@ -151,6 +151,11 @@ pub struct Cli {
     #[arg(long, env = "PETSTORE_ACCESS_LOG")]
     pub access_log: bool,
 
+    /// Do not serve the docs page (`GET /docs`, Swagger UI on the served
+    /// OpenAPI document): 404, as any unknown path.
+    #[arg(long, env = "PETSTORE_NO_DOCS")]
+    pub no_docs: bool,
+
     /// Client addresses whose anonymous rate limit is remembered at most
     /// (about 50 bytes each); under a flood of more addresses the oldest
     /// are forgotten first, and start over with a full bucket.
