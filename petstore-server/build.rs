@@ -39,8 +39,8 @@ fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").unwrap_or_default()).join("docs_assets.rs");
     let code = match assets(&page, &vendor) {
         Ok(code) => code,
-        Err(why) => {
-            println!("cargo:warning=the docs page is not built in: {why}; run scripts/docs-assets, then build again (GET /docs answers 404 until then)");
+        Err(Missing { why, detail }) => {
+            println!("cargo:warning=the docs page is not built in: {why}{detail}; run scripts/docs-assets, then build again (GET /docs answers 404 until then)");
             format!(
                 "/// Why this build has no docs page.\n\
                  pub(super) const NOT_BUILT_IN: Option<&str> = Some({why:?});\n\
@@ -56,10 +56,26 @@ fn main() {
     }
 }
 
+/// Why the pinned assets are not there: `why` for `/docs`'s 404 (no
+/// path: an error body names none), `detail` for the build's warning.
+struct Missing {
+    why: String,
+    detail: String,
+}
+
+impl Missing {
+    fn unreadable(path: &Path, e: &std::io::Error) -> Missing {
+        Missing {
+            why: "its files could not be read".into(),
+            detail: format!(" ({}: {e})", path.display()),
+        }
+    }
+}
+
 /// The generated table, or why the pinned assets are not there.
-fn assets(page: &Path, vendor: &Path) -> Result<String, String> {
-    let pin = fs::read_to_string(page.join("swagger-ui-dist.pin"))
-        .map_err(|e| format!("docs-page/swagger-ui-dist.pin cannot be read: {e}"))?;
+fn assets(page: &Path, vendor: &Path) -> Result<String, Missing> {
+    let pin_path = page.join("swagger-ui-dist.pin");
+    let pin = fs::read_to_string(&pin_path).map_err(|e| Missing::unreadable(&pin_path, &e))?;
     let pinned = |field: &str| {
         pin.lines()
             .find_map(|line| line.strip_prefix(field)?.strip_prefix('='))
@@ -72,13 +88,14 @@ fn assets(page: &Path, vendor: &Path) -> Result<String, String> {
     let stamp = fs::read_to_string(vendor.join("fetched")).unwrap_or_default();
     let wanted = format!("swagger-ui-dist@{version} {integrity}");
     if stamp.lines().next() != Some(&wanted) {
-        return Err(if stamp.is_empty() {
-            format!("the files of swagger-ui-dist@{version} were not fetched")
+        let why = if stamp.is_empty() {
+            format!("the files of swagger-ui-dist@{version} were not fetched before it was built")
         } else {
-            format!(
-                "docs-page/vendor holds {}, and the pin asks for swagger-ui-dist@{version}",
-                stamp.split(' ').next().unwrap_or("?")
-            )
+            format!("the files fetched before it was built are not those of the pinned swagger-ui-dist@{version}")
+        };
+        return Err(Missing {
+            why,
+            detail: String::new(),
         });
     }
     let mut files: Vec<(String, PathBuf, Option<PathBuf>)> = VENDORED
@@ -91,7 +108,7 @@ fn assets(page: &Path, vendor: &Path) -> Result<String, String> {
         .collect();
     // The stylesheet's images, which scripts/docs-assets wrote out of it.
     let mut images: Vec<String> = fs::read_dir(vendor)
-        .map_err(|e| format!("docs-page/vendor cannot be listed: {e}"))?
+        .map_err(|e| Missing::unreadable(vendor, &e))?
         .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
         .filter(|name| name.starts_with("img-"))
         .collect();
@@ -105,13 +122,17 @@ fn assets(page: &Path, vendor: &Path) -> Result<String, String> {
     let mut fingerprint = Fnv::default();
     let mut table = String::new();
     for (name, path, gzip) in &files {
-        let bytes =
-            fs::read(path).map_err(|e| format!("{} cannot be read: {e}", path.display()))?;
+        let bytes = fs::read(path).map_err(|e| Missing::unreadable(path, &e))?;
         fingerprint.add(name.as_bytes());
         fingerprint.add(&bytes);
         let gzip = match gzip {
             Some(gz) if gz.is_file() => format!("Some(include_bytes!({:?}))", gz.display()),
-            Some(gz) => return Err(format!("{} is missing", gz.display())),
+            Some(gz) => {
+                return Err(Missing {
+                    why: "its files are incomplete".into(),
+                    detail: format!(" ({} is missing)", gz.display()),
+                })
+            }
             None => "None".into(),
         };
         let _ = writeln!(

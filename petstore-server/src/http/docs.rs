@@ -89,7 +89,7 @@ pub(super) fn page(try_it_out: bool) -> Bytes {
 pub(super) fn page_response(page: &Bytes) -> HttpResponse {
     if let Some(why) = NOT_BUILT_IN {
         return ApiError::NotFound(format!(
-            "this build has no docs page: {why} when it was built (scripts/docs-assets)"
+            "this build has no docs page: {why} (scripts/docs-assets fetches them)"
         ))
         .to_response();
     }
