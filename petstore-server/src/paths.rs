@@ -26,6 +26,12 @@ pub const SELL: &str = "/v1/pets/{petId}/sell";
 pub const ORDERS: &str = "/v1/store/orders";
 /// `GET /metrics`.
 pub const METRICS: &str = "/metrics";
+/// `GET /docs`: the API's docs page (not an operation).
+pub const DOCS: &str = "/docs";
+/// A file the docs page loads, under its fingerprint.
+pub const DOCS_ASSET: &str = "/docs/{asset}";
+/// What a docs asset's path starts with.
+pub const DOCS_PREFIX: &str = "/docs/";
 /// The label of a request that matches no route.
 pub const UNKNOWN: &str = "unknown";
 /// What a one-pet path starts with, before its `{petId}` segment.
@@ -33,7 +39,7 @@ pub const PET_PREFIX: &str = "/v1/pets/";
 
 /// Every route template, as the metrics and the access log name a
 /// request's route; the last, `unknown`, is for requests that match none.
-pub const TEMPLATES: [&str; 10] = [
+pub const TEMPLATES: [&str; 12] = [
     HEALTH,
     OPENAPI_JSON,
     PETS,
@@ -43,5 +49,7 @@ pub const TEMPLATES: [&str; 10] = [
     SELL,
     ORDERS,
     METRICS,
+    DOCS,
+    DOCS_ASSET,
     UNKNOWN,
 ];

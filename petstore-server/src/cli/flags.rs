@@ -257,6 +257,12 @@ pub struct Cli {
     #[arg(long, env = "PETSTORE_ACCESS_LOG", help_heading = OPERATIONS)]
     pub access_log: bool,
 
+    /// Do not serve the docs page (`GET /docs`): 404, as any unknown path.
+    ///
+    /// The page is Swagger UI on the served OpenAPI document.
+    #[arg(long, env = "PETSTORE_NO_DOCS", help_heading = OPERATIONS)]
+    pub no_docs: bool,
+
     /// Log lines as `text` or `json`.
     ///
     /// `text`: `TIME LEVEL message`. `json`: one object per line with `ts`,

@@ -87,6 +87,7 @@ pub(super) async fn serve(cli: Cli) -> Result<(), String> {
         },
         tls: tls.is_some(),
         hsts_max_age: cli.hsts_max_age,
+        docs: !cli.no_docs,
     };
     let admin = match admin_listener {
         Some(listener) => {

@@ -35,7 +35,7 @@ use super::cors::Origin;
 use super::error::{ApiError, HttpResponse};
 use super::reply::{decorate, empty, json, refusal};
 use super::route::{pet_segment, Operation, Route};
-use super::{cors, health, query_string};
+use super::{cors, docs, health, query_string};
 use crate::headers::{Binding, QuotaHeaders, IDEMPOTENCY_KEY};
 use crate::paths::UNKNOWN;
 use crate::ratelimit::{Charged, Later};
@@ -237,6 +237,14 @@ pub fn admit(connection: &Connection, head: Head<'_>, now: Timestamp) -> Admissi
             return answered(connection, &origin, response, served);
         }
         (_, Route::Metrics) if get => return answered(connection, &origin, metrics(state), served),
+        (_, Route::Docs) if get => {
+            let response = docs::page_response(api.docs_page());
+            return answered(connection, &origin, response, served);
+        }
+        (_, Route::DocsAsset(asset)) if get => {
+            let response = docs::asset_response(asset, head.headers);
+            return answered(connection, &origin, response, served);
+        }
         (_, Route::Pets) if get => Operation::ListPets,
         (&Method::POST, Route::Pets) => Operation::CreatePet,
         (_, Route::Pet(_)) if get => Operation::GetPet,

@@ -6,6 +6,7 @@
 use hyper::body::Bytes;
 use hyper::header::HeaderValue;
 
+use super::docs;
 use super::openapi::openapi_document;
 use super::route::Route;
 use crate::headers::successor_link;
@@ -28,6 +29,8 @@ pub struct Options {
     /// `Strict-Transport-Security`'s `max-age` in seconds on a TLS
     /// listener's responses; 0: none.
     pub hsts_max_age: u64,
+    /// Serve the docs page, `GET /docs` (`--no-docs`: 404).
+    pub docs: bool,
 }
 
 /// Which routes a listener serves (`--admin-addr`).
@@ -52,6 +55,7 @@ impl Default for Options {
             role: Role::All,
             tls: false,
             hsts_max_age: DEFAULT_HSTS_MAX_AGE,
+            docs: true,
         }
     }
 }
@@ -67,6 +71,7 @@ pub struct Api {
     pub options: Options,
     successor_link: HeaderValue,
     openapi: Bytes,
+    docs_page: Bytes,
     hsts: Option<HeaderValue>,
 }
 
@@ -76,6 +81,8 @@ impl Api {
         Api {
             successor_link: successor_link(&options.base_url),
             openapi: openapi_document(&options.base_url),
+            // "Try it out" only where the operations are served.
+            docs_page: docs::page(options.role != Role::Admin),
             hsts: hsts(&options),
             options,
         }
@@ -90,6 +97,11 @@ impl Api {
     /// base address (built once, here, not per request).
     pub fn openapi(&self) -> &Bytes {
         &self.openapi
+    }
+
+    /// The docs page's HTML for this listener (built once, here).
+    pub(super) fn docs_page(&self) -> &Bytes {
+        &self.docs_page
     }
 
     /// The `Strict-Transport-Security` value of every response of this
@@ -107,12 +119,16 @@ impl Api {
     }
 
     /// Whether this listener serves `route` (else it is 404, as no route).
+    /// The docs page is on every listener unless `--no-docs`; the admin
+    /// listener serves the OpenAPI document too when it serves the page,
+    /// which shows it.
     pub(super) fn serves(&self, route: Route) -> bool {
-        let admin = matches!(route, Route::Health | Route::Metrics);
-        match self.options.role {
-            Role::All => true,
-            Role::Public => !admin,
-            Role::Admin => admin,
+        let role = self.options.role;
+        match route {
+            Route::Docs | Route::DocsAsset(_) => self.options.docs,
+            Route::Health | Route::Metrics => role != Role::Public,
+            Route::OpenApi => role != Role::Admin || self.options.docs,
+            _ => role != Role::Admin,
         }
     }
 }

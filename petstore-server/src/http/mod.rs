@@ -26,6 +26,7 @@
 //! | `cors.rs` | CORS preflight and response headers |
 //! | `health.rs` | `GET /healthz` |
 //! | `openapi.rs` | `GET /v1/openapi.json` |
+//! | `docs.rs` | `GET /docs`: the docs page and its embedded assets |
 //! | `api.rs` | [`Api`]: the contract's options and what it builds once from them |
 //!
 //! May use: `util`, `telemetry`, `headers`, `paths.rs`, `state.rs`, `keys/mod.rs`, `store/mod.rs`, `ratelimit/mod.rs`.
@@ -39,6 +40,7 @@ mod auth;
 mod body;
 mod connection;
 mod cors;
+mod docs;
 mod error;
 mod finish;
 mod health;

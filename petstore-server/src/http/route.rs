@@ -4,8 +4,10 @@
 
 use petstore_core::Transition;
 
+use super::docs::{self, Asset};
 use crate::paths::{
-    HEALTH, METRICS, OPENAPI_JSON, ORDERS, PET, PETS, PET_PREFIX, RELEASE, RESERVE, SELL,
+    DOCS, DOCS_ASSET, DOCS_PREFIX, HEALTH, METRICS, OPENAPI_JSON, ORDERS, PET, PETS, PET_PREFIX,
+    RELEASE, RESERVE, SELL,
 };
 
 /// The routes of the service.
@@ -19,6 +21,11 @@ pub(super) enum Route<'a> {
     Transition(&'a str, Transition),
     Orders,
     Metrics,
+    /// The docs page.
+    Docs,
+    /// A file of the docs page, one of this build's under its current
+    /// fingerprint (any other path under `/docs/` is no route).
+    DocsAsset(&'static Asset),
 }
 
 impl<'a> Route<'a> {
@@ -35,6 +42,8 @@ impl<'a> Route<'a> {
             },
             Route::Orders => ORDERS,
             Route::Metrics => METRICS,
+            Route::Docs => DOCS,
+            Route::DocsAsset(_) => DOCS_ASSET,
         }
     }
 
@@ -45,6 +54,11 @@ impl<'a> Route<'a> {
             PETS => Some(Route::Pets),
             ORDERS => Some(Route::Orders),
             METRICS => Some(Route::Metrics),
+            DOCS => Some(Route::Docs),
+            _ if path.starts_with(DOCS_PREFIX) => {
+                let (fingerprint, name) = path[DOCS_PREFIX.len()..].split_once('/')?;
+                docs::find(fingerprint, name).map(Route::DocsAsset)
+            }
             _ => {
                 let rest = path.strip_prefix(PET_PREFIX)?;
                 match rest.split_once('/') {

@@ -342,6 +342,12 @@ impl Server {
         self.child.id()
     }
 
+    /// Its admin listener's address (`--admin-addr`), as it printed it.
+    pub fn admin_addr(&self) -> SocketAddr {
+        let line = self.wait_for_stdout_line(Duration::from_secs(10), |l| l.starts_with("admin "));
+        line.rsplit("http://").next().unwrap().parse().unwrap()
+    }
+
     /// Every stdout line so far.
     pub fn stdout_lines(&self) -> Vec<String> {
         self.stdout.lock().unwrap().clone()

@@ -89,6 +89,7 @@ fn head_is_get_without_the_body_on_every_get_route() {
         "/v1/pets/1",
         "/v1/pets/2",
         "/v1/store/orders",
+        "/docs",
     ] {
         let request = |method: &str| {
             format!("{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\n\r\n")

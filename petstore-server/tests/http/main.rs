@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `auth.rs` | API keys: 401s and their challenges, SHA-256 entries, SIGHUP reload, `keygen` |
 //! | `client_example.rs` | the `client` example backs off and is never banned; a naive client is |
+//! | `docs.rs` | `GET /docs` and its assets: types, CSP, caching, gzip, HEAD, 405, `--no-docs`, the admin listener |
 //! | `errors.rs` | 404, 405, 408, 413, 415, 501, the order of the checks, error bodies |
 //! | `framing.rs` | HEAD, `Host`, transfer codings, `Expect: 100-continue`, `Connection: close` |
 //! | `idempotency.rs` | `Idempotency-Key` on createPet and the transitions: replay, 422, 400s, scope, what is kept |
@@ -23,6 +24,7 @@ mod common;
 
 mod auth;
 mod client_example;
+mod docs;
 mod errors;
 mod framing;
 mod headers;

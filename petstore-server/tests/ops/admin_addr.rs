@@ -9,12 +9,6 @@ use std::time::Duration;
 
 use common::{assert_error, wait_until, Conn, Server, KEY};
 
-/// The admin address the server printed.
-fn admin_addr(server: &Server) -> SocketAddr {
-    let line = server.wait_for_stdout_line(Duration::from_secs(10), |l| l.starts_with("admin "));
-    line.rsplit("http://").next().unwrap().parse().unwrap()
-}
-
 fn get(addr: SocketAddr, path: &str, preface: &str) -> common::Response {
     let mut c = Conn::open(addr);
     c.send(
@@ -31,7 +25,7 @@ fn health_and_metrics_move_to_the_admin_listener_and_vanish_from_the_public_one(
         .arg("--admin-addr")
         .arg("127.0.0.1:0")
         .start();
-    let admin = admin_addr(&server);
+    let admin = server.admin_addr();
     assert_ne!(admin, server.addr);
     // The public port: the API, the OpenAPI document, no health, no metrics.
     assert_eq!(server.get("/v1/pets", Some(KEY)).status, 200);
@@ -63,7 +57,7 @@ fn the_admin_listener_takes_no_proxy_header_and_reports_the_drain() {
         .arg("--shutdown-delay")
         .arg("60")
         .start();
-    let admin = admin_addr(&server);
+    let admin = server.admin_addr();
     // A monitor on its own port sends no PROXY header (HAProxy does not,
     // for a check on another port); the public port needs one.
     assert_eq!(get(admin, "/healthz", "").status, 200);
