@@ -7,7 +7,7 @@
 //!
 //! # Layout
 //!
-//! Three rooms and one shared file; each room's `mod.rs` opens with its
+//! Four rooms and one shared file; each room's `mod.rs` opens with its
 //! own table of files and the rule of what it may import:
 //!
 //! | path | holds |
@@ -15,6 +15,7 @@
 //! | `pet/` | [`Pet`], [`NewPet`] and its `createPet` body parser, [`PetStatus`], [`Transition`], [`PetId`], [`CategoryId`], the Unicode name rules ([`validate_name`]), [`PetError`] |
 //! | `inventory/` | [`Inventory`]: storage, `get`/`list`/`create`, `transition`, `apply`/`apply_statuses`; [`ListQuery`], [`Limit`], [`Page`]; the arena and the pet's canonical JSON ([`Pet::to_json`]); [`CreateError`], [`TransitionError`], [`OpenError`] |
 //! | `inventory/journal/` | the append-only journal of a durable inventory: group commit, record format, replay, [`check_journal`] and [`repair_journal`] |
+//! | `idempotency/` | idempotency keys: [`IdempotencyKey`] and its header parser, [`Keyed`], [`Fingerprint`], [`Scope`], the kept [`Answer`], [`Seen`], [`KeyedOutcome`], [`Claim`], [`RETENTION`] |
 //! | `limit/` | the rate limiter: [`RateLimiter`], [`KeyLimiter`], [`AnonymousLimiter`], [`Decision`], [`Plans`] and [`Quota`], the [`Clock`] |
 //! | `quote.rs` | [`quote()`]: how an error message quotes client input (64 characters, then `…`) |
 //!
@@ -38,11 +39,16 @@
 
 #![deny(missing_docs)]
 
+mod idempotency;
 mod inventory;
 mod limit;
 mod pet;
 mod quote;
 
+pub use idempotency::{
+    Answer, Claim, Fingerprint, IdempotencyKey, KeyError, Keyed, KeyedOutcome, Scope, Seen,
+    MAX_KEY_CHARS, MAX_SCOPE_BYTES, RETENTION,
+};
 #[allow(deprecated)]
 pub use inventory::LimitError;
 pub use inventory::{

@@ -17,7 +17,11 @@
 //! a push, a transition for one pet's change. parking_lot's lock is a single word, cheap when uncontended,
 //! and never poisoned.
 //!
-//! May use: `pet`.
+//! Idempotency keys: the inventory keeps each keyed write's answer
+//! (`idempotency/`), and a durable one writes the key into the same
+//! journal record as the write, so the two survive a crash together.
+//!
+//! May use: `pet`, `idempotency`, `limit`.
 
 mod error;
 mod final_pages;
@@ -47,6 +51,8 @@ pub use journal::{
 };
 pub use query::{FinalPage, JsonPage, Limit, ListQuery, Page};
 
+use crate::idempotency::{Answer, Claim, KeptKeys, Keyed, KeyedOutcome, Seen};
+use crate::limit::{Clock, SystemClock};
 use crate::pet::{NewPet, Pet, PetId, PetStatus, Transition};
 use final_pages::FinalPages;
 #[cfg(doc)]
@@ -81,6 +87,8 @@ pub struct Inventory {
     journal: Option<Journal>,
     recovery: Option<Recovery>,
     final_pages: FinalPages,
+    /// Idempotency keys in flight and kept.
+    kept: Arc<KeptKeys>,
 }
 
 impl Inventory {
@@ -110,12 +118,31 @@ impl Inventory {
     /// # std::fs::remove_dir_all(&dir).unwrap();
     /// ```
     pub fn open(dir: impl AsRef<Path>, options: JournalOptions) -> Result<Self, OpenError> {
+        Self::open_with_clock(dir, options, &SystemClock::new())
+    }
+
+    /// [`open`](Self::open), with `clock` as the wall clock that judges
+    /// which idempotency keys of the journal have expired (they are not
+    /// kept again): a test opens a journal a day later without waiting a
+    /// day.
+    pub fn open_with_clock(
+        dir: impl AsRef<Path>,
+        options: JournalOptions,
+        clock: &dyn Clock,
+    ) -> Result<Self, OpenError> {
         let mut records = Records::default();
-        let (journal, recovery) =
-            Journal::open(dir.as_ref(), options, |record, json| match record {
+        let kept = Arc::new(KeptKeys::default());
+        let now = clock.now();
+        let (journal, recovery) = Journal::open(dir.as_ref(), options, |record, json, keyed| {
+            let answer = match record {
                 Record::Pet(id, status) => {
                     records.push_json(id, status, json);
-                    Ok(())
+                    // Decoded only for a key: replay of unkeyed pets
+                    // stays a copy of bytes.
+                    keyed
+                        .as_ref()
+                        .and_then(|_| decode(id, status, json))
+                        .map(Answer::Created)
                 }
                 Record::Transition(id, transition) => {
                     let Some(index) = records.index_of(id) else {
@@ -132,15 +159,37 @@ impl Inventory {
                         };
                         return Err(format!("a transition its pet could not take: {refused}"));
                     }
-                    records.set_status(index, transition.to_status());
-                    Ok(())
+                    let status = transition.to_status();
+                    records.set_status(index, status);
+                    keyed
+                        .as_ref()
+                        .and_then(|_| decode(id, status, records.json(index)))
+                        .map(Answer::Transitioned)
                 }
-            })?;
+                Record::Conflict(id, status, transition) => {
+                    if records.index_of(id).is_none() {
+                        return Err(format!(
+                                "a kept conflict of {transition} of pet {id}, which no record before it created"
+                            ));
+                    }
+                    Some(Answer::Conflict {
+                        id,
+                        status,
+                        transition,
+                    })
+                }
+            };
+            if let (Some(keyed), Some(answer)) = (keyed, answer) {
+                kept.restore(&keyed, answer, now);
+            }
+            Ok(())
+        })?;
         Ok(Inventory {
             records: RwLock::new(records),
             journal: Some(journal),
             recovery: Some(recovery),
             final_pages: FinalPages::default(),
+            kept,
         })
     }
 
@@ -215,7 +264,7 @@ impl Inventory {
     /// ```
     pub fn create_many(&self, news: Vec<NewPet>) -> Result<Vec<Pet>, CreateError> {
         if let Some(journal) = &self.journal {
-            return journal.append_many(news, &|batch| self.publish(batch));
+            return journal.append_many(news, &[], &|batch| self.publish(batch));
         }
         let mut records = self.records.write();
         let first = records.ends.len() as u64 + 1;
@@ -344,13 +393,23 @@ impl Inventory {
         &self,
         batch: &[(PetId, Transition)],
     ) -> Result<Vec<Result<Pet, TransitionError>>, StorageFailure> {
+        self.transition_many_with(batch, &[])
+    }
+
+    /// [`transition_many`](Self::transition_many), the transition at index
+    /// `i` written with the idempotency key `keys[i]` when there is one.
+    fn transition_many_with(
+        &self,
+        batch: &[(PetId, Transition)],
+        keys: &[Option<&Keyed>],
+    ) -> Result<Vec<Result<Pet, TransitionError>>, StorageFailure> {
         if let Some(journal) = &self.journal {
             let status_of = |id| {
                 let records = self.records.read();
                 records.index_of(id).map(|index| records.statuses[index])
             };
-            let decided =
-                journal.transition_many(batch, &status_of, &|changes| self.publish(changes))?;
+            let decided = journal
+                .transition_many(batch, keys, &status_of, &|changes| self.publish(changes))?;
             // The pets, outside the journal's lock: the status is the one
             // decided, whatever a later transition has made of it since.
             let pets = decided.into_iter().zip(batch).map(|(outcome, &(id, _))| {
@@ -378,6 +437,203 @@ impl Inventory {
                     .ok_or(TransitionError::NotFound(id))
             })
             .collect();
+        Ok(outcomes)
+    }
+
+    /// What a request with idempotency key `keyed` finds, before it is
+    /// validated or run: [`Seen::New`] (run it), a kept answer to give
+    /// again, the key used with another request, or the same request
+    /// still running. Expired keys (older than
+    /// [`RETENTION`](crate::RETENTION) at `keyed.at`) are not found.
+    pub fn seen(&self, keyed: &Keyed) -> Seen {
+        self.kept.seen(keyed)
+    }
+
+    /// Claims `keyed`'s key for a write about to run, for a caller that
+    /// batches writes itself ([`create_many_claimed`](Self::create_many_claimed),
+    /// [`transition_many_claimed`](Self::transition_many_claimed)): until
+    /// the write is durable, a request with the key finds it in flight.
+    /// What the key holds instead when it is not new (a race lost since
+    /// [`seen`](Self::seen)).
+    pub fn claim(&self, keyed: Keyed) -> Result<Claim, Seen> {
+        self.kept.claim(keyed)
+    }
+
+    /// How many idempotency keys are kept with their answers.
+    pub fn kept_keys(&self) -> usize {
+        self.kept.len()
+    }
+
+    /// [`create`](Self::create) with an idempotency key: the first
+    /// request with the key creates the pet and keeps the answer, as
+    /// durably as the pet (the same journal record); the same request
+    /// again within [`RETENTION`](crate::RETENTION) gets that answer
+    /// ([`KeyedOutcome::Replay`]) and creates nothing; another request
+    /// with the key is [`KeyedOutcome::Reused`]; one while the first
+    /// runs, [`KeyedOutcome::InFlight`]. A create that fails keeps
+    /// nothing: the key can be used again.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use petstore_core::*;
+    /// let inventory = Inventory::in_memory();
+    /// let clock = FakeClock::new(Timestamp::from_unix_secs(1_000));
+    /// let keyed = |fingerprint| Keyed {
+    ///     scope: Scope::new("shop").unwrap(),
+    ///     key: IdempotencyKey::parse_header(b"order-17").unwrap(),
+    ///     fingerprint: Fingerprint::from_bytes([fingerprint; 32]),
+    ///     at: clock.now(),
+    /// };
+    /// let rex = || NewPet::new("Rex", CategoryId::MIN).unwrap();
+    /// let first = inventory.create_keyed(rex(), keyed(1)).unwrap();
+    /// let KeyedOutcome::Done(Answer::Created(pet)) = first else { panic!() };
+    /// // A retry gets the same pet; nothing is created again.
+    /// assert_eq!(
+    ///     inventory.create_keyed(rex(), keyed(1)).unwrap(),
+    ///     KeyedOutcome::Replay(Answer::Created(pet))
+    /// );
+    /// assert_eq!(inventory.len(), 1);
+    /// // Another request with the same key is refused.
+    /// assert_eq!(inventory.create_keyed(rex(), keyed(2)).unwrap(), KeyedOutcome::Reused);
+    /// // A day later the key is free again.
+    /// clock.advance(RETENTION);
+    /// assert_eq!(inventory.seen(&keyed(2)), Seen::New);
+    /// ```
+    pub fn create_keyed(&self, new: NewPet, keyed: Keyed) -> Result<KeyedOutcome, CreateError> {
+        let claim = match self.claim(keyed) {
+            Ok(claim) => claim,
+            Err(seen) => return Ok(taken(seen)),
+        };
+        let mut pets = self.create_many_claimed(vec![(new, Some(claim))])?;
+        match pets.pop() {
+            Some(pet) => Ok(KeyedOutcome::Done(Answer::Created(pet))),
+            None => Err(CreateError::IdsExhausted),
+        }
+    }
+
+    /// [`create_many`](Self::create_many) where some creates hold a
+    /// claimed key ([`claim`](Self::claim)): each pet with a claim is
+    /// written in one record with its key, and once the batch is durable
+    /// the key keeps [`Answer::Created`]. On an error nothing is stored
+    /// and every claim is let go.
+    pub fn create_many_claimed(
+        &self,
+        batch: Vec<(NewPet, Option<Claim>)>,
+    ) -> Result<Vec<Pet>, CreateError> {
+        let (news, claims): (Vec<NewPet>, Vec<Option<Claim>>) = batch.into_iter().unzip();
+        let pets = match &self.journal {
+            Some(journal) => {
+                let keys: Vec<Option<&Keyed>> = claims
+                    .iter()
+                    .map(|c| c.as_ref().map(Claim::keyed))
+                    .collect();
+                journal.append_many(news, &keys, &|batch| self.publish(batch))?
+            }
+            None => self.create_many(news)?,
+        };
+        for (pet, claim) in pets.iter().zip(claims) {
+            if let Some(claim) = claim {
+                claim.keep(Answer::Created(pet.clone()));
+            }
+        }
+        Ok(pets)
+    }
+
+    /// [`transition`](Self::transition) with an idempotency key, as
+    /// [`create_keyed`](Self::create_keyed): the pet as the transition
+    /// left it, or the conflict its status made, is kept for the key
+    /// (both are [`KeyedOutcome::Done`]); a pet that does not exist, or
+    /// a journal that failed, is an `Err` and keeps nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use petstore_core::*;
+    /// let inventory = Inventory::in_memory();
+    /// let rex = inventory.create(NewPet::new("Rex", CategoryId::MIN).unwrap()).unwrap().id();
+    /// let keyed = |key: &[u8]| Keyed {
+    ///     scope: Scope::new("shop").unwrap(),
+    ///     key: IdempotencyKey::parse_header(key).unwrap(),
+    ///     fingerprint: Fingerprint::from_bytes([0; 32]),
+    ///     at: Timestamp::from_unix_secs(1_000),
+    /// };
+    /// let sold = inventory.transition_keyed(rex, Transition::Sell, keyed(b"a")).unwrap();
+    /// assert!(matches!(sold, KeyedOutcome::Done(Answer::Transitioned(_))));
+    /// let again = inventory.transition_keyed(rex, Transition::Sell, keyed(b"b")).unwrap();
+    /// let conflict = Answer::Conflict { id: rex, status: PetStatus::Sold, transition: Transition::Sell };
+    /// assert_eq!(again, KeyedOutcome::Done(conflict.clone()));
+    /// // The kept conflict is given again, whatever the pet's status now.
+    /// inventory.transition(rex, Transition::Release).ok();
+    /// assert_eq!(
+    ///     inventory.transition_keyed(rex, Transition::Sell, keyed(b"b")).unwrap(),
+    ///     KeyedOutcome::Replay(conflict)
+    /// );
+    /// ```
+    pub fn transition_keyed(
+        &self,
+        id: PetId,
+        transition: Transition,
+        keyed: Keyed,
+    ) -> Result<KeyedOutcome, TransitionError> {
+        let claim = match self.claim(keyed) {
+            Ok(claim) => claim,
+            Err(seen) => return Ok(taken(seen)),
+        };
+        let mut outcomes = self
+            .transition_many_claimed(vec![(id, transition, Some(claim))])
+            .map_err(TransitionError::Storage)?;
+        match outcomes.pop() {
+            Some(Ok(pet)) => Ok(KeyedOutcome::Done(Answer::Transitioned(pet))),
+            Some(Err(TransitionError::Conflict {
+                id,
+                current,
+                transition,
+            })) => Ok(KeyedOutcome::Done(Answer::Conflict {
+                id,
+                status: current,
+                transition,
+            })),
+            Some(Err(error)) => Err(error),
+            None => Err(TransitionError::NotFound(id)),
+        }
+    }
+
+    /// [`transition_many`](Self::transition_many) where some transitions
+    /// hold a claimed key ([`claim`](Self::claim)): each is written in one
+    /// record with its key, a conflict with a key too, and once the batch
+    /// is durable the key keeps [`Answer::Transitioned`] or
+    /// [`Answer::Conflict`]. A pet not found, or an `Err`, lets its claim
+    /// go.
+    pub fn transition_many_claimed(
+        &self,
+        batch: Vec<(PetId, Transition, Option<Claim>)>,
+    ) -> Result<Vec<Result<Pet, TransitionError>>, StorageFailure> {
+        let (pairs, claims): (Vec<(PetId, Transition)>, Vec<Option<Claim>>) = batch
+            .into_iter()
+            .map(|(id, transition, claim)| ((id, transition), claim))
+            .unzip();
+        let keys: Vec<Option<&Keyed>> = claims
+            .iter()
+            .map(|c| c.as_ref().map(Claim::keyed))
+            .collect();
+        let outcomes = self.transition_many_with(&pairs, &keys)?;
+        for (outcome, claim) in outcomes.iter().zip(claims) {
+            let Some(claim) = claim else { continue };
+            match outcome {
+                Ok(pet) => claim.keep(Answer::Transitioned(pet.clone())),
+                Err(TransitionError::Conflict {
+                    id,
+                    current,
+                    transition,
+                }) => claim.keep(Answer::Conflict {
+                    id: *id,
+                    status: *current,
+                    transition: *transition,
+                }),
+                Err(_) => {}
+            }
+        }
         Ok(outcomes)
     }
 
@@ -587,4 +843,10 @@ impl Inventory {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// The outcome of a keyed write whose key was taken (never [`Seen::New`]:
+/// a claim that failed found something).
+fn taken(seen: Seen) -> KeyedOutcome {
+    KeyedOutcome::of_seen(seen).unwrap_or(KeyedOutcome::InFlight)
 }

@@ -15,7 +15,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use petstore_core::{NewPet, Pet, PetId, Transition};
+use petstore_core::{Claim, NewPet, Pet, PetId, Transition};
 use tokio::sync::{mpsc, oneshot};
 
 use super::failed::{CreateFailed, TransitionFailed};
@@ -45,6 +45,23 @@ impl Item for NewPet {
 /// answer; the batch as a whole fails only when it could not be made
 /// durable.
 impl Item for (PetId, Transition) {
+    type Done = Result<Pet, TransitionFailed>;
+    type Failed = TransitionFailed;
+    const NOT_STORED: TransitionFailed = TransitionFailed::Unavailable;
+}
+
+/// A create that may hold a claimed idempotency key (the journal's
+/// item): stored all or none with its batch, the key with it. A waiter
+/// that gave up drops the claim with the item, which lets the key go.
+impl Item for (NewPet, Option<Claim>) {
+    type Done = Pet;
+    type Failed = CreateFailed;
+    const NOT_STORED: CreateFailed = CreateFailed;
+}
+
+/// A transition that may hold a claimed idempotency key (the journal's
+/// item), answered as [`(PetId, Transition)`](Item).
+impl Item for (PetId, Transition, Option<Claim>) {
     type Done = Result<Pet, TransitionFailed>;
     type Failed = TransitionFailed;
     const NOT_STORED: TransitionFailed = TransitionFailed::Unavailable;

@@ -1,5 +1,6 @@
 //! Why a write was not made: [`CreateFailed`] for a create,
-//! [`TransitionFailed`] for a transition.
+//! [`TransitionFailed`] for a transition, [`KeyedFailed`] for either with
+//! an idempotency key (or a key's lookup).
 
 use petstore_core::{PetStatus, TransitionError};
 
@@ -33,5 +34,27 @@ impl From<TransitionError> for TransitionFailed {
             TransitionError::Conflict { current, .. } => TransitionFailed::Conflict(current),
             TransitionError::Storage(_) => TransitionFailed::Unavailable,
         }
+    }
+}
+
+/// Why a keyed write (or the lookup of its key) gave no outcome. Nothing
+/// is kept for the key: the client may retry with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum KeyedFailed {
+    /// A transition of a pet that does not exist: 404 `not_found`.
+    #[error("no such pet")]
+    NotFound,
+    /// Not stored, or not known to be; or the key could not be looked
+    /// up: 503, as [`CreateFailed`].
+    #[error("the write could not be stored")]
+    Unavailable,
+    /// The backend does not keep idempotency keys: 500.
+    #[error("this store does not keep idempotency keys")]
+    Unsupported,
+}
+
+impl From<CreateFailed> for KeyedFailed {
+    fn from(_: CreateFailed) -> Self {
+        KeyedFailed::Unavailable
     }
 }

@@ -10,6 +10,12 @@
 //! [`Inventory::transition_many`] on one blocking thread: one thread and
 //! one fsync per batch, however many writes wait.
 //!
+//! A keyed write claims its key before it is queued (a request with the
+//! key then finds it in flight); the claim rides with the item, so the
+//! core writes the key into the write's own record and keeps the answer
+//! once the batch is durable, and a write that fails, or whose waiter
+//! gave up before its batch, drops the claim and lets the key go.
+//!
 //! Why two committers, not one: the core makes a batch of creates and a
 //! batch of transitions in two calls, each its own group commit; one
 //! queue of both would take turns and make either kind wait for the
@@ -18,10 +24,11 @@
 
 use std::sync::{Arc, OnceLock};
 
-use petstore_core::{Inventory, NewPet, Pet, PetId, Transition};
+use petstore_core::{Answer, Claim, Inventory, KeyedOutcome, NewPet, Pet, PetId, Transition};
 
 use super::committer::{self, Commit, Committer, Item};
-use super::failed::{CreateFailed, TransitionFailed};
+use super::failed::{CreateFailed, KeyedFailed, TransitionFailed};
+use super::Keyed;
 use crate::log_error;
 
 /// Most writes of one kind handed to one group commit.
@@ -36,8 +43,8 @@ pub struct JournalStore {
     inventory: Arc<Inventory>,
     /// The committers' queues, each started by its first write (which
     /// runs on the runtime, where the task can be spawned).
-    creates: OnceLock<Committer<NewPet>>,
-    transitions: OnceLock<Committer<(PetId, Transition)>>,
+    creates: OnceLock<Committer<(NewPet, Option<Claim>)>>,
+    transitions: OnceLock<Committer<(PetId, Transition, Option<Claim>)>>,
 }
 
 impl JournalStore {
@@ -59,7 +66,23 @@ impl JournalStore {
     /// refused: the journal failed, or the queue is full). Call from
     /// inside the tokio runtime.
     pub async fn create(&self, new: NewPet) -> Result<Pet, CreateFailed> {
-        self.write(&self.creates, new).await
+        self.write(&self.creates, (new, None)).await
+    }
+
+    /// [`create`](Self::create) with an idempotency key, claimed before
+    /// the pet is queued: the outcome the key had instead when it was
+    /// taken meanwhile.
+    pub async fn create_keyed(
+        &self,
+        new: NewPet,
+        keyed: Keyed,
+    ) -> Result<KeyedOutcome, KeyedFailed> {
+        let claim = match self.inventory.claim(keyed) {
+            Ok(claim) => claim,
+            Err(seen) => return Ok(taken(seen)),
+        };
+        let pet = self.write(&self.creates, (new, Some(claim))).await?;
+        Ok(KeyedOutcome::Done(Answer::Created(pet)))
     }
 
     /// Queues transition `t` of pet `id` for its committer and waits for
@@ -67,9 +90,35 @@ impl JournalStore {
     /// conflict, or refused: the journal failed, or the queue is full).
     /// Call from inside the tokio runtime.
     pub async fn transition(&self, id: PetId, t: Transition) -> Result<Pet, TransitionFailed> {
-        self.write(&self.transitions, (id, t))
+        self.write(&self.transitions, (id, t, None))
             .await
             .and_then(|done| done)
+    }
+
+    /// [`transition`](Self::transition) with an idempotency key, claimed
+    /// before the transition is queued; a conflict is kept and answered
+    /// as the key's [`Answer::Conflict`].
+    pub async fn transition_keyed(
+        &self,
+        id: PetId,
+        t: Transition,
+        keyed: Keyed,
+    ) -> Result<KeyedOutcome, KeyedFailed> {
+        let claim = match self.inventory.claim(keyed) {
+            Ok(claim) => claim,
+            Err(seen) => return Ok(taken(seen)),
+        };
+        let done = self.write(&self.transitions, (id, t, Some(claim))).await;
+        match done.and_then(|done| done) {
+            Ok(pet) => Ok(KeyedOutcome::Done(Answer::Transitioned(pet))),
+            Err(TransitionFailed::Conflict(status)) => Ok(KeyedOutcome::Done(Answer::Conflict {
+                id,
+                status,
+                transition: t,
+            })),
+            Err(TransitionFailed::NotFound) => Err(KeyedFailed::NotFound),
+            Err(TransitionFailed::Unavailable) => Err(KeyedFailed::Unavailable),
+        }
     }
 
     /// Queues `item` on `queue`'s committer (started on first use) and
@@ -95,10 +144,13 @@ impl JournalStore {
 #[derive(Debug)]
 struct Writer(Arc<Inventory>);
 
-impl Commit for Writer {
-    async fn commit(self: &Arc<Self>, batch: Vec<NewPet>) -> Result<Vec<Pet>, CreateFailed> {
+impl Commit<(NewPet, Option<Claim>)> for Writer {
+    async fn commit(
+        self: &Arc<Self>,
+        batch: Vec<(NewPet, Option<Claim>)>,
+    ) -> Result<Vec<Pet>, CreateFailed> {
         let writer = Arc::clone(self);
-        match tokio::task::spawn_blocking(move || writer.0.create_many(batch)).await {
+        match tokio::task::spawn_blocking(move || writer.0.create_many_claimed(batch)).await {
             Ok(Ok(pets)) => Ok(pets),
             // The cause is logged once, by the inventory's failure hook.
             Ok(Err(_)) => Err(CreateFailed),
@@ -110,13 +162,13 @@ impl Commit for Writer {
     }
 }
 
-impl Commit<(PetId, Transition)> for Writer {
+impl Commit<(PetId, Transition, Option<Claim>)> for Writer {
     async fn commit(
         self: &Arc<Self>,
-        batch: Vec<(PetId, Transition)>,
+        batch: Vec<(PetId, Transition, Option<Claim>)>,
     ) -> Result<Vec<Result<Pet, TransitionFailed>>, TransitionFailed> {
         let writer = Arc::clone(self);
-        match tokio::task::spawn_blocking(move || writer.0.transition_many(&batch)).await {
+        match tokio::task::spawn_blocking(move || writer.0.transition_many_claimed(batch)).await {
             Ok(Ok(outcomes)) => Ok(outcomes
                 .into_iter()
                 .map(|outcome| outcome.map_err(TransitionFailed::from))
@@ -130,4 +182,11 @@ impl Commit<(PetId, Transition)> for Writer {
             }
         }
     }
+}
+
+/// The outcome of a keyed write whose key was taken when it came to claim
+/// it (never [`Seen::New`](petstore_core::Seen::New): a claim that failed
+/// found something).
+fn taken(seen: petstore_core::Seen) -> KeyedOutcome {
+    KeyedOutcome::of_seen(seen).unwrap_or(KeyedOutcome::InFlight)
 }

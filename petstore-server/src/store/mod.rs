@@ -21,7 +21,7 @@
 //! | file | holds |
 //! |---|---|
 //! | `mod.rs` | the seam: [`Store`] |
-//! | `failed.rs` | [`CreateFailed`], [`TransitionFailed`]: why a write was not made |
+//! | `failed.rs` | [`CreateFailed`], [`TransitionFailed`], [`KeyedFailed`]: why a write was not made |
 //! | `committer.rs` | the queue-batch-reply loop both durable backends share, for any kind of write |
 //! | `journal.rs` | [`JournalStore`]: the journal's committer tasks |
 //! | `metrics.rs` | pets, writability and the journal's commits in `/metrics` |
@@ -43,8 +43,9 @@ use std::sync::Arc;
 use petstore_core::{Inventory, NewPet, Pet, PetId, Transition};
 use prometheus_client::collector::Collector;
 
-pub use failed::{CreateFailed, TransitionFailed};
+pub use failed::{CreateFailed, KeyedFailed, TransitionFailed};
 pub use journal::JournalStore;
+pub use petstore_core::{Answer, Keyed, KeyedOutcome, Seen};
 pub use postgres::Postgres;
 
 /// Where the pets live. Cheap to clone (an `Arc`).
@@ -125,6 +126,81 @@ impl Store {
             Store::Memory(inventory) => inventory.transition(id, t).map_err(Into::into),
             Store::Journal(journal) => journal.transition(id, t).await,
             Store::Postgres(pg) => pg.transition(id, t).await,
+        }
+    }
+
+    /// What a write with idempotency key `keyed` finds, before its body
+    /// is validated: [`Seen::New`] (validate and run it), the kept answer
+    /// of the same request ([`Seen::Replay`]), the key used with another
+    /// request ([`Seen::Reused`]), or its first request still running
+    /// ([`Seen::InFlight`]). Keys are kept [`RETENTION`](petstore_core::RETENTION)
+    /// from their first request.
+    pub async fn seen(&self, keyed: &Keyed) -> Result<Seen, KeyedFailed> {
+        match self {
+            Store::Memory(inventory) => Ok(inventory.seen(keyed)),
+            Store::Journal(journal) => Ok(journal.inventory().seen(keyed)),
+            // The PostgreSQL backend's keys are its own work (a table in
+            // the same transaction as the pet); until it keeps them, a
+            // keyed write there is refused rather than run unkept.
+            Store::Postgres(_) => Err(KeyedFailed::Unsupported),
+        }
+    }
+
+    /// [`create`](Self::create) with an idempotency key: claims the key
+    /// atomically with the write and keeps the answer as durably as the
+    /// pet. A race lost between [`seen`](Self::seen) and here comes back
+    /// as [`KeyedOutcome::Replay`], [`KeyedOutcome::Reused`] or
+    /// [`KeyedOutcome::InFlight`], never a second write. A failure keeps
+    /// nothing for the key.
+    pub async fn create_keyed(
+        &self,
+        new: NewPet,
+        keyed: Keyed,
+    ) -> Result<KeyedOutcome, KeyedFailed> {
+        match self {
+            Store::Memory(inventory) => inventory
+                .create_keyed(new, keyed)
+                .map_err(|_| KeyedFailed::Unavailable),
+            Store::Journal(journal) => journal.create_keyed(new, keyed).await,
+            // See `seen`: the PostgreSQL backend replaces this.
+            Store::Postgres(_) => Err(KeyedFailed::Unsupported),
+        }
+    }
+
+    /// [`transition`](Self::transition) with an idempotency key, as
+    /// [`create_keyed`](Self::create_keyed): the pet changed
+    /// ([`Answer::Transitioned`]) and the conflict its status made
+    /// ([`Answer::Conflict`]) are both kept and both
+    /// [`KeyedOutcome::Done`]; a pet not found is
+    /// [`KeyedFailed::NotFound`] and keeps nothing.
+    pub async fn transition_keyed(
+        &self,
+        id: PetId,
+        t: Transition,
+        keyed: Keyed,
+    ) -> Result<KeyedOutcome, KeyedFailed> {
+        match self {
+            Store::Memory(inventory) => {
+                inventory
+                    .transition_keyed(id, t, keyed)
+                    .map_err(|error| match error {
+                        petstore_core::TransitionError::NotFound(_) => KeyedFailed::NotFound,
+                        _ => KeyedFailed::Unavailable,
+                    })
+            }
+            Store::Journal(journal) => journal.transition_keyed(id, t, keyed).await,
+            // See `seen`: the PostgreSQL backend replaces this.
+            Store::Postgres(_) => Err(KeyedFailed::Unsupported),
+        }
+    }
+
+    /// How many idempotency keys the store keeps in memory with their
+    /// answers, for `/metrics`; `None` for a backend that keeps none here.
+    pub fn kept_keys(&self) -> Option<usize> {
+        match self {
+            Store::Memory(inventory) => Some(inventory.kept_keys()),
+            Store::Journal(journal) => Some(journal.inventory().kept_keys()),
+            Store::Postgres(_) => None,
         }
     }
 

@@ -17,10 +17,11 @@ use super::files::{
     ensure_regular_file, ensure_regular_path, file_identity, sync_dir, JOURNAL_FILE,
 };
 use super::options::{FsyncPolicy, JournalOptions};
-use super::record::{encode_line, encode_transition_line, Record};
+use super::record::{encode_keyed_line, encode_line, encode_transition_line, KeyedWrite, Record};
 use super::replay::{replay, Recovery, TornTail};
 use super::save_aside::cut_aside;
 use super::stats::JournalStats;
+use crate::idempotency::Keyed;
 use crate::inventory::error::{
     CreateError, OpenError, StorageFailure, StorageFault, TransitionError,
 };
@@ -120,7 +121,7 @@ impl Journal {
     pub(crate) fn open(
         dir: &Path,
         options: JournalOptions,
-        mut restore: impl FnMut(Record, &[u8]) -> Result<(), String>,
+        mut restore: impl FnMut(Record, &[u8], Option<Keyed>) -> Result<(), String>,
     ) -> Result<(Journal, Recovery), OpenError> {
         let io_err = |path: &Path| {
             let path = path.to_path_buf();
@@ -288,10 +289,13 @@ impl Journal {
     /// [`append`](Self::append) for several pets at once, given
     /// consecutive ids in their order: one wait for all of them (a caller
     /// that batches creates itself holds one thread per batch, not per
-    /// pet). All or nothing: on an error no pet is acknowledged.
+    /// pet). All or nothing: on an error no pet is acknowledged. The pet
+    /// at index `i` is written with the idempotency key `keys[i]`, when
+    /// there is one, in its own record.
     pub(crate) fn append_many(
         &self,
         news: Vec<NewPet>,
+        keys: &[Option<&Keyed>],
         publish: Publish<'_>,
     ) -> Result<Vec<Pet>, CreateError> {
         let mut state = self.state.lock();
@@ -312,8 +316,11 @@ impl Journal {
             .zip(first..)
             .map(|(new, id)| new.into_pet(PetId::new(id).unwrap_or(last)))
             .collect();
-        for pet in &pets {
-            encode_line(pet, &mut state.pending);
+        for (i, pet) in pets.iter().enumerate() {
+            match keys.get(i).copied().flatten() {
+                Some(keyed) => encode_keyed_line(keyed, KeyedWrite::Pet(pet), &mut state.pending),
+                None => encode_line(pet, &mut state.pending),
+            }
             state.pending_changes.push(Change::Created(pet.clone()));
         }
         state.written += pets.len() as u64;
@@ -332,11 +339,16 @@ impl Journal {
     /// caller, outside this lock, makes the pet of it: only the status
     /// changes, so the decision needs nothing else under the lock).
     ///
+    /// The transition at index `i` is written with the idempotency key
+    /// `keys[i]`, when there is one, in its own record; so is a conflict
+    /// with a key (the answer kept for it), which changes no pet.
+    ///
     /// `Err` when the journal failed before or while the batch was
     /// written: then none of its transitions is acknowledged.
     pub(crate) fn transition_many(
         &self,
         batch: &[(PetId, Transition)],
+        keys: &[Option<&Keyed>],
         published: &dyn Fn(PetId) -> Option<PetStatus>,
         publish: Publish<'_>,
     ) -> Result<Vec<Result<PetStatus, TransitionError>>, StorageFailure> {
@@ -346,7 +358,8 @@ impl Journal {
         }
         let mut outcomes = Vec::with_capacity(batch.len());
         let mut appended = false;
-        for &(id, transition) in batch {
+        for (i, &(id, transition)) in batch.iter().enumerate() {
+            let keyed = keys.get(i).copied().flatten();
             // Pets not yet published are not there for any client: only a
             // published pet can change.
             let Some(seen) = published(id) else {
@@ -358,6 +371,12 @@ impl Journal {
                 .get(&id)
                 .map_or(seen, |&(status, _)| status);
             if !transition.allows(current) {
+                if let Some(keyed) = keyed {
+                    let conflict = KeyedWrite::Conflict(id, current, transition);
+                    encode_keyed_line(keyed, conflict, &mut state.pending);
+                    state.written += 1;
+                    appended = true;
+                }
                 outcomes.push(Err(TransitionError::Conflict {
                     id,
                     current,
@@ -366,7 +385,14 @@ impl Journal {
                 continue;
             }
             let status = transition.to_status();
-            encode_transition_line(id, transition, &mut state.pending);
+            match keyed {
+                Some(keyed) => encode_keyed_line(
+                    keyed,
+                    KeyedWrite::Transition(id, transition),
+                    &mut state.pending,
+                ),
+                None => encode_transition_line(id, transition, &mut state.pending),
+            }
             state.pending_changes.push(Change::Changed(id, status));
             state.written += 1;
             let record = state.written;
@@ -554,12 +580,14 @@ mod tests {
             (PetId::MIN, Transition::Reserve),
             (PetId::MIN, Transition::Sell),
         ];
-        let outcome = journal.transition_many(&batch, &lookup, &publish);
+        let outcome = journal.transition_many(&batch, &[], &lookup, &publish);
         assert!(matches!(outcome, Err(ref f) if f.fault == StorageFault::SyncFailed));
         // Written, never synced: nothing published, later ones refused.
         assert!(!written.lock().is_empty());
         assert!(published.lock().is_empty());
-        assert!(journal.transition_many(&batch, &lookup, &publish).is_err());
+        assert!(journal
+            .transition_many(&batch, &[], &lookup, &publish)
+            .is_err());
     }
 
     #[test]
@@ -576,7 +604,7 @@ mod tests {
         let publish = |b: &[Change]| published.lock().extend_from_slice(b);
         let reserve = [(PetId::MIN, Transition::Reserve)];
         let first = journal
-            .transition_many(&reserve, &lookup, &publish)
+            .transition_many(&reserve, &[], &lookup, &publish)
             .unwrap();
         assert_eq!(first[0], Ok(PetStatus::Pending));
         assert_eq!(
@@ -586,11 +614,13 @@ mod tests {
         // Published: the journal forgets it and asks the reader's view.
         assert!(journal.state.lock().unpublished.is_empty());
         let none = |_: PetId| None;
-        let missing = journal.transition_many(&reserve, &none, &publish).unwrap();
+        let missing = journal
+            .transition_many(&reserve, &[], &none, &publish)
+            .unwrap();
         assert_eq!(missing[0], Err(TransitionError::NotFound(PetId::MIN)));
         // Within one batch, the second sees the first.
         let twice = journal
-            .transition_many(&[reserve[0], reserve[0]], &lookup, &publish)
+            .transition_many(&[reserve[0], reserve[0]], &[], &lookup, &publish)
             .unwrap();
         assert!(twice[0].is_ok());
         assert!(matches!(
@@ -631,7 +661,7 @@ mod tests {
         let replayed = replay(
             &written.lock()[..],
             Path::new("x"),
-            &mut |record: Record, _: &[u8]| {
+            &mut |record: Record, _: &[u8], _| {
                 if let Record::Pet(id, _) = record {
                     restored.push(id.get());
                 }

@@ -2,11 +2,15 @@
 //! of a pet, with the CRC-32 of its bytes; how a record is written, and
 //! how one is checked and decoded.
 
+use crate::idempotency::{Fingerprint, IdempotencyKey, Keyed, Scope};
 use crate::inventory::json::{encode, parse_canonical};
+use crate::limit::Timestamp;
 use crate::pet::{validate_name, Pet, PetId, PetStatus, Transition};
 
 const LINE_PREFIX: &[u8] = br#"{"pet":"#;
 const TRANSITION_PREFIX: &[u8] = br#"{"transition":"#;
+/// A write with its idempotency key, in one record: see [`encode_keyed_line`].
+const KEYED_PREFIX: &[u8] = br#"{"keyed":"#;
 /// The transition record's body as written: `{"id":7,"action":"sell"}`.
 const ACTION_PREFIX: &[u8] = br#","action":""#;
 
@@ -18,6 +22,20 @@ pub(crate) enum Record {
     Pet(PetId, PetStatus),
     /// A transition of an existing pet.
     Transition(PetId, Transition),
+    /// A transition refused for its pet's status then, kept for its
+    /// idempotency key (only ever in a keyed record): changes nothing.
+    Conflict(PetId, PetStatus, Transition),
+}
+
+/// What a keyed record holds besides its key.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum KeyedWrite<'a> {
+    /// A created pet.
+    Pet(&'a Pet),
+    /// A transition made.
+    Transition(PetId, Transition),
+    /// A transition refused: the pet's status then.
+    Conflict(PetId, PetStatus, Transition),
 }
 const CRC_PREFIX: &[u8] = br#","crc32":""#;
 const LINE_SUFFIX: &[u8] = b"\"}";
@@ -89,6 +107,113 @@ pub(super) fn encode_transition_line(id: PetId, transition: Transition, out: &mu
     out.extend_from_slice(format!("{crc:08x}").as_bytes());
     out.extend_from_slice(LINE_SUFFIX);
     out.push(b'\n');
+}
+
+/// Appends one journal line for a write and its idempotency key, so that
+/// the two are durable together or not at all:
+///
+/// ```text
+/// {"keyed":{"scope":"shop","key":"k-1","fingerprint":"<64 hex>","at":<unix ns>,"pet":{...}},"crc32":"..."}
+/// ```
+///
+/// with `"transition":{"id":1,"action":"sell"}` or
+/// `"conflict":{"id":1,"status":"sold","action":"sell"}` in place of
+/// `"pet"`. The scope and the key are JSON strings (escaped as JSON
+/// escapes them); replay reads the record with serde, any layout.
+pub(super) fn encode_keyed_line(keyed: &Keyed, write: KeyedWrite<'_>, out: &mut Vec<u8>) {
+    let string = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
+    out.extend_from_slice(KEYED_PREFIX);
+    let start = out.len();
+    out.extend_from_slice(br#"{"scope":"#);
+    out.extend_from_slice(string(keyed.scope.as_str()).as_bytes());
+    out.extend_from_slice(br#","key":"#);
+    out.extend_from_slice(string(keyed.key.as_str()).as_bytes());
+    out.extend_from_slice(br#","fingerprint":""#);
+    out.extend_from_slice(keyed.fingerprint.to_hex().as_bytes());
+    out.extend_from_slice(br#"","at":"#);
+    out.extend_from_slice(keyed.at.as_unix_nanos().to_string().as_bytes());
+    match write {
+        KeyedWrite::Pet(pet) => {
+            out.extend_from_slice(br#","pet":"#);
+            encode(pet, out);
+        }
+        KeyedWrite::Transition(id, transition) => {
+            out.extend_from_slice(
+                format!(
+                    r#","transition":{{"id":{id},"action":"{}"}}"#,
+                    transition.as_str()
+                )
+                .as_bytes(),
+            );
+        }
+        KeyedWrite::Conflict(id, status, transition) => {
+            out.extend_from_slice(
+                format!(
+                    r#","conflict":{{"id":{id},"status":"{}","action":"{}"}}"#,
+                    status.as_str(),
+                    transition.as_str()
+                )
+                .as_bytes(),
+            );
+        }
+    }
+    out.push(b'}');
+    let crc = crc32fast::hash(&out[start..]);
+    out.extend_from_slice(CRC_PREFIX);
+    out.extend_from_slice(format!("{crc:08x}").as_bytes());
+    out.extend_from_slice(LINE_SUFFIX);
+    out.push(b'\n');
+}
+
+/// A checked keyed record's body, in any layout serde_json accepts: the
+/// write, and its key.
+fn parse_keyed(body: &[u8], scratch: &mut Vec<u8>) -> Result<(Record, Keyed), String> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Action {
+        id: PetId,
+        status: Option<PetStatus>,
+        action: String,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Body {
+        scope: String,
+        key: String,
+        fingerprint: String,
+        at: u64,
+        pet: Option<Pet>,
+        transition: Option<Action>,
+        conflict: Option<Action>,
+    }
+    let bad = |what: &str| format!("bad keyed record: {what}");
+    let body: Body = serde_json::from_slice(body).map_err(|e| bad(&e.to_string()))?;
+    let keyed = Keyed {
+        scope: Scope::new(&body.scope).ok_or_else(|| bad("scope"))?,
+        key: IdempotencyKey::new(&body.key).ok_or_else(|| bad("key"))?,
+        fingerprint: Fingerprint::from_hex(&body.fingerprint).ok_or_else(|| bad("fingerprint"))?,
+        at: Timestamp::from_unix_nanos(body.at),
+    };
+    let action = |a: &Action| -> Result<Transition, String> {
+        a.action.parse().map_err(|e| bad(&format!("action {e}")))
+    };
+    let record = match (body.pet, body.transition, body.conflict) {
+        (Some(pet), None, None) => {
+            validate_name(pet.name()).map_err(|e| bad(&format!("name {e}")))?;
+            scratch.clear();
+            encode(&pet, scratch);
+            Record::Pet(pet.id(), pet.status())
+        }
+        (None, Some(t), None) if t.status.is_none() => Record::Transition(t.id, action(&t)?),
+        (None, None, Some(c)) => {
+            let status = c
+                .status
+                .ok_or_else(|| bad("a conflict without its status"))?;
+            Record::Conflict(c.id, status, action(&c)?)
+        }
+        _ => return Err(bad("not one pet, transition or conflict")),
+    };
+    Ok((record, keyed))
 }
 
 /// Checks one line (without its `\n`) with `prefix` and returns its
@@ -169,8 +294,21 @@ fn parse_any_transition(body: &[u8]) -> Result<(PetId, Transition), String> {
     Ok((body.id, transition))
 }
 
-/// A checked record; for a pet, its canonical JSON is left in `scratch`.
-pub(crate) fn decode_record(line: &[u8], scratch: &mut Vec<u8>) -> Result<Record, String> {
+/// A checked record, and its idempotency key when it has one; for a pet,
+/// its canonical JSON is left in `scratch`.
+pub(crate) fn decode_record(
+    line: &[u8],
+    scratch: &mut Vec<u8>,
+) -> Result<(Record, Option<Keyed>), String> {
+    if line.starts_with(KEYED_PREFIX) {
+        let (record, keyed) = parse_keyed(checked_body(line, KEYED_PREFIX)?, scratch)?;
+        return Ok((record, Some(keyed)));
+    }
+    decode_unkeyed(line, scratch).map(|record| (record, None))
+}
+
+/// A checked record without a key.
+fn decode_unkeyed(line: &[u8], scratch: &mut Vec<u8>) -> Result<Record, String> {
     if line.starts_with(TRANSITION_PREFIX) {
         let (id, transition) = parse_transition(checked_body(line, TRANSITION_PREFIX)?)?;
         return Ok(Record::Transition(id, transition));
@@ -246,7 +384,7 @@ mod tests {
         let mut scratch = Vec::new();
         assert_eq!(
             decode_record(&line, &mut scratch),
-            Ok(Record::Transition(id, Transition::Sell))
+            Ok((Record::Transition(id, Transition::Sell), None))
         );
         for i in 0..line.len() {
             let mut bad = line.clone();

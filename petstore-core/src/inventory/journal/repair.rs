@@ -266,7 +266,7 @@ impl Statuses {
     /// Whether `line` is a record that may come next, and if not, why;
     /// a good one is taken into account.
     fn check(&mut self, line: &[u8], json: &mut Vec<u8>) -> Result<(), String> {
-        match decode_record(line, json)? {
+        match decode_record(line, json)?.0 {
             Record::Pet(id, status) => {
                 let expected = self.last_id + 1;
                 // After damage, a pet beyond the next id may follow pets
@@ -301,6 +301,15 @@ impl Statuses {
                         return Err(format!("a transition its pet could not take: {refused}"));
                     }
                     *current = transition.to_status();
+                }
+                self.last_was_pet = false;
+            }
+            // A kept conflict changes nothing; it names a pet before it.
+            Record::Conflict(id, _, transition) => {
+                if id.get() > self.last_id {
+                    return Err(format!(
+                        "a kept conflict of {transition} of pet {id}, which no record before it created"
+                    ));
                 }
                 self.last_was_pet = false;
             }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::lines::{too_long_reason, Line, Lines};
 use super::record::{decode_record, Record};
+use crate::idempotency::Keyed;
 use crate::inventory::error::OpenError;
 
 /// What opening the journal found.
@@ -50,13 +51,14 @@ pub(super) struct Replayed {
 }
 
 /// Reads every record of `file` and gives it to `restore` (a pet with its
-/// canonical JSON; a transition with no bytes), which refuses a transition
+/// canonical JSON; a transition with no bytes; either, or a kept
+/// conflict, with its idempotency key), which refuses a transition
 /// its pet's status does not allow, or of a pet not created yet, by
 /// returning why: that is corruption like a bad checksum.
 pub(super) fn replay(
     file: impl Read,
     path: &Path,
-    restore: &mut impl FnMut(Record, &[u8]) -> Result<(), String>,
+    restore: &mut impl FnMut(Record, &[u8], Option<Keyed>) -> Result<(), String>,
 ) -> Result<Replayed, OpenError> {
     let corrupt = |line: u64, reason: String| OpenError::Corrupt {
         path: path.to_path_buf(),
@@ -93,7 +95,7 @@ pub(super) fn replay(
             // the rest unread.
             Some(Line::TooLong) => return Err(corrupt(line_no, too_long_reason())),
         };
-        let record = checked.map_err(|reason| corrupt(line_no, reason))?;
+        let (record, keyed) = checked.map_err(|reason| corrupt(line_no, reason))?;
         match record {
             Record::Pet(id, _) if id.get() != pets + 1 => {
                 return Err(corrupt(
@@ -103,8 +105,9 @@ pub(super) fn replay(
             }
             Record::Pet(..) => pets += 1,
             Record::Transition(..) => transitions += 1,
+            Record::Conflict(..) => {}
         }
-        restore(record, &json).map_err(|reason| corrupt(line_no, reason))?;
+        restore(record, &json, keyed).map_err(|reason| corrupt(line_no, reason))?;
     }
     Ok(Replayed {
         pets,
