@@ -45,6 +45,7 @@
 //! | `schema.rs` | the schema, created and migrated at start |
 //! | `write.rs` | the write path: a create queued, one transaction per batch |
 //! | `transition.rs` | the transition path: decided by PostgreSQL per batch, shown by the copy before its 200 |
+//! | `idempotency.rs` | keyed creates and transitions: the key claimed in the write's transaction, the lookup, pruning |
 //! | `copy.rs` | the read copy: loaded at start, kept current by the tail and the listener |
 //! | `health.rs` | up, down, stuck or a bad row, each change logged once (`/healthz` reads it through [`Postgres::failure`]) |
 //! | `describe.rs` | PostgreSQL's errors as text, a failed connection thrown away |
@@ -53,6 +54,7 @@
 mod copy;
 mod describe;
 mod health;
+mod idempotency;
 mod metrics;
 mod open;
 mod schema;
@@ -72,6 +74,7 @@ use health::Health;
 use stats::PostgresStats;
 
 use super::committer::Committer;
+use idempotency::{InFlight, KeyedCreate, KeyedTransition};
 
 /// The tail's poll when no notification comes.
 pub const POLL: Duration = Duration::from_millis(40);
@@ -91,6 +94,12 @@ pub struct Postgres {
     /// The transitions' committer: its own queue and task, so a batch of
     /// creates and one of transitions go to PostgreSQL side by side.
     transitions: Committer<(PetId, Transition)>,
+    /// Keyed creates and keyed transitions: committers of their own, so
+    /// that the unkeyed batches stay as they are (`idempotency.rs`).
+    keyed_creates: Committer<KeyedCreate>,
+    keyed_transitions: Committer<KeyedTransition>,
+    /// The idempotency keys this replica is writing now.
+    inflight: InFlight,
     health: Health,
     stats: PostgresStats,
     /// One tail query at a time; `tails_started` lets a waiter skip its
