@@ -8,6 +8,7 @@
 //! | `crash.rs` | kill -9 during concurrent creates loses no acknowledged pet |
 //! | `crash_transitions.rs` | kill -9 during concurrent transitions loses no acknowledged change |
 //! | `disk.rs` | a journal deleted or damaged, a second server, a full disk; `journal check`/`repair` |
+//! | `idempotency_replicas.rs` | `Idempotency-Key` on two replicas: replay, 422, scoping, storms, kill -9, expiry, migration |
 //! | `postgres.rs` | replicas on one PostgreSQL, its outages, a counter or rows it cannot use |
 //! | `syscalls.rs` | under strace: every 201 follows an `fdatasync` of the journal |
 //! | `transitions_replicas.rs` | reserve, release, sell on two replicas: one winner, every copy shows every change, kill -9 |
@@ -24,6 +25,7 @@ mod committer;
 mod crash;
 mod crash_transitions;
 mod disk;
+mod idempotency_replicas;
 mod postgres;
 mod syscalls;
 mod transitions_replicas;
