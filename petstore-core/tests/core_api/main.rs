@@ -4,6 +4,7 @@
 //! | module | tests |
 //! |---|---|
 //! | `concurrency` | threads creating and listing at once, in memory and durable |
+//! | `idempotency` | keyed creates and transitions: kept answers across a reopen, expiry at replay, claims in flight, one pet from a race of one key |
 //! | `journal` | the durable inventory's outcomes: recovery, corruption, check and repair, one writer |
 //! | `journal_bounds` | lines longer than any record: bounded memory and disk at a start, a check, a repair |
 //! | `limiter_props` | property tests of the rate limiter on an injected clock |
@@ -13,6 +14,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod concurrency;
+mod idempotency;
 mod journal;
 mod journal_bounds;
 mod limiter_props;

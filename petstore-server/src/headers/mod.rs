@@ -1,7 +1,7 @@
 //! Response headers that the contract puts on many responses: the
 //! rate-limit headers (both the `X-RateLimit-*` trio and the IETF
-//! `RateLimit`/`RateLimit-Policy` fields) and `getPet`'s deprecation
-//! headers.
+//! `RateLimit`/`RateLimit-Policy` fields), `getPet`'s deprecation
+//! headers, and the idempotency headers' names.
 //!
 //! A room of its own, below both `keys/` and `http/`: each key's entry
 //! keeps its quota's [`QuotaHeaders`], made once per reload rather than
@@ -35,7 +35,7 @@ pub use deprecation::{
 };
 pub use extra::Extra;
 pub use names::{
-    DEPRECATION, RATELIMIT, RATELIMIT_POLICY, SUNSET, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING,
-    X_RATELIMIT_RESET,
+    DEPRECATION, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, RATELIMIT, RATELIMIT_POLICY, SUNSET,
+    X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
 };
 pub use quota::{rate_limit, QuotaHeaders};

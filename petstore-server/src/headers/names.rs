@@ -1,4 +1,5 @@
-//! The names of the headers this room writes, made once as constants.
+//! The names of the headers this room writes, and of the idempotency
+//! headers the contract reads and writes, made once as constants.
 
 use hyper::header::HeaderName;
 
@@ -16,3 +17,8 @@ pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-poli
 pub const DEPRECATION: HeaderName = HeaderName::from_static("deprecation");
 /// `Sunset` (RFC 8594).
 pub const SUNSET: HeaderName = HeaderName::from_static("sunset");
+/// `Idempotent-Replayed` (an answer given again for an `Idempotency-Key`).
+pub const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+/// `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header), read on
+/// every POST.
+pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");

@@ -23,7 +23,10 @@ use hyper::header::{
 #[cfg(test)]
 use hyper::http::request::Parts;
 use hyper::{Method, Request, Response, StatusCode, Uri, Version};
-use petstore_core::{quote, Decision, ListQuery, Outcome, PetError, PetId, Timestamp, Transition};
+use petstore_core::{
+    quote, Decision, IdempotencyKey, KeyError, ListQuery, Outcome, PetError, PetId, Timestamp,
+    Transition,
+};
 
 use super::auth::Authorization;
 use super::body::MAX_BODY;
@@ -33,7 +36,7 @@ use super::error::{ApiError, HttpResponse};
 use super::reply::{decorate, empty, json, refusal};
 use super::route::{pet_segment, Operation, Route};
 use super::{cors, health, query_string};
-use crate::headers::{Binding, QuotaHeaders};
+use crate::headers::{Binding, QuotaHeaders, IDEMPOTENCY_KEY};
 use crate::paths::UNKNOWN;
 use crate::ratelimit::{Charged, Later};
 use crate::state::AppState;
@@ -188,13 +191,14 @@ impl Admitted {
     }
 }
 
-/// An operation whose query and path are parsed.
-#[derive(Clone, Copy, Debug)]
+/// An operation whose query and path are parsed; a POST with its
+/// `Idempotency-Key`, when it sent one.
+#[derive(Clone, Debug)]
 pub(super) enum Checked {
     ListPets(ListQuery),
-    CreatePet,
+    CreatePet(Option<IdempotencyKey>),
     GetPet(PetId),
-    Transition(PetId, Transition),
+    Transition(PetId, Transition, Option<IdempotencyKey>),
     ListOrders,
 }
 
@@ -478,9 +482,10 @@ fn check(head: Head<'_>, op: Operation) -> Result<Checked, ApiError> {
         Operation::ListPets => Ok(Checked::ListPets(query_string::list_query(query)?)),
         Operation::CreatePet => {
             query_string::expect_none(query)?;
+            let key = idempotency_key(head)?;
             content_type(head, head.body_empty)?;
             within_cap(head.headers)?;
-            Ok(Checked::CreatePet)
+            Ok(Checked::CreatePet(key))
         }
         Operation::GetPet => {
             query_string::expect_none(query)?;
@@ -491,19 +496,42 @@ fn check(head: Head<'_>, op: Operation) -> Result<Checked, ApiError> {
         Operation::Transition(transition) => {
             query_string::expect_none(query)?;
             let id = query_string::pet_id(pet_segment(head.uri.path()))?;
+            let key = idempotency_key(head)?;
             // Its body is optional: the headers of one that is not there
             // describe nothing, and are not held against the request.
             if !head.body_empty {
                 content_type(head, false)?;
                 within_cap(head.headers)?;
             }
-            Ok(Checked::Transition(id, transition))
+            Ok(Checked::Transition(id, transition, key))
         }
         Operation::ListOrders => {
             query_string::expect_none(query)?;
             Ok(Checked::ListOrders)
         }
     }
+}
+
+/// A POST's `Idempotency-Key`, when it sent one: none, or exactly one
+/// valid value (quoted or not, `petstore_core::IdempotencyKey`). Looked
+/// up only on a POST, so reads pay nothing for it. Over HTTP/2 a padded
+/// value is malformed, as for every header the contract reads
+/// ([`is_padded`]).
+fn idempotency_key(head: Head<'_>) -> Result<Option<IdempotencyKey>, ApiError> {
+    let mut values = head.headers.get_all(IDEMPOTENCY_KEY).iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    let refused = |e: KeyError| ApiError::InvalidIdempotencyKey(e.to_string());
+    if values.next().is_some() {
+        return Err(refused(KeyError::Repeated));
+    }
+    if head.version == Version::HTTP_2 && is_padded(value) {
+        return Err(padded_refusal("Idempotency-Key"));
+    }
+    IdempotencyKey::parse_header(value.as_bytes())
+        .map(Some)
+        .map_err(refused)
 }
 
 /// 413 for a body whose declared length is over the cap, before a byte

@@ -29,6 +29,10 @@ pub enum ApiError {
     /// (not exactly one `Host`).
     #[error("{0}")]
     InvalidHeader(String),
+    /// 400 `invalid_idempotency_key`: the `Idempotency-Key` header is not
+    /// a key (the message names the fault), or was sent twice.
+    #[error("{0}")]
+    InvalidIdempotencyKey(String),
     /// 401 `unauthorized`; `key_sent` tells a missing key from a bad one.
     #[error("{}", if *.key_sent { "the API key is not valid" } else { "an API key is required: send Authorization: Bearer <key>" })]
     Unauthorized {
@@ -52,6 +56,16 @@ pub enum ApiError {
     /// and the statuses the transition needs.
     #[error("{0}")]
     StatusConflict(String),
+    /// 409 `idempotency_key_in_use`: the key's first request is still
+    /// being answered.
+    #[error(
+        "a request with this Idempotency-Key is still being processed; retry once it is answered"
+    )]
+    IdempotencyKeyInUse,
+    /// 422 `idempotency_key_reused`: the key was used with another
+    /// request (method, path or body).
+    #[error("this Idempotency-Key was used with another request (a different method, path or body); use a new key for a new request")]
+    IdempotencyKeyReused,
     /// 413 `payload_too_large`.
     #[error("the request body is larger than {0} bytes")]
     PayloadTooLarge(usize),
@@ -107,12 +121,14 @@ impl ApiError {
             ApiError::InvalidBody(_)
             | ApiError::InvalidQuery(_)
             | ApiError::InvalidPath(_)
-            | ApiError::InvalidHeader(_) => StatusCode::BAD_REQUEST,
+            | ApiError::InvalidHeader(_)
+            | ApiError::InvalidIdempotencyKey(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
-            ApiError::StatusConflict(_) => StatusCode::CONFLICT,
+            ApiError::StatusConflict(_) | ApiError::IdempotencyKeyInUse => StatusCode::CONFLICT,
+            ApiError::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::RateLimited { .. } | ApiError::KeyBanned { .. } => {
@@ -131,6 +147,9 @@ impl ApiError {
             ApiError::InvalidQuery(_) => "invalid_query",
             ApiError::InvalidPath(_) => "invalid_path",
             ApiError::InvalidHeader(_) => "invalid_header",
+            ApiError::InvalidIdempotencyKey(_) => "invalid_idempotency_key",
+            ApiError::IdempotencyKeyInUse => "idempotency_key_in_use",
+            ApiError::IdempotencyKeyReused => "idempotency_key_reused",
             ApiError::Unauthorized { .. } => "unauthorized",
             ApiError::NotFound(_) => "not_found",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
@@ -194,6 +213,9 @@ mod tests {
             ApiError::InvalidQuery("q".into()),
             ApiError::InvalidPath("p".into()),
             ApiError::InvalidHeader("h".into()),
+            ApiError::InvalidIdempotencyKey("k".into()),
+            ApiError::IdempotencyKeyInUse,
+            ApiError::IdempotencyKeyReused,
             ApiError::Unauthorized { key_sent: false },
             ApiError::NotFound("n".into()),
             ApiError::MethodNotAllowed { allow: "GET" },

@@ -3,6 +3,14 @@
 //! it cannot answer at once, a get of an id its read copy may not hold
 //! yet). Which backend answers is the store's business (`store/`), not
 //! this file's.
+//!
+//! A POST with an `Idempotency-Key` always waits: its body is read whole
+//! and fingerprinted (SHA-256 of method, path and body), the store is
+//! asked what the key holds before the body is validated (so a key
+//! reused with another request is 422 whatever that body is), and only a
+//! new key's request is validated and run, through the store's keyed
+//! write. An answer given again carries `Idempotent-Replayed: true` and
+//! the rate-limit headers of this request.
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -10,7 +18,11 @@ use std::sync::Arc;
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Response, StatusCode};
-use petstore_core::{FinalPage, ListQuery, NewPet, Pet, PetId, Transition, TransitionError};
+use petstore_core::{
+    FinalPage, Fingerprint, IdempotencyKey, ListQuery, NewPet, Pet, PetId, Scope, Transition,
+    TransitionError,
+};
+use sha2::{Digest, Sha256};
 
 use super::admit::{Admitted, Checked, Served};
 use super::api::Api;
@@ -18,10 +30,11 @@ use super::body::{BodyRead, MAX_BODY};
 use super::connection::Connection;
 use super::error::{ApiError, HttpResponse};
 use super::reply::{decorate, refusal};
-use crate::headers::Extra;
+use crate::headers::{Extra, IDEMPOTENT_REPLAYED};
 use crate::state::AppState;
-use crate::store::{CreateFailed, TransitionFailed};
+use crate::store::{Answer, CreateFailed, Keyed, KeyedFailed, KeyedOutcome, TransitionFailed};
 use crate::util::buffers;
+use crate::util::hex::hex;
 
 /// What [`Admitted::finish`] made of a request: its answer, or the store
 /// work it must wait for first.
@@ -49,6 +62,19 @@ enum Work {
     Create(NewPet),
     Transition(PetId, Transition),
     CatchUp(PetId),
+    /// A POST with an idempotency key: its body not yet validated.
+    Keyed {
+        keyed: Keyed,
+        write: KeyedWrite,
+        body: Bytes,
+    },
+}
+
+/// Which write a keyed POST asks for.
+#[derive(Clone, Copy, Debug)]
+enum KeyedWrite {
+    Create,
+    Transition(PetId, Transition),
 }
 
 impl Waiting {
@@ -71,6 +97,24 @@ impl Waiting {
                 (false, Err(ApiError::NotFound(_))) => Err(ApiError::Unconfirmed),
                 (_, result) => result,
             },
+            Work::Keyed { keyed, write, body } => {
+                let (result, replayed) = match keyed_write(state, keyed, write, &body).await {
+                    Ok(KeyedOutcome::Done(answer)) => (answered(api, answer), false),
+                    Ok(KeyedOutcome::Replay(answer)) => (answered(api, answer), true),
+                    Ok(KeyedOutcome::Reused) => (Err(ApiError::IdempotencyKeyReused), false),
+                    Ok(KeyedOutcome::InFlight) => (Err(ApiError::IdempotencyKeyInUse), false),
+                    Err(error) => (Err(error), false),
+                };
+                return self.admitted.answer(api, result, |mut response, served| {
+                    if replayed {
+                        response.headers_mut().insert(
+                            IDEMPOTENT_REPLAYED,
+                            hyper::header::HeaderValue::from_static("true"),
+                        );
+                    }
+                    (response, served)
+                });
+            }
         };
         self.admitted
             .answer(api, result, |response, served| (response, served))
@@ -80,11 +124,17 @@ impl Waiting {
 impl Admitted {
     /// Answers the admitted request with `body`, what the server read of
     /// its body, or says what it must wait for.
-    pub fn finish(self, connection: &Connection, body: BodyRead) -> Finished {
+    pub fn finish(mut self, connection: &Connection, body: BodyRead) -> Finished {
         let (state, api) = (&*connection.state, &*connection.api);
+        if let Some((key, write)) = self.take_key() {
+            return match complete(body) {
+                Ok(body) => self.keyed(state, api, key, write, body),
+                Err(error) => self.answer(api, Err(error), Finished::Answered),
+            };
+        }
         let result = match self.op {
-            Checked::ListPets(list) => no_body(&body).map(|()| list_pets(state, api, &list)),
-            Checked::CreatePet => match new_pet(body) {
+            Checked::ListPets(ref list) => no_body(&body).map(|()| list_pets(state, api, list)),
+            Checked::CreatePet(_) => match new_pet(body) {
                 Err(error) => Err(error),
                 Ok(new) => match state.store.create_now(new) {
                     Ok(stored) => created(api, stored),
@@ -104,7 +154,7 @@ impl Admitted {
                     result => result,
                 }
             }
-            Checked::Transition(id, transition) => match transition_body(body) {
+            Checked::Transition(id, transition, _) => match transition_body(body) {
                 Err(error) => Err(error),
                 Ok(()) => match state.store.transition_now(id, transition) {
                     Some(result) => transitioned(id, transition, result),
@@ -118,6 +168,41 @@ impl Admitted {
             }),
         };
         self.answer(api, result, Finished::Answered)
+    }
+
+    /// The idempotency key of a POST that sent one, taken out of its
+    /// operation, and the write it asks for.
+    fn take_key(&mut self) -> Option<(IdempotencyKey, KeyedWrite)> {
+        match &mut self.op {
+            Checked::CreatePet(key) => Some((key.take()?, KeyedWrite::Create)),
+            Checked::Transition(id, transition, key) => {
+                Some((key.take()?, KeyedWrite::Transition(*id, *transition)))
+            }
+            _ => None,
+        }
+    }
+
+    /// A keyed POST with its whole `body`: waits for the store, which
+    /// tells what the key holds before the body is looked at.
+    fn keyed(
+        self,
+        state: &AppState,
+        api: &Api,
+        key: IdempotencyKey,
+        write: KeyedWrite,
+        body: Bytes,
+    ) -> Finished {
+        // Admitted means a valid API key: its entry's name is the scope.
+        let Some(scope) = self.served.key.and_then(scope_of) else {
+            return self.answer(api, Err(ApiError::Internal), Finished::Answered);
+        };
+        let keyed = Keyed {
+            scope,
+            key,
+            fingerprint: fingerprint(write, &body),
+            at: state.clock.now(),
+        };
+        self.wait(Work::Keyed { keyed, write, body })
     }
 
     fn wait(self, work: Work) -> Finished {
@@ -233,6 +318,91 @@ fn shared_body(page: Arc<FinalPage>) -> Bytes {
         .unwrap_or_else(|| Bytes::from_owner(buffers::Shared(page)))
 }
 
+/// Whose idempotency keys a request's are: its API key's entry, by name
+/// (never the key itself); a name too long for a journal record by the
+/// SHA-256 of it.
+fn scope_of(name: &str) -> Option<Scope> {
+    Scope::new(name).or_else(|| Scope::new(&hex(&Sha256::digest(name.as_bytes()))))
+}
+
+/// The fingerprint of a keyed POST: SHA-256 of its method, its path (in
+/// its one spelling: numbers in paths have no other) and its body, by
+/// bytes. A body that differs by one byte is another request.
+fn fingerprint(write: KeyedWrite, body: &[u8]) -> Fingerprint {
+    let path = match write {
+        KeyedWrite::Create => "/v1/pets".to_owned(),
+        KeyedWrite::Transition(id, transition) => format!("/v1/pets/{id}/{transition}"),
+    };
+    let mut digest = Sha256::new();
+    digest.update(b"POST ");
+    digest.update(path.as_bytes());
+    digest.update(b"\n");
+    digest.update(body);
+    Fingerprint::from_bytes(digest.finalize().into())
+}
+
+/// The fingerprint of a create with `body`, for the tests of this room.
+#[cfg(test)]
+pub(super) fn fingerprint_of_create(body: &[u8]) -> Fingerprint {
+    fingerprint(KeyedWrite::Create, body)
+}
+
+/// A keyed POST at the store: what its key holds, and only for a new key
+/// the body validated and the write made (claiming the key with it).
+async fn keyed_write(
+    state: &AppState,
+    keyed: Keyed,
+    write: KeyedWrite,
+    body: &[u8],
+) -> Result<KeyedOutcome, ApiError> {
+    let not_found = |id: PetId| ApiError::NotFound(format!("no pet with id {id}"));
+    let failed = |error: KeyedFailed, id: Option<PetId>| match (error, id) {
+        (KeyedFailed::NotFound, Some(id)) => not_found(id),
+        (KeyedFailed::NotFound | KeyedFailed::Unavailable, _) => ApiError::Unavailable,
+        (KeyedFailed::Unsupported, _) => ApiError::Internal,
+    };
+    let seen = state
+        .store
+        .seen(&keyed)
+        .await
+        .map_err(|e| failed(e, None))?;
+    if let Some(taken) = KeyedOutcome::of_seen(seen) {
+        return Ok(taken);
+    }
+    match write {
+        KeyedWrite::Create => {
+            let new = NewPet::from_json(body).map_err(|e| ApiError::InvalidBody(e.to_string()))?;
+            state
+                .store
+                .create_keyed(new, keyed)
+                .await
+                .map_err(|e| failed(e, None))
+        }
+        KeyedWrite::Transition(id, transition) => {
+            transition_bytes(body)?;
+            state
+                .store
+                .transition_keyed(id, transition, keyed)
+                .await
+                .map_err(|e| failed(e, Some(id)))
+        }
+    }
+}
+
+/// The answer a key keeps, as a response: the same status, body and
+/// `Location` whenever it is given.
+fn answered(api: &Api, answer: Answer) -> Result<Success<'_>, ApiError> {
+    match answer {
+        Answer::Created(pet) => created(api, Ok(pet)),
+        Answer::Transitioned(pet) => transitioned(pet.id(), Transition::Sell, Ok(pet)),
+        Answer::Conflict {
+            id,
+            status,
+            transition,
+        } => transitioned(id, transition, Err(TransitionFailed::Conflict(status))),
+    }
+}
+
 /// The whole body of a request that may have one, or why there is none
 /// to look at.
 fn complete(body: BodyRead) -> Result<Bytes, ApiError> {
@@ -261,8 +431,12 @@ fn new_pet(body: BodyRead) -> Result<NewPet, ApiError> {
 /// Anything else is refused rather than ignored: a client that believes
 /// it can say more (a status, a customer) learns at once that it cannot.
 fn transition_body(body: BodyRead) -> Result<(), ApiError> {
-    let bytes = complete(body)?;
-    match &bytes[..] {
+    transition_bytes(&complete(body)?)
+}
+
+/// [`transition_body`] of a body read whole.
+fn transition_bytes(bytes: &[u8]) -> Result<(), ApiError> {
+    match bytes {
         b"" | b"{}" => Ok(()),
         _ => Err(ApiError::InvalidBody(
             "a transition takes no request body, an empty one, or exactly {}".into(),

@@ -38,15 +38,24 @@ fn respond(connection: &Connection, head: &Parts, body: BodyRead) -> (HttpRespon
     };
     match admitted.finish(connection, body) {
         Finished::Answered(response, served) => (response, served),
-        Finished::Waiting(_) => panic!("the in-memory store never waits"),
+        // A keyed POST asks the store about its key first.
+        Finished::Waiting(waiting) => tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(waiting.finish(connection)),
     }
 }
 
 const KEY: &str = "test-key";
 
 fn state() -> Connection {
+    state_at(Arc::new(FakeClock::new(Timestamp::from_unix_secs(
+        1_000_000,
+    ))))
+}
+
+fn state_at(clock: Arc<FakeClock>) -> Connection {
     let keys = Keys::single("test", KEY, Quota::new(1000, 10_000).unwrap());
-    let clock = Arc::new(FakeClock::new(Timestamp::from_unix_secs(1_000_000)));
     let state = AppState::new(
         Store::local(Arc::new(Inventory::in_memory())),
         RateLimits::Local,
@@ -250,4 +259,87 @@ fn transitions_route_by_their_last_segment_and_answer_in_memory() {
     let response = call(&s, "GET", "/v1/pets/1/sell", "");
     assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
     assert_eq!(response.headers()["allow"], "POST");
+}
+
+/// A keyed POST: `call` with an `Idempotency-Key`.
+fn keyed(connection: &Connection, uri: &str, key: &str, body: &str) -> HttpResponse {
+    let auth = format!("Bearer {KEY}");
+    let head = request(
+        "POST",
+        uri,
+        &[
+            ("authorization", &auth),
+            ("content-type", "application/json"),
+            ("idempotency-key", key),
+        ],
+    );
+    let body = BodyRead::Complete(Bytes::from(body.to_owned()));
+    respond(connection, &head, body).0
+}
+
+fn code(response: HttpResponse) -> String {
+    let body = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(http_body_util::BodyExt::collect(response.into_body()))
+        .unwrap()
+        .to_bytes();
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    v["code"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_key_whose_first_request_is_in_flight_is_409_and_runs_nothing() {
+    let s = state();
+    let rex = r#"{"name":"Rex","categoryId":2}"#;
+    // The first request, held in flight: its claim taken, its write not
+    // done (what a journal's create is while its batch is on the way to
+    // disk).
+    let at = s.state.clock.now();
+    let held = s
+        .state
+        .inventory
+        .claim(petstore_core::Keyed {
+            scope: petstore_core::Scope::new("test").unwrap(),
+            key: petstore_core::IdempotencyKey::parse_header(b"k1").unwrap(),
+            fingerprint: finish::fingerprint_of_create(rex.as_bytes()),
+            at,
+        })
+        .unwrap();
+    let second = keyed(&s, "/v1/pets", "k1", rex);
+    assert_eq!(second.status(), StatusCode::CONFLICT);
+    assert_eq!(code(second), "idempotency_key_in_use");
+    assert!(s.state.inventory.is_empty());
+    // Another body with the key, even one that is not valid: 422, not 400.
+    let other = keyed(&s, "/v1/pets", "k1", "{");
+    assert_eq!(other.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(code(other), "idempotency_key_reused");
+    // The first request failed: its key is let go, and a retry runs.
+    drop(held);
+    assert_eq!(
+        keyed(&s, "/v1/pets", "k1", rex).status(),
+        StatusCode::CREATED
+    );
+    assert_eq!(s.state.inventory.len(), 1);
+}
+
+#[test]
+fn a_kept_answer_expires_24_hours_after_its_first_request() {
+    let clock = Arc::new(FakeClock::new(Timestamp::from_unix_secs(1_000_000)));
+    let s = state_at(clock.clone());
+    let first = keyed(&s, "/v1/pets", "day", r#"{"name":"Rex","categoryId":2}"#);
+    assert_eq!(first.status(), StatusCode::CREATED);
+    clock.advance(petstore_core::RETENTION - Duration::from_secs(1));
+    let tom = r#"{"name":"Tom","categoryId":2}"#;
+    assert_eq!(
+        keyed(&s, "/v1/pets", "day", tom).status(),
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
+    assert_eq!(s.state.inventory.kept_keys(), 1);
+    clock.advance(Duration::from_secs(1));
+    // A day on, the key is free: a new request with it runs.
+    let again = keyed(&s, "/v1/pets", "day", tom);
+    assert_eq!(again.status(), StatusCode::CREATED);
+    assert_eq!(again.headers()[LOCATION], "/v1/pets/2");
+    assert_eq!(s.state.inventory.kept_keys(), 1);
 }

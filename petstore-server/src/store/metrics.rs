@@ -1,6 +1,6 @@
 //! The store's metrics, read at scrape time so that the write path pays
-//! nothing for them: the pet count, whether pets can be stored, and the
-//! journal's group commits. The PostgreSQL backend adds its own
+//! nothing for them: the pet count, whether pets can be stored, the
+//! idempotency keys kept, and the journal's group commits. The PostgreSQL backend adds its own
 //! (`postgres/metrics.rs`).
 
 use petstore_core::{BATCH_BUCKETS, FSYNC_BUCKETS};
@@ -33,6 +33,16 @@ impl Collector for InventoryCollector {
             writable.metric_type(),
         )?;
         writable.encode(metric)?;
+        if let Some(kept) = self.store.kept_keys() {
+            let kept = ConstGauge::new(i64::try_from(kept).unwrap_or(i64::MAX));
+            let metric = encoder.encode_descriptor(
+                "idempotency_keys_kept",
+                "Idempotency keys kept with their answers (each for 24 hours from its first request)",
+                None,
+                kept.metric_type(),
+            )?;
+            kept.encode(metric)?;
+        }
 
         let Some(stats) = inventory.journal_stats() else {
             return Ok(());

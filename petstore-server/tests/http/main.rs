@@ -7,6 +7,7 @@
 //! | `client_example.rs` | the `client` example backs off and is never banned; a naive client is |
 //! | `errors.rs` | 404, 405, 408, 413, 415, 501, the order of the checks, error bodies |
 //! | `framing.rs` | HEAD, `Host`, transfer codings, `Expect: 100-continue`, `Connection: close` |
+//! | `idempotency.rs` | `Idempotency-Key` on createPet and the transitions: replay, 422, 400s, scope, what is kept |
 //! | `headers.rs` | deprecation headers, `--base-url`, CORS, `/healthz`, the OpenAPI document |
 //! | `pets.rs` | createPet, getPet, listPets and every 400 of the contract |
 //! | `protocols.rs` | one contract over HTTP/1.1, h2c, HTTP/1.1 over TLS and HTTP/2 over TLS |
@@ -25,6 +26,7 @@ mod client_example;
 mod errors;
 mod framing;
 mod headers;
+mod idempotency;
 mod pets;
 mod protocols;
 mod transitions;

@@ -6,6 +6,7 @@
 //! |---|---|
 //! | `committer.rs` | durable creates and transitions wait without a thread each |
 //! | `crash.rs` | kill -9 during concurrent creates loses no acknowledged pet |
+//! | `crash_idempotency.rs` | kill -9 during keyed creates: every retry after the restart gets its original pet, never a second |
 //! | `crash_transitions.rs` | kill -9 during concurrent transitions loses no acknowledged change |
 //! | `disk.rs` | a journal deleted or damaged, a second server, a full disk; `journal check`/`repair` |
 //! | `idempotency_replicas.rs` | `Idempotency-Key` on two replicas: replay, 422, scoping, storms, kill -9, expiry, migration |
@@ -23,6 +24,7 @@ mod common;
 
 mod committer;
 mod crash;
+mod crash_idempotency;
 mod crash_transitions;
 mod disk;
 mod idempotency_replicas;
