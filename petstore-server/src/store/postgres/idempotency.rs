@@ -168,10 +168,9 @@ impl InFlight {
             Arc::from(keyed.scope.as_str()),
             Arc::from(keyed.key.as_str()),
         );
-        self.0
-            .lock()
-            .insert(id.clone())
-            .then_some(Held { set: self, id })
+        // The lock is let go before a `Held` exists: dropping one takes it.
+        let inserted = self.0.lock().insert(id.clone());
+        inserted.then(|| Held { set: self, id })
     }
 
     /// Whether this replica is writing `keyed`'s key now.
@@ -635,4 +634,66 @@ fn kept_row(row: &tokio_postgres::Row, first: usize) -> Option<KeptRow> {
         fingerprint,
         answer,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use petstore_core::{IdempotencyKey, Scope};
+
+    fn keyed(scope: &str, key: &str) -> Keyed {
+        Keyed {
+            scope: Scope::new(scope).unwrap(),
+            key: IdempotencyKey::new(key).unwrap(),
+            fingerprint: Fingerprint::from_bytes([1; 32]),
+            at: Timestamp::from_unix_secs(1_800_000_000),
+        }
+    }
+
+    #[test]
+    fn a_key_is_held_once_until_its_holder_is_dropped() {
+        let inflight = InFlight::default();
+        let a = keyed("main", "k");
+        let held = inflight.hold(&a).unwrap();
+        // A second hold of the same key is refused, and leaves the first
+        // in place (it must not let go of the holder's key).
+        assert!(inflight.hold(&a).is_none());
+        assert!(inflight.holds(&a));
+        // Another scope's or another key's: their own.
+        let other_scope = inflight.hold(&keyed("free", "k")).unwrap();
+        let other_key = inflight.hold(&keyed("main", "k2")).unwrap();
+        drop(held);
+        assert!(!inflight.holds(&a));
+        assert!(inflight.hold(&a).is_some());
+        drop((other_scope, other_key));
+        assert!(inflight.0.lock().is_empty());
+    }
+
+    #[test]
+    fn a_kept_answer_is_replayed_only_for_the_same_request() {
+        let pet = NewPet::new("Rex", CategoryId::MIN)
+            .unwrap()
+            .into_pet(PetId::MIN);
+        let row = KeptRow {
+            fingerprint: Fingerprint::from_bytes([1; 32]),
+            answer: Answer::Created(pet.clone()),
+        };
+        assert_eq!(
+            row.clone().outcome(&Fingerprint::from_bytes([1; 32])),
+            KeyedOutcome::Replay(Answer::Created(pet))
+        );
+        assert_eq!(
+            row.outcome(&Fingerprint::from_bytes([2; 32])),
+            KeyedOutcome::Reused
+        );
+    }
+
+    #[test]
+    fn timestamps_reach_postgresql_as_the_same_instant() {
+        let at = Timestamp::from_unix_nanos(1_800_000_000_123_456_789);
+        assert_eq!(
+            wall(at).duration_since(UNIX_EPOCH).unwrap(),
+            Duration::from_nanos(1_800_000_000_123_456_789)
+        );
+    }
 }
