@@ -191,3 +191,20 @@ impl Drop for Claim {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What one kept key costs in the table, besides its heap bytes (the
+    /// key's and the scope's `Arc<str>`, the pet's name): the figure
+    /// docs/http.md ("Idempotency keys") gives.
+    #[test]
+    fn the_bytes_of_a_kept_key() {
+        let entry = std::mem::size_of::<(Slot, Entry)>();
+        let queued = std::mem::size_of::<(Timestamp, Slot)>();
+        println!("map entry {entry} B, queue entry {queued} B");
+        assert_eq!(queued, 40);
+        assert!(entry <= 136, "map entry {entry} B");
+    }
+}

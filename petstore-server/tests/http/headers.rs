@@ -472,11 +472,14 @@ fn openapi_document_says_what_the_decisions_say() {
             "invalid_query",
             "invalid_path",
             "invalid_header",
+            "invalid_idempotency_key",
             "unauthorized",
             "not_found",
             "method_not_allowed",
             "request_timeout",
             "status_conflict",
+            "idempotency_key_in_use",
+            "idempotency_key_reused",
             "payload_too_large",
             "unsupported_media_type",
             "rate_limited",
@@ -580,12 +583,17 @@ fn openapi_document_lists_the_routes_and_the_transitions_as_answered() {
         assert_eq!(body["required"], false, "{id}: the body is optional");
         let pet_id = resolve(&doc, &parameter(&doc, op.op, "petId")["schema"]);
         assert_eq!(pet_id["format"], "int64");
+        let key = parameter(&doc, op.op, "Idempotency-Key");
+        assert_eq!(
+            (&key["in"], &key["required"]),
+            (&json!("header"), &json!(false))
+        );
         assert_eq!(
             response_codes(op.op),
             BTreeSet::from(
                 [
-                    "200", "400", "401", "404", "408", "409", "413", "415", "429", "500", "501",
-                    "503"
+                    "200", "400", "401", "404", "408", "409", "413", "415", "422", "429", "500",
+                    "501", "503"
                 ]
                 .map(String::from)
             ),

@@ -6,7 +6,7 @@
 //! |---|---|
 //! | `h2_deviations.rs` | HTTP/2: the h2 crate's error codes that differ from the RFCs', pinned until an upgrade fixes them |
 //! | `h2_limits.rs` | HTTP/2: idle and preface timeouts, flow control, rapid reset, CONTINUATION flood, stream and header bounds |
-//! | `h2_malformed.rs` | requests that end with trailers (HTTP/1.1 and HTTP/2), HTTP/2 header values with whitespace around them |
+//! | `h2_malformed.rs` | requests that end with trailers (HTTP/1.1 and HTTP/2), HTTP/2 header values with whitespace around them, an `Idempotency-Key` over HTTP/2 |
 //! | `hostile_clients.rs` | clients that never read, a reconnecting slowloris, idle keep-alive connections |
 //! | `proxy_protocol.rs` | `--proxy-protocol`: silent connections and one header timeout for the PROXY header and the head |
 //! | `raw_h2.rs` | (harness) HTTP/2 frames written and read by hand |
