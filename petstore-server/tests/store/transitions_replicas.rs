@@ -461,15 +461,18 @@ fn try_transition(server: &Server, id: u64, action: &str) -> Option<common::Resp
 
 #[test]
 fn a_database_of_the_previous_schema_is_migrated_and_its_pets_change_hands() {
-    // Version 2 is version 3 without the change counter, the rows' change
-    // numbers and the function: a database made by the previous release,
-    // with pets in it.
+    // Version 2 is version 4 without the kept idempotency keys (version
+    // 4), the change counter, the rows' change numbers and the function
+    // (version 3): a database made by that release, with pets in it.
     let pg = Postgres::start();
     let old = replica(&pg);
     let pets = create_pets(&old, 5);
     drop(old);
     pg.psql(
-        "DROP FUNCTION petstore_transition(bigint[], text[], text[]);
+        "DROP FUNCTION petstore_create_keyed;
+         DROP FUNCTION petstore_transition_keyed;
+         DROP TABLE petstore_idempotency;
+         DROP FUNCTION petstore_transition(bigint[], text[], text[]);
          DROP TABLE petstore_changes;
          ALTER TABLE petstore_pets DROP COLUMN last_change;
          UPDATE petstore_schema SET version = 2;",
