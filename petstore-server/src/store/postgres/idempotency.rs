@@ -28,7 +28,7 @@
 //! - **Unkeyed creates are untouched.** Keyed creates and transitions go
 //!   to committers of their own: the unkeyed batch stays one set-based
 //!   statement, and the keyed path pays for its claims alone.
-//! - **The lookup reads PostgreSQL.** [`Postgres::lookup`], before the
+//! - **The lookup reads PostgreSQL.** [`Postgres::seen`], before the
 //!   body is validated, must find a key another replica kept: one
 //!   indexed read with the same timeouts as the rest, its failure a 503.
 //! - **Retention.** A row counts for [`RETENTION`] from its first
