@@ -39,13 +39,11 @@
 //!   UPDATE SKIP LOCKED`), so it never blocks a write for long and two
 //!   replicas pruning at once do not wait for each other.
 
-use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use deadpool_postgres::Object;
-use parking_lot::Mutex;
 use petstore_core::{
     Answer, CategoryId, Fingerprint, Keyed, KeyedOutcome, NewPet, Pet, PetId, PetStatus, Seen,
     Timestamp, Transition, RETENTION,
@@ -53,6 +51,7 @@ use petstore_core::{
 use tokio::time::timeout;
 
 use super::describe::{discard, pool_error};
+use super::keyed::{Claimed, KeptRow, KeyedCreate, KeyedTransition};
 use super::stats::Op;
 use super::transition::{decided, froms, Decided};
 use super::write::json_tail;
@@ -94,100 +93,6 @@ const PRUNE: &str = "DELETE FROM petstore_idempotency WHERE ctid IN ( \
      SELECT ctid FROM petstore_idempotency WHERE created_at <= $1::timestamptz \
      LIMIT $2::int8 FOR UPDATE SKIP LOCKED)";
 const COUNT: &str = "SELECT count(*) FROM petstore_idempotency";
-
-/// A kept row: its first request's fingerprint and its answer.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct KeptRow {
-    fingerprint: Fingerprint,
-    answer: Answer,
-}
-
-impl KeptRow {
-    /// What a request with `fingerprint` makes of this row: the same
-    /// request's replay, or another request's reuse of the key.
-    fn outcome(self, fingerprint: &Fingerprint) -> KeyedOutcome {
-        if self.fingerprint == *fingerprint {
-            KeyedOutcome::Replay(self.answer)
-        } else {
-            KeyedOutcome::Reused
-        }
-    }
-}
-
-/// What became of one keyed write.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Claimed<T> {
-    /// It claimed the key and was made: its answer (kept).
-    Won(T),
-    /// Another request holds the key: that request's kept row.
-    Lost(KeptRow),
-}
-
-/// A keyed create waiting for its committer.
-#[derive(Debug)]
-pub(super) struct KeyedCreate {
-    pub(super) new: NewPet,
-    pub(super) keyed: Keyed,
-}
-
-impl Item for KeyedCreate {
-    type Done = Result<Claimed<Pet>, CreateFailed>;
-    type Failed = CreateFailed;
-    const NOT_STORED: CreateFailed = CreateFailed;
-}
-
-/// A keyed transition waiting for its committer.
-#[derive(Debug)]
-pub(super) struct KeyedTransition {
-    pub(super) id: PetId,
-    pub(super) transition: Transition,
-    pub(super) keyed: Keyed,
-}
-
-impl Item for KeyedTransition {
-    type Done = Result<Claimed<Result<Pet, TransitionFailed>>, TransitionFailed>;
-    type Failed = TransitionFailed;
-    const NOT_STORED: TransitionFailed = TransitionFailed::Unavailable;
-}
-
-/// The keys this replica is writing now, `(scope, key)`.
-#[derive(Debug, Default)]
-pub(super) struct InFlight(Mutex<HashSet<(Arc<str>, Arc<str>)>>);
-
-/// A key held in [`InFlight`] until dropped.
-#[derive(Debug)]
-pub(super) struct Held<'a> {
-    set: &'a InFlight,
-    id: (Arc<str>, Arc<str>),
-}
-
-impl InFlight {
-    /// Holds `keyed`'s key, or `None` when this replica already does.
-    pub(super) fn hold(&self, keyed: &Keyed) -> Option<Held<'_>> {
-        let id = (
-            Arc::from(keyed.scope.as_str()),
-            Arc::from(keyed.key.as_str()),
-        );
-        // The lock is let go before a `Held` exists: dropping one takes it.
-        let inserted = self.0.lock().insert(id.clone());
-        inserted.then(|| Held { set: self, id })
-    }
-
-    /// Whether this replica is writing `keyed`'s key now.
-    pub(super) fn holds(&self, keyed: &Keyed) -> bool {
-        let id: (Arc<str>, Arc<str>) = (
-            Arc::from(keyed.scope.as_str()),
-            Arc::from(keyed.key.as_str()),
-        );
-        self.0.lock().contains(&id)
-    }
-}
-
-impl Drop for Held<'_> {
-    fn drop(&mut self) {
-        self.set.0.lock().remove(&self.id);
-    }
-}
 
 impl Postgres {
     /// Before the body is validated: what is known of `keyed`'s key, on
@@ -639,54 +544,6 @@ fn kept_row(row: &tokio_postgres::Row, first: usize) -> Option<KeptRow> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use petstore_core::{IdempotencyKey, Scope};
-
-    fn keyed(scope: &str, key: &str) -> Keyed {
-        Keyed {
-            scope: Scope::new(scope).unwrap(),
-            key: IdempotencyKey::new(key).unwrap(),
-            fingerprint: Fingerprint::from_bytes([1; 32]),
-            at: Timestamp::from_unix_secs(1_800_000_000),
-        }
-    }
-
-    #[test]
-    fn a_key_is_held_once_until_its_holder_is_dropped() {
-        let inflight = InFlight::default();
-        let a = keyed("main", "k");
-        let held = inflight.hold(&a).unwrap();
-        // A second hold of the same key is refused, and leaves the first
-        // in place (it must not let go of the holder's key).
-        assert!(inflight.hold(&a).is_none());
-        assert!(inflight.holds(&a));
-        // Another scope's or another key's: their own.
-        let other_scope = inflight.hold(&keyed("free", "k")).unwrap();
-        let other_key = inflight.hold(&keyed("main", "k2")).unwrap();
-        drop(held);
-        assert!(!inflight.holds(&a));
-        assert!(inflight.hold(&a).is_some());
-        drop((other_scope, other_key));
-        assert!(inflight.0.lock().is_empty());
-    }
-
-    #[test]
-    fn a_kept_answer_is_replayed_only_for_the_same_request() {
-        let pet = NewPet::new("Rex", CategoryId::MIN)
-            .unwrap()
-            .into_pet(PetId::MIN);
-        let row = KeptRow {
-            fingerprint: Fingerprint::from_bytes([1; 32]),
-            answer: Answer::Created(pet.clone()),
-        };
-        assert_eq!(
-            row.clone().outcome(&Fingerprint::from_bytes([1; 32])),
-            KeyedOutcome::Replay(Answer::Created(pet))
-        );
-        assert_eq!(
-            row.outcome(&Fingerprint::from_bytes([2; 32])),
-            KeyedOutcome::Reused
-        );
-    }
 
     #[test]
     fn timestamps_reach_postgresql_as_the_same_instant() {

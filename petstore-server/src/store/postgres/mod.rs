@@ -46,6 +46,7 @@
 //! | `write.rs` | the write path: a create queued, one transaction per batch |
 //! | `transition.rs` | the transition path: decided by PostgreSQL per batch, shown by the copy before its 200 |
 //! | `idempotency.rs` | keyed creates and transitions: the key claimed in the write's transaction, the lookup, pruning |
+//! | `keyed.rs` | a keyed write queued and what it comes to; the keys in flight |
 //! | `copy.rs` | the read copy: loaded at start, kept current by the tail and the listener |
 //! | `health.rs` | up, down, stuck or a bad row, each change logged once (`/healthz` reads it through [`Postgres::failure`]) |
 //! | `describe.rs` | PostgreSQL's errors as text, a failed connection thrown away |
@@ -55,6 +56,7 @@ mod copy;
 mod describe;
 mod health;
 mod idempotency;
+mod keyed;
 mod metrics;
 mod open;
 mod schema;
@@ -74,7 +76,7 @@ use health::Health;
 use stats::PostgresStats;
 
 use super::committer::Committer;
-use idempotency::{InFlight, KeyedCreate, KeyedTransition};
+use keyed::{InFlight, KeyedCreate, KeyedTransition};
 
 /// The tail's poll when no notification comes.
 pub const POLL: Duration = Duration::from_millis(40);
