@@ -201,8 +201,8 @@ mod tests {
     /// docs/http.md ("Idempotency keys") gives.
     #[test]
     fn the_bytes_of_a_kept_key() {
-        let entry = std::mem::size_of::<(Slot, Entry)>();
-        let queued = std::mem::size_of::<(Timestamp, Slot)>();
+        let entry = size_of::<(Slot, Entry)>();
+        let queued = size_of::<(Timestamp, Slot)>();
         println!("map entry {entry} B, queue entry {queued} B");
         assert_eq!(queued, 40);
         assert!(entry <= 136, "map entry {entry} B");

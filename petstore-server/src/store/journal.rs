@@ -24,11 +24,12 @@
 
 use std::sync::{Arc, OnceLock};
 
-use petstore_core::{Answer, Claim, Inventory, KeyedOutcome, NewPet, Pet, PetId, Transition};
+use petstore_core::{
+    Answer, Claim, Inventory, Keyed, KeyedOutcome, NewPet, Pet, PetId, Transition,
+};
 
 use super::committer::{self, Commit, Committer, Item};
 use super::failed::{CreateFailed, KeyedFailed, TransitionFailed};
-use super::Keyed;
 use crate::log_error;
 
 /// Most writes of one kind handed to one group commit.
