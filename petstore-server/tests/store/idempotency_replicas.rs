@@ -418,3 +418,38 @@ fn a_database_of_schema_version_3_is_migrated_and_keeps_keys() {
     assert_replay_of(&create(&replicas[1], "k-new", REX), &first);
     assert_eq!(pets(&pg), 2);
 }
+
+#[test]
+fn while_postgres_is_down_a_keyed_post_is_503_and_keeps_nothing() {
+    let pg = Postgres::start();
+    let server = replica(&pg);
+    // A lookup before the outage: its connection is the one that breaks.
+    assert_eq!(create(&server, "k-before", REX).status, 201);
+    pg.stop("fast");
+    common::assert_error(&create(&server, "k-down", REX), 503, "unavailable");
+    common::assert_error(
+        &keyed(&server, KEY, "k-down-tx", "/v1/pets/1/sell", None),
+        503,
+        "unavailable",
+    );
+    pg.start_again();
+    // The client retries with the same key, as after any 503; once
+    // PostgreSQL answers, the create is made once and then replayed.
+    let mut answer = None;
+    assert!(
+        wait_until(BOUND, || {
+            let resp = create(&server, "k-down", REX);
+            let done = resp.status != 503;
+            answer = Some(resp);
+            done
+        }),
+        "keyed creates still 503 after PostgreSQL came back"
+    );
+    let made = answer.unwrap();
+    assert_eq!(made.status, 201, "{}", made.describe());
+    assert_eq!(made.header("idempotent-replayed"), None);
+    assert_replay_of(&create(&server, "k-down", REX), &made);
+    assert_eq!(pets(&pg), 2);
+    let sold = keyed(&server, KEY, "k-down-tx", "/v1/pets/1/sell", None);
+    assert_eq!(sold.status, 200, "{}", sold.describe());
+}

@@ -118,8 +118,10 @@ impl Postgres {
     }
 
     async fn read_kept(&self, keyed: &Keyed) -> Result<Option<KeptRow>, String> {
+        let mut used = None;
         let work = async {
-            let client = self.pool.get().await.map_err(|e| pool_error(&e))?;
+            let client = self.lookup_client().await?;
+            used = Some(Arc::clone(&client));
             let statement = client
                 .prepare_cached(LOOKUP)
                 .await
@@ -139,14 +141,39 @@ impl Postgres {
                 .map_err(|e| super::describe::describe(&e))?;
             Ok::<_, String>(row)
         };
-        match timeout(QUERY_TIMEOUT, work).await {
-            Ok(Ok(None)) => Ok(None),
-            Ok(Ok(Some(row))) => kept_row(&row, 0)
-                .map(Some)
-                .ok_or_else(|| "a kept answer in petstore_idempotency cannot be read".to_owned()),
+        let found = match timeout(QUERY_TIMEOUT, work).await {
+            Ok(Ok(None)) => return Ok(None),
+            Ok(Ok(Some(row))) => {
+                return kept_row(&row, 0)
+                    .map(Some)
+                    .ok_or_else(|| "a kept answer in petstore_idempotency cannot be read".into())
+            }
             Ok(Err(cause)) => Err(cause),
             Err(_) => Err("looking up an idempotency key timed out".to_owned()),
+        };
+        // The shared connection failed or hung: the next lookup takes a
+        // new one (this one goes back to the pool with its last user,
+        // whose check throws it away if it is broken).
+        if let Some(used) = used {
+            let mut shared = self.lookup.lock();
+            if shared.as_ref().is_some_and(|c| Arc::ptr_eq(c, &used)) {
+                *shared = None;
+            }
         }
+        found
+    }
+
+    /// The connection lookups share, taken from the pool when there is
+    /// none. Concurrent lookups pipeline on it (tokio-postgres sends each
+    /// query at once and PostgreSQL answers them in order), with no
+    /// checkout, and no check query, per lookup.
+    async fn lookup_client(&self) -> Result<Arc<Object>, String> {
+        if let Some(client) = self.lookup.lock().clone() {
+            return Ok(client);
+        }
+        let client = Arc::new(self.pool.get().await.map_err(|e| pool_error(&e))?);
+        *self.lookup.lock() = Some(Arc::clone(&client));
+        Ok(client)
     }
 
     /// Creates `new` under `keyed`'s key, claimed in the pet's own

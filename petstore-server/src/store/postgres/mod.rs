@@ -102,6 +102,8 @@ pub struct Postgres {
     keyed_transitions: Committer<KeyedTransition>,
     /// The idempotency keys this replica is writing now.
     inflight: InFlight,
+    /// The connection idempotency lookups share (`idempotency.rs`).
+    lookup: parking_lot::Mutex<Option<Arc<deadpool_postgres::Object>>>,
     health: Health,
     stats: PostgresStats,
     /// One tail query at a time; `tails_started` lets a waiter skip its

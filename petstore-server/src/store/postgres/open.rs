@@ -114,6 +114,7 @@ impl Postgres {
             keyed_creates,
             keyed_transitions,
             inflight: Default::default(),
+            lookup: Default::default(),
             health: Health::default(),
             stats: PostgresStats::default(),
             tail: tokio::sync::Mutex::new(()),
