@@ -16,7 +16,7 @@
 //! | `save_aside.rs` | bytes cut from the journal, copied aside first |
 //! | `repair.rs` | [`check_journal`], [`repair_journal`]: the way out of a damaged journal |
 //!
-//! May use: `pet`, `inventory/json.rs`, `inventory/error.rs`.
+//! May use: `pet`, `idempotency`, `limit`, `inventory/json.rs`, `inventory/error.rs`.
 //!
 //! # Format
 //!
@@ -36,6 +36,19 @@
 //! corruption, as a bad checksum is. It names the transition rather than
 //! the status it leads to so that replay checks the same rule that
 //! decided it. A journal without transition records is read as before.
+//!
+//! A write with an idempotency key is one *keyed* record, the key and
+//! the write under one CRC, so the two are durable together:
+//!
+//! ```text
+//! {"keyed":{"scope":"shop","key":"k-1","fingerprint":"<64 hex>","at":<unix ns>,"pet":{...}},"crc32":"..."}
+//! ```
+//!
+//! with `"transition":{...}` in place of `"pet"`, or
+//! `"conflict":{"id":1,"status":"sold","action":"sell"}` for a refused
+//! transition whose answer is kept (it changes no pet). Replay applies
+//! the pet or the transition as an unkeyed one and hands the key to the
+//! inventory, which keeps it unless it has expired.
 //!
 //! # Group commit
 //!
