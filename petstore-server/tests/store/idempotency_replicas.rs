@@ -453,3 +453,47 @@ fn while_postgres_is_down_a_keyed_post_is_503_and_keeps_nothing() {
     let sold = keyed(&server, KEY, "k-down-tx", "/v1/pets/1/sell", None);
     assert_eq!(sold.status, 200, "{}", sold.describe());
 }
+
+#[test]
+fn in_a_batch_with_a_lost_key_the_won_ones_take_the_next_ids() {
+    // The create function itself, given a batch whose first key is kept
+    // already (a replica's batch meeting another's key): the other two
+    // take the next two ids, in order, and their rows name those ids.
+    let pg = Postgres::start();
+    let server = replica(&pg);
+    assert_eq!(create(&server, "k-1", REX).status, 201);
+    let tail = |name: &str| format!(r#","name":"{name}","categoryId":1,"status":"sold"}}"#);
+    let out = pg.psql(&format!(
+        "SELECT item || ' ' || coalesce(new_id::text, '-') || ' ' || coalesce(kept_pet::text, '-')
+         FROM petstore_create_keyed(
+             ARRAY['main', 'main', 'main'], ARRAY['k-1', 'k-2', 'k-3'],
+             ARRAY[decode(repeat('07', 32), 'hex'), decode(repeat('08', 32), 'hex'),
+                   decode(repeat('09', 32), 'hex')],
+             ARRAY[now(), now(), now()], ARRAY['a', 'b', 'c'], ARRAY[1, 1, 1]::int8[],
+             ARRAY['sold', 'sold', 'sold'], ARRAY['{}', '{}', '{}'], 86400)",
+        tail("a"),
+        tail("b"),
+        tail("c"),
+    ));
+    assert_eq!(out, "1 - 1\n2 2 -\n3 3 -");
+    assert_eq!(
+        pg.psql(
+            "SELECT string_agg(key || ' ' || pet_id, ',' ORDER BY key) FROM petstore_idempotency"
+        ),
+        "k-1 1,k-2 2,k-3 3"
+    );
+    assert_eq!(pg.psql("SELECT last_id FROM petstore_counter"), "3");
+    assert_eq!(
+        pg.psql("SELECT string_agg(id || ' ' || name, ',' ORDER BY id) FROM petstore_pets"),
+        "1 Rex,2 b,3 c"
+    );
+    assert!(wait_until(BOUND, || server
+        .get("/v1/pets/3", Some(KEY))
+        .status
+        == 200));
+    assert_eq!(server.get("/v1/pets/3", Some(KEY)).json()["name"], "c");
+    assert_eq!(
+        pg.psql("SELECT json FROM petstore_pets WHERE id = 3"),
+        r#"{"id":3,"name":"c","categoryId":1,"status":"sold"}"#
+    );
+}
