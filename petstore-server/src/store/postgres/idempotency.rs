@@ -29,8 +29,10 @@
 //!   to committers of their own: the unkeyed batch stays one set-based
 //!   statement, and the keyed path pays for its claims alone.
 //! - **The lookup reads PostgreSQL.** [`Postgres::seen`], before the
-//!   body is validated, must find a key another replica kept: one
-//!   indexed read with the same timeouts as the rest, its failure a 503.
+//!   body is validated, must find a key another replica kept: the
+//!   lookups waiting at once go to PostgreSQL as one query (a committer
+//!   of their own, as the writes), on one connection they share, with
+//!   the same timeouts as the rest; a failure is a 503.
 //! - **Retention.** A row counts for [`RETENTION`] from its first
 //!   request's `created_at`, the server's wall clock (injected in tests);
 //!   an expired row is ignored by the lookup and taken over by a claim.
@@ -51,7 +53,7 @@ use petstore_core::{
 use tokio::time::timeout;
 
 use super::describe::{discard, pool_error};
-use super::keyed::{Claimed, KeptRow, KeyedCreate, KeyedTransition};
+use super::keyed::{Claimed, KeptRow, KeyedCreate, KeyedTransition, Lookup};
 use super::stats::Op;
 use super::transition::{decided, froms, Decided};
 use super::write::json_tail;
@@ -85,10 +87,12 @@ const TRANSITION: &str = "SELECT item, change, pet_name, pet_category, pet_statu
      kept_transition \
      FROM petstore_transition_keyed($1::int8[], $2::text[], $3::text[], $4::text[], \
      $5::text[], $6::text[], $7::bytea[], $8::timestamptz[], $9::int8) ORDER BY item";
-const LOOKUP: &str = "SELECT fingerprint, answer, pet_id, name, category_id, status, transition \
-     FROM petstore_idempotency \
-     WHERE scope = $1 AND key = $2 AND answer <> 0 \
-       AND created_at > $3::timestamptz - make_interval(secs => $4::int8)";
+/// A batch of keys: the kept rows found, each with its key's place.
+const LOOKUP: &str = "SELECT p.n, k.fingerprint, k.answer, k.pet_id, k.name, k.category_id, \
+     k.status, k.transition \
+     FROM unnest($1::text[], $2::text[], $3::timestamptz[]) WITH ORDINALITY AS p(scope, key, at, n) \
+     JOIN petstore_idempotency k ON k.scope = p.scope AND k.key = p.key \
+     WHERE k.answer <> 0 AND k.created_at > p.at - make_interval(secs => $4::int8)";
 const PRUNE: &str = "DELETE FROM petstore_idempotency WHERE ctid IN ( \
      SELECT ctid FROM petstore_idempotency WHERE created_at <= $1::timestamptz \
      LIMIT $2::int8 FOR UPDATE SKIP LOCKED)";
@@ -102,22 +106,27 @@ impl Postgres {
         if self.inflight.holds(keyed) {
             return Ok(Seen::InFlight);
         }
-        let started = Instant::now();
-        let found = self.read_kept(keyed).await;
-        self.stats.lookup.observe(started.elapsed());
-        match found {
-            Ok(Some(row)) if row.fingerprint == keyed.fingerprint => Ok(Seen::Replay(row.answer)),
-            Ok(Some(_)) => Ok(Seen::Reused),
-            Ok(None) => Ok(Seen::New),
-            Err(cause) => {
-                self.stats.count_error(Op::Lookup);
-                self.health.down(&cause);
-                Err(KeyedFailed::Unavailable)
+        let Ok(answer) = self.lookups.submit(Lookup(keyed.clone())) else {
+            self.stats.count_error(Op::Queue);
+            return Err(KeyedFailed::Unavailable);
+        };
+        match timeout(KEYED_TIMEOUT, answer).await {
+            Ok(Ok(Ok(Some(row)))) if row.fingerprint == keyed.fingerprint => {
+                Ok(Seen::Replay(row.answer))
             }
+            Ok(Ok(Ok(Some(_)))) => Ok(Seen::Reused),
+            Ok(Ok(Ok(None))) => Ok(Seen::New),
+            Ok(Ok(Err(_))) | Ok(Err(_)) | Err(_) => Err(KeyedFailed::Unavailable),
         }
     }
 
-    async fn read_kept(&self, keyed: &Keyed) -> Result<Option<KeptRow>, String> {
+    /// What is kept for each key of `batch`, in one query on the shared
+    /// lookup connection.
+    async fn read_kept(&self, batch: &[Lookup]) -> Result<Vec<Option<KeptRow>>, String> {
+        let scopes: Vec<&str> = batch.iter().map(|l| l.0.scope.as_str()).collect();
+        let keys: Vec<&str> = batch.iter().map(|l| l.0.key.as_str()).collect();
+        let ats: Vec<SystemTime> = batch.iter().map(|l| wall(l.0.at)).collect();
+        let retention = retention_secs();
         let mut used = None;
         let work = async {
             let client = self.lookup_client().await?;
@@ -126,30 +135,30 @@ impl Postgres {
                 .prepare_cached(LOOKUP)
                 .await
                 .map_err(|e| super::describe::describe(&e))?;
-            let retention = retention_secs();
-            let row = client
-                .query_opt(
-                    &statement,
-                    &[
-                        &keyed.scope.as_str(),
-                        &keyed.key.as_str(),
-                        &wall(keyed.at),
-                        &retention,
-                    ],
-                )
+            client
+                .query(&statement, &[&scopes, &keys, &ats, &retention])
                 .await
-                .map_err(|e| super::describe::describe(&e))?;
-            Ok::<_, String>(row)
+                .map_err(|e| super::describe::describe(&e))
         };
-        let found = match timeout(QUERY_TIMEOUT, work).await {
-            Ok(Ok(None)) => return Ok(None),
-            Ok(Ok(Some(row))) => {
-                return kept_row(&row, 0)
-                    .map(Some)
-                    .ok_or_else(|| "a kept answer in petstore_idempotency cannot be read".into())
+        let failed = match timeout(QUERY_TIMEOUT, work).await {
+            Ok(Ok(rows)) => {
+                let mut found = vec![None; batch.len()];
+                for row in &rows {
+                    let slot = row
+                        .try_get::<_, i64>(0)
+                        .ok()
+                        .and_then(|n| usize::try_from(n).ok())
+                        .and_then(|n| n.checked_sub(1))
+                        .and_then(|i| found.get_mut(i));
+                    let (Some(slot), Some(kept)) = (slot, kept_row(row, 1)) else {
+                        return Err("a kept answer in petstore_idempotency cannot be read".into());
+                    };
+                    *slot = Some(kept);
+                }
+                return Ok(found);
             }
-            Ok(Err(cause)) => Err(cause),
-            Err(_) => Err("looking up an idempotency key timed out".to_owned()),
+            Ok(Err(cause)) => cause,
+            Err(_) => "looking up idempotency keys timed out".to_owned(),
         };
         // The shared connection failed or hung: the next lookup takes a
         // new one (this one goes back to the pool with its last user,
@@ -160,13 +169,11 @@ impl Postgres {
                 *shared = None;
             }
         }
-        found
+        Err(failed)
     }
 
-    /// The connection lookups share, taken from the pool when there is
-    /// none. Concurrent lookups pipeline on it (tokio-postgres sends each
-    /// query at once and PostgreSQL answers them in order), with no
-    /// checkout, and no check query, per lookup.
+    /// The connection the lookups' batches use, taken from the pool when
+    /// there is none: no checkout, and no check query, per batch.
     async fn lookup_client(&self) -> Result<Arc<Object>, String> {
         if let Some(client) = self.lookup.lock().clone() {
             return Ok(client);
@@ -366,6 +373,23 @@ fn retention_secs() -> i64 {
 /// A core timestamp as PostgreSQL's `timestamptz` takes it.
 fn wall(at: Timestamp) -> SystemTime {
     UNIX_EPOCH + Duration::from_nanos(at.as_unix_nanos())
+}
+
+/// The lookups' committer: a batch of keys in one query.
+impl Commit<Lookup> for Postgres {
+    async fn commit(
+        self: &Arc<Self>,
+        batch: Vec<Lookup>,
+    ) -> Result<Vec<Option<KeptRow>>, CreateFailed> {
+        let started = Instant::now();
+        let found = self.read_kept(&batch).await;
+        self.stats.lookup.observe(started.elapsed());
+        found.map_err(|cause| {
+            self.stats.count_error(Op::Lookup);
+            self.health.down(&cause);
+            CreateFailed
+        })
+    }
 }
 
 /// The keyed creates' committer: one transaction per batch, the created

@@ -3,8 +3,8 @@
 //! can hold its committers and its keys in flight: a keyed create or
 //! transition queued for its committer ([`KeyedCreate`],
 //! [`KeyedTransition`]), won or lost ([`Claimed`]), the kept row a loser
-//! answers with ([`KeptRow`]), and the keys this replica is writing
-//! ([`InFlight`]).
+//! answers with ([`KeptRow`]), a key to look up ([`Lookup`]), and the
+//! keys this replica is writing ([`InFlight`]).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -41,6 +41,17 @@ pub(super) enum Claimed<T> {
     Won(T),
     /// Another request holds the key: that request's kept row.
     Lost(KeptRow),
+}
+
+/// A key waiting for the lookups' committer, which reads a batch of
+/// keys in one query: what is kept for it, if anything.
+#[derive(Debug)]
+pub(super) struct Lookup(pub(super) Keyed);
+
+impl Item for Lookup {
+    type Done = Option<KeptRow>;
+    type Failed = CreateFailed;
+    const NOT_STORED: CreateFailed = CreateFailed;
 }
 
 /// A keyed create waiting for its committer.

@@ -76,7 +76,7 @@ use health::Health;
 use stats::PostgresStats;
 
 use super::committer::Committer;
-use keyed::{InFlight, KeyedCreate, KeyedTransition};
+use keyed::{InFlight, KeyedCreate, KeyedTransition, Lookup};
 
 /// The tail's poll when no notification comes.
 pub const POLL: Duration = Duration::from_millis(40);
@@ -102,6 +102,8 @@ pub struct Postgres {
     keyed_transitions: Committer<KeyedTransition>,
     /// The idempotency keys this replica is writing now.
     inflight: InFlight,
+    /// The lookups of idempotency keys: a batch of keys in one query.
+    lookups: Committer<Lookup>,
     /// The connection idempotency lookups share (`idempotency.rs`).
     lookup: parking_lot::Mutex<Option<Arc<deadpool_postgres::Object>>>,
     health: Health,

@@ -104,6 +104,7 @@ impl Postgres {
         let (queue, pending) = Committer::new(write::QUEUE);
         let (transitions, pending_transitions) = Committer::new(transition::QUEUE);
         let (keyed_creates, pending_keyed_creates) = Committer::new(idempotency::QUEUE);
+        let (lookups, pending_lookups) = Committer::new(idempotency::QUEUE);
         let (keyed_transitions, pending_keyed_transitions) = Committer::new(idempotency::QUEUE);
         let pg = Arc::new(Postgres {
             latest: AtomicU64::new(copy.len() as u64),
@@ -114,6 +115,7 @@ impl Postgres {
             keyed_creates,
             keyed_transitions,
             inflight: Default::default(),
+            lookups,
             lookup: Default::default(),
             health: Health::default(),
             stats: PostgresStats::default(),
@@ -137,6 +139,11 @@ impl Postgres {
         tokio::spawn(committer::run(
             Arc::clone(&pg),
             pending_keyed_transitions,
+            idempotency::MAX_BATCH,
+        ));
+        tokio::spawn(committer::run(
+            Arc::clone(&pg),
+            pending_lookups,
             idempotency::MAX_BATCH,
         ));
         // The wall clock of `created_at` and of expiry: Unix time, as the
