@@ -178,7 +178,14 @@ impl Postgres {
         if let Some(client) = self.lookup.lock().clone() {
             return Ok(client);
         }
-        let client = Arc::new(self.pool.get().await.map_err(|e| pool_error(&e))?);
+        let client = self.pool.get().await.map_err(|e| pool_error(&e))?;
+        // A plan for each batch, made for the table as it is: a cached
+        // plan made while the table was small joins by scanning it all.
+        client
+            .batch_execute("SET plan_cache_mode = force_custom_plan")
+            .await
+            .map_err(|e| super::describe::describe(&e))?;
+        let client = Arc::new(client);
         *self.lookup.lock() = Some(Arc::clone(&client));
         Ok(client)
     }
