@@ -400,6 +400,49 @@ mod tests {
     }
 
     #[test]
+    fn keyed_lines_round_trip_and_damage_is_refused() {
+        let keyed = Keyed {
+            scope: Scope::new("shop \"north\"").unwrap(),
+            key: IdempotencyKey::parse_header(br#""a\"b\\c""#).unwrap(),
+            fingerprint: Fingerprint::from_bytes([0xab; 32]),
+            at: Timestamp::from_unix_nanos(1_700_000_000_123_456_789),
+        };
+        let rex = pet(3, "R\"ex");
+        let id = PetId::new(3).unwrap();
+        let writes = [
+            (KeyedWrite::Pet(&rex), Record::Pet(id, PetStatus::Sold)),
+            (
+                KeyedWrite::Transition(id, Transition::Release),
+                Record::Transition(id, Transition::Release),
+            ),
+            (
+                KeyedWrite::Conflict(id, PetStatus::Sold, Transition::Sell),
+                Record::Conflict(id, PetStatus::Sold, Transition::Sell),
+            ),
+        ];
+        for (write, record) in writes {
+            let mut out = Vec::new();
+            encode_keyed_line(&keyed, write, &mut out);
+            let line = out[..out.len() - 1].to_vec();
+            let v: serde_json::Value = serde_json::from_slice(&line).unwrap();
+            assert_eq!(v["keyed"]["key"], "a\"b\\c");
+            let mut scratch = Vec::new();
+            assert_eq!(
+                decode_record(&line, &mut scratch),
+                Ok((record, Some(keyed.clone())))
+            );
+            if let Record::Pet(..) = record {
+                assert_eq!(scratch, rex.to_json());
+            }
+            for i in 0..line.len() {
+                let mut bad = line.clone();
+                bad[i] ^= 0x01;
+                assert!(decode_record(&bad, &mut scratch).is_err(), "flip at {i}");
+            }
+        }
+    }
+
+    #[test]
     fn the_fast_transition_reader_agrees_with_serde() {
         let bodies = [
             r#"{"id":42,"action":"sell"}"#,
