@@ -21,7 +21,7 @@
 //!   leaves a gap in the batch's other creates; it delays them only by
 //!   that wait.
 //! - **One replica's own concurrency stops earlier.** A key is held in
-//!   memory ([`InFlight`]) from the moment a keyed write is queued until
+//!   memory ([`InFlight`](super::keyed::InFlight)) from the moment a keyed write is queued until
 //!   it is answered: a second request with the key on the same replica is
 //!   409 `idempotency_key_in_use` at once, and one batch never holds a
 //!   key twice (which `ON CONFLICT DO UPDATE` would refuse).
