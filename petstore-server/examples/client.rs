@@ -14,15 +14,25 @@
 //! pets created:  62
 //! pets listed:   62
 //! 429 received:  9
+//! retries:       9
+//! replayed:      0
 //! time waited:   9.004 s
 //! ```
 //!
-//! On `429 rate_limited` it backs off exponentially with full jitter (base
-//! 250 ms, capped), and never retries sooner than the response's
-//! `Retry-After`: it waits `max(Retry-After, jittered backoff)`. A response
-//! other than 429 resets the backoff. After `--max-attempts` tries of one
-//! request it gives up. A `429 key_banned` is a failure of this client's
-//! manners: it stops at once and exits non-zero.
+//! Every `POST` carries an `Idempotency-Key` (128 random bits in hex), the
+//! same on each retry of that request: a retry after a lost answer gets
+//! the first answer again (`Idempotent-Replayed: true`), never a second
+//! pet, so a create may be retried as safely as a `GET`.
+//!
+//! It retries after `429 rate_limited`, after a `5xx`, after
+//! `409 idempotency_key_in_use` (the first try still in flight), and when
+//! no complete answer came (a refused or dropped connection, a timeout).
+//! It backs off exponentially with full jitter (base 250 ms, capped), and
+//! never retries sooner than the response's `Retry-After`: it waits
+//! `max(Retry-After, jittered backoff)`. An answer that is none of these
+//! resets the backoff. After `--max-attempts` tries of one request it
+//! gives up. A `429 key_banned` is a failure of this client's manners: it
+//! stops at once and exits non-zero.
 
 use std::error::Error;
 use std::fmt::Write as _;
@@ -92,6 +102,10 @@ struct Stats {
     created: u64,
     listed: u64,
     rate_limited: u64,
+    /// Tries after the first, for any reason.
+    retries: u64,
+    /// Answers that were a kept answer replayed (`Idempotent-Replayed`).
+    replayed: u64,
     waited: Duration,
 }
 
@@ -168,7 +182,8 @@ struct Api {
     authorization: HeaderValue,
     max_attempts: u32,
     max_wait: Duration,
-    /// 429s in a row since the last other answer: the backoff exponent.
+    /// Retried answers in a row since the last other answer: the backoff
+    /// exponent.
     streak: u32,
     rng: Rng,
     stats: Stats,
@@ -213,12 +228,19 @@ impl Api {
         })
     }
 
+    /// A new `Idempotency-Key`: 128 random bits in hex.
+    fn new_idempotency_key(&mut self) -> HeaderValue {
+        let key = format!("{:016x}{:016x}", self.rng.next(), self.rng.next());
+        HeaderValue::from_str(&key).unwrap_or(HeaderValue::from_static("0"))
+    }
+
     /// One exchange, no retry.
     async fn send_once(
         &self,
         method: &Method,
         uri: &Uri,
         body: Option<&Bytes>,
+        idempotency_key: Option<&HeaderValue>,
     ) -> Result<Reply, BoxError> {
         let mut request = Request::builder()
             .method(method.clone())
@@ -227,6 +249,9 @@ impl Api {
             .header(ACCEPT, "application/json");
         if body.is_some() {
             request = request.header(CONTENT_TYPE, "application/json");
+        }
+        if let Some(key) = idempotency_key {
+            request = request.header("idempotency-key", key.clone());
         }
         let request = request.body(Full::new(body.cloned().unwrap_or_default()))?;
         let exchange = async {
@@ -248,40 +273,61 @@ impl Api {
         }
     }
 
-    /// One request, retried after `429 rate_limited` as the module
-    /// documentation says. Returns the first answer that is not a 429.
+    /// One request, retried as the module documentation says. Returns the
+    /// first answer that is not to be retried. A `POST` gets a new
+    /// `Idempotency-Key`, sent again with each of its retries: without one
+    /// a `POST` whose answer was lost could not be retried safely.
     async fn send(
         &mut self,
         method: Method,
         uri: &Uri,
         body: Option<Bytes>,
     ) -> Result<Reply, BoxError> {
+        let key = (method == Method::POST).then(|| self.new_idempotency_key());
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let reply = self.send_once(&method, uri, body.as_ref()).await?;
-            if reply.status != StatusCode::TOO_MANY_REQUESTS {
-                self.streak = 0;
-                return Ok(reply);
-            }
-            self.stats.rate_limited += 1;
-            let retry_after = retry_after(&reply.headers);
-            let shown = match &retry_after {
-                Some(Ok(d)) => format!("Retry-After {} s", d.as_secs_f64()),
-                Some(Err(raw)) => format!("unreadable Retry-After {raw:?}"),
-                None => "no Retry-After".to_owned(),
+            let sent = self
+                .send_once(&method, uri, body.as_ref(), key.as_ref())
+                .await;
+            let (shown, floor) = match &sent {
+                Ok(reply) => {
+                    let Some(why) = retried(reply) else {
+                        self.streak = 0;
+                        if reply
+                            .headers
+                            .get("idempotent-replayed")
+                            .map(HeaderValue::as_bytes)
+                            == Some(b"true")
+                        {
+                            self.stats.replayed += 1;
+                        }
+                        return sent;
+                    };
+                    if reply.status == StatusCode::TOO_MANY_REQUESTS {
+                        self.stats.rate_limited += 1;
+                    }
+                    let retry_after = retry_after(&reply.headers);
+                    let shown = match &retry_after {
+                        Some(Ok(d)) => format!("{why} with Retry-After {} s", d.as_secs_f64()),
+                        Some(Err(raw)) => format!("{why} with unreadable Retry-After {raw:?}"),
+                        None => format!("{why}, no Retry-After"),
+                    };
+                    if reply.error_code().as_deref() == Some("key_banned") {
+                        return Err(format!(
+                            "{method} {uri}: {shown}: the key is banned; stopping"
+                        )
+                        .into());
+                    }
+                    (shown, retry_after.and_then(Result::ok).unwrap_or_default())
+                }
+                // No complete answer: the request may or may not have been
+                // carried out; the key makes trying again safe.
+                Err(e) => (format!("no answer ({e})"), Duration::ZERO),
             };
-            if reply.error_code().as_deref() == Some("key_banned") {
-                return Err(format!(
-                    "{method} {uri}: 429 {} with {shown}: the key is banned; stopping",
-                    reply.describe_error()
-                )
-                .into());
-            }
             if attempt >= self.max_attempts {
                 return Err(format!(
-                    "{method} {uri}: still 429 {} ({shown}) after {attempt} attempts; giving up",
-                    reply.describe_error()
+                    "{method} {uri}: still {shown} after {attempt} attempts; giving up"
                 )
                 .into());
             }
@@ -291,25 +337,24 @@ impl Api {
                 .min(BACKOFF_CAP);
             self.streak = self.streak.saturating_add(1);
             let jittered = self.rng.duration_up_to(ceiling);
-            let floor = retry_after.and_then(Result::ok).unwrap_or_default();
             let wait = floor.max(jittered);
             if wait > self.max_wait {
                 return Err(format!(
-                    "{method} {uri}: 429 with {shown}: waiting {:.3} s is more than --max-wait-secs {}; giving up",
+                    "{method} {uri}: {shown}: waiting {:.3} s is more than --max-wait-secs {}; giving up",
                     wait.as_secs_f64(),
                     self.max_wait.as_secs()
                 )
                 .into());
             }
             eprintln!(
-                "429 {} on {method} {uri} ({shown}); waiting {:.3} s before attempt {}/{}",
-                reply.error_code().unwrap_or_else(|| "?".into()),
+                "{shown} on {method} {uri}; waiting {:.3} s before attempt {}/{}",
                 wait.as_secs_f64(),
                 attempt + 1,
                 self.max_attempts
             );
             tokio::time::sleep(wait).await;
             self.stats.waited += wait;
+            self.stats.retries += 1;
         }
     }
 
@@ -401,6 +446,25 @@ impl Api {
         }
         Err(format!("more than {MAX_PAGES} pages; stopping").into())
     }
+}
+
+/// Why `reply` is to be retried, or `None` when it is the answer: a 429
+/// (`rate_limited`; a `key_banned` stops the client), a 5xx (the server
+/// or what it stands on failed; the key makes a retried POST safe), or a
+/// 409 `idempotency_key_in_use` (the first try of this very request is
+/// still being carried out).
+fn retried(reply: &Reply) -> Option<String> {
+    let status = reply.status;
+    let code = reply.error_code();
+    let in_use =
+        status == StatusCode::CONFLICT && code.as_deref() == Some("idempotency_key_in_use");
+    (status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() || in_use).then(|| {
+        format!(
+            "{} {}",
+            status.as_u16(),
+            code.unwrap_or_else(|| "(no error code)".into())
+        )
+    })
 }
 
 /// The `Retry-After` of a response: `None` if absent, `Err(raw)` if it is
@@ -718,6 +782,8 @@ async fn main() -> ExitCode {
     println!("pets created:  {}", stats.created);
     println!("pets listed:   {}", stats.listed);
     println!("429 received:  {}", stats.rate_limited);
+    println!("retries:       {}", stats.retries);
+    println!("replayed:      {}", stats.replayed);
     println!("time waited:   {:.3} s", stats.waited.as_secs_f64());
     println!("time total:    {:.3} s", started.elapsed().as_secs_f64());
     match result {

@@ -3,7 +3,8 @@
 
 Subcommands:
   seed BASE KEY N THREADS      POST N pets (a third of each status, or all
-                               of --status), keep-alive
+                               of --status), keep-alive; with --keyed
+                               PREFIX, each with Idempotency-Key PREFIX-i
   statuses BASE KEY FIRST LAST OUT
                                write `id status` lines of pets FIRST..LAST
   background ...               paced transitions on pets spread over the
@@ -21,6 +22,7 @@ Subcommands:
                                count from /metrics (creates, transactions)
   memwatch ...                 sample VmRSS and the pet count while a load runs
   report RESULTS [MEMORY]      print the Markdown tables; exit 3 on any error
+  keyed-report RESULTS         keyed POST against unkeyed (LOAD_KEYED=1)
 
 Everything talks to 127.0.0.1 only (the bash script refuses any other base).
 """
@@ -68,6 +70,8 @@ def seed(args):
                 {"name": f"seed-{i + 1:06}", "categoryId": i % 10 + 1,
                  "status": args.status or STATUSES[i % 3]},
                 separators=(",", ":"))
+            if args.keyed:
+                headers["Idempotency-Key"] = f"{args.keyed}-{i}"
             conn.request("POST", "/v1/pets", body=body, headers=headers)
             response = conn.getresponse()
             response.read()
@@ -1157,6 +1161,50 @@ def memory_report(path, meta_path):
     return failures
 
 
+def keyed_report(args):
+    """LOAD_KEYED=1: per target, keyed POST's req/s over plain POST's in
+    the same round (median of the rounds; target >= 0.8), and the cost of
+    a kept key. Exit 3 when a run had errors or gave no result."""
+    with open(args.results, encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    bad = [r for r in rows if r.get("missing") or r["non2xx"] or r["socket_errors"]]
+    conns = rows[0]["conns"] if rows else 0
+    print("| target | plain req/s | keyed req/s | keyed / plain (median of rounds) | "
+          "plain p99 ms | keyed p99 ms | target >= 0.8 |")
+    print("|---|---|---|---|---|---|---|")
+    for target in ("durable", "replica"):
+        plain = by_round(rows, "post_plain", conns, target)
+        keyed = by_round(rows, "post_keyed", conns, target)
+        ratios = paired(keyed, plain)
+        ratio = median(ratios)
+        verdict = "n/a" if ratio is None else ("MET" if ratio >= 0.8 else "MISSED")
+        print(f"| {target} | {fmt(median([r['rps'] for r in plain.values()]), 0)} | "
+              f"{fmt(median([r['rps'] for r in keyed.values()]), 0)} | "
+              f"{fmt(ratio)} ({', '.join(fmt(x) for x in ratios)}) | "
+              f"{fmt(median([r['p99_ms'] for r in plain.values()]))} | "
+              f"{fmt(median([r['p99_ms'] for r in keyed.values()]))} | {verdict} |")
+    with open(args.memory, encoding="utf-8") as f:
+        mem = json.load(f)
+    n = mem["n"]
+    plain_growth = (mem["rss1_kib"] - mem["rss0_kib"]) * 1024
+    keyed_growth = (mem["rss2_kib"] - mem["rss1_kib"]) * 1024
+    print()
+    print(f"Memory (durable server, --fsync never): VmRSS {mem['rss0_kib'] // 1024} MiB "
+          f"after start, +{plain_growth / n:.0f} bytes per unkeyed create, "
+          f"+{keyed_growth / n:.0f} bytes per keyed create ({n} of each): "
+          f"**{(keyed_growth - plain_growth) / n:.0f} bytes per kept key** "
+          f"(gauge petstore_idempotency_keys_kept: {mem['kept_metric']}).")
+    if mem["pg_rows"]:
+        print(f"PostgreSQL: petstore_idempotency holds {mem['pg_rows']} rows in "
+              f"{mem['pg_bytes'] / 1048576:.1f} MiB (heap and indexes): "
+              f"**{mem['pg_bytes'] / mem['pg_rows']:.0f} bytes per kept key**.")
+    if bad:
+        print()
+        print(f"ERRORS in {len(bad)} run(s): " + ", ".join(
+            f"{r['scenario']} {r['target']} r{r['round']}" for r in bad))
+        sys.exit(3)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawTextHelpFormatter)
@@ -1168,7 +1216,13 @@ def main():
     s.add_argument("n", type=int)
     s.add_argument("threads", type=int)
     s.add_argument("--status", choices=STATUSES)
+    s.add_argument("--keyed", metavar="PREFIX")
     s.set_defaults(func=seed)
+
+    s = sub.add_parser("keyed-report")
+    s.add_argument("results")
+    s.add_argument("--memory", required=True)
+    s.set_defaults(func=keyed_report)
 
     s = sub.add_parser("journal")
     s.add_argument("path")

@@ -139,10 +139,7 @@ impl Store {
         match self {
             Store::Memory(inventory) => Ok(inventory.seen(keyed)),
             Store::Journal(journal) => Ok(journal.inventory().seen(keyed)),
-            // The PostgreSQL backend's keys are its own work (a table in
-            // the same transaction as the pet); until it keeps them, a
-            // keyed write there is refused rather than run unkept.
-            Store::Postgres(_) => Err(KeyedFailed::Unsupported),
+            Store::Postgres(pg) => pg.seen(keyed).await,
         }
     }
 
@@ -162,8 +159,7 @@ impl Store {
                 .create_keyed(new, keyed)
                 .map_err(|_| KeyedFailed::Unavailable),
             Store::Journal(journal) => journal.create_keyed(new, keyed).await,
-            // See `seen`: the PostgreSQL backend replaces this.
-            Store::Postgres(_) => Err(KeyedFailed::Unsupported),
+            Store::Postgres(pg) => pg.create_keyed(new, keyed).await,
         }
     }
 
@@ -189,8 +185,7 @@ impl Store {
                     })
             }
             Store::Journal(journal) => journal.transition_keyed(id, t, keyed).await,
-            // See `seen`: the PostgreSQL backend replaces this.
-            Store::Postgres(_) => Err(KeyedFailed::Unsupported),
+            Store::Postgres(pg) => pg.transition_keyed(id, t, keyed).await,
         }
     }
 

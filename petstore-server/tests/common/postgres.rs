@@ -234,6 +234,32 @@ impl Postgres {
         command
     }
 
+    /// A psql session that reads SQL from its stdin (piped), so that a
+    /// test can open a transaction, hold its locks while something else
+    /// waits on them, and end it when it chooses. Its output is dropped.
+    pub fn psql_session(&self) -> std::process::Child {
+        let port = self.port.to_string();
+        Command::new(self.bin.join("psql"))
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-U",
+                "postgres",
+                "-d",
+                "postgres",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-Aq",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
     /// Runs `sql` with psql; returns its unaligned, tuples-only output.
     pub fn psql(&self, sql: &str) -> String {
         self.try_psql(sql)

@@ -500,3 +500,113 @@ fn naive_client_that_retries_at_once_is_banned() {
         resp.describe()
     );
 }
+
+/// Reads one HTTP/1.1 message (head, then a `Content-Length` body) from
+/// `stream`; `None` when the stream ends first.
+fn read_message(stream: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut raw = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .map_or(0, |n| n.trim().parse().unwrap());
+            if raw.len() >= end + 4 + length {
+                return Some(raw);
+            }
+        }
+        let n = stream.read(&mut chunk).ok()?;
+        if n == 0 {
+            return None;
+        }
+        raw.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// A proxy in front of `server` that drops the answer to the first
+/// request it is sent: it hands that request to the server, reads the
+/// whole answer (so the server has carried it out), and closes the
+/// client's connection instead of passing the answer on. Every later
+/// connection is passed through both ways. Returns its address and the
+/// answer it dropped, once there is one.
+fn dropping_proxy(server: SocketAddr) -> (SocketAddr, Arc<Mutex<Option<Vec<u8>>>>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let dropped = Arc::new(Mutex::new(None));
+    let kept = Arc::clone(&dropped);
+    thread::spawn(move || {
+        let mut first = true;
+        for client in listener.incoming() {
+            let Ok(mut client) = client else { return };
+            let Ok(mut upstream) = TcpStream::connect(server) else {
+                return;
+            };
+            if std::mem::take(&mut first) {
+                let request = read_message(&mut client).unwrap();
+                upstream.write_all(&request).unwrap();
+                let answer = read_message(&mut upstream).unwrap();
+                *kept.lock().unwrap() = Some(answer);
+                let _ = client.shutdown(std::net::Shutdown::Both);
+                continue;
+            }
+            let (mut from_client, mut to_server) =
+                (client.try_clone().unwrap(), upstream.try_clone().unwrap());
+            thread::spawn(move || {
+                let _ = std::io::copy(&mut from_client, &mut to_server);
+                let _ = to_server.shutdown(std::net::Shutdown::Write);
+            });
+            thread::spawn(move || {
+                let _ = std::io::copy(&mut upstream, &mut client);
+                let _ = client.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    (addr, dropped)
+}
+
+#[test]
+fn client_retries_a_create_whose_answer_was_dropped_and_makes_one_pet() {
+    // The first create reaches the server, which stores the pet and
+    // answers 201; the answer never reaches the client. The client
+    // retries with the same Idempotency-Key and gets that same 201
+    // replayed: one pet, not two.
+    let client = client_example();
+    let server = Server::start(&keys_file("client", "client-key"));
+    let (proxy, dropped) = dropping_proxy(server.addr);
+    let base = format!("http://{proxy}/v1");
+    let args: Vec<String> = ["--base", &base, "--key", "client-key", "--create", "3"]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let (status, stdout, stderr) = run_client(&args, Duration::from_secs(120));
+    let context = format!(
+        "{} {}\n--- stdout:\n{stdout}\n--- stderr:\n{stderr}\n--- server stderr:\n{}",
+        client.display(),
+        args.join(" "),
+        server.stderr_text()
+    );
+    assert!(status.success(), "the client failed ({status}):\n{context}");
+    let dropped = dropped.lock().unwrap().take().expect("an answer dropped");
+    let dropped = String::from_utf8_lossy(&dropped).into_owned();
+    assert!(dropped.starts_with("HTTP/1.1 201 "), "{dropped}\n{context}");
+    assert_eq!(summary_number(&stdout, "pets created:"), 3.0, "{context}");
+    assert_eq!(summary_number(&stdout, "replayed:"), 1.0, "{context}");
+    assert!(summary_number(&stdout, "retries:") >= 1.0, "{context}");
+    // The server holds three pets, the dropped answer's among them.
+    let listed = request(server.addr, "GET", "/v1/pets?limit=100", "client-key", None);
+    assert_eq!(listed.status, 200, "{}", listed.describe());
+    let pets: Value = serde_json::from_slice(&listed.body).unwrap();
+    let ids: Vec<u64> = pets
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ids, [1, 2, 3], "{context}");
+    assert!(
+        dropped.contains(r#"{"id":1,"name":"client-pet-1""#),
+        "{dropped}"
+    );
+}

@@ -1,9 +1,11 @@
 //! The PostgreSQL store's own metrics, read at scrape time.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, NoLabelSet};
+use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 
@@ -73,10 +75,40 @@ fn encode_postgres(pg: &Postgres, encoder: &mut DescriptorEncoder) -> Result<(),
             "Transitions decided per PostgreSQL transaction",
             &stats.transition_batch,
         ),
+        (
+            "postgres_idempotency_lookup_duration_seconds",
+            "Time of each lookup of an idempotency key in PostgreSQL",
+            &stats.lookup,
+        ),
     ] {
         let (sum, count, buckets) = histogram.snapshot();
         let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Histogram)?;
         metric.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
+    }
+    let keys =
+        ConstGauge::new(i64::try_from(stats.kept_keys.load(Ordering::Relaxed)).unwrap_or(i64::MAX));
+    let metric = encoder.encode_descriptor(
+        "postgres_idempotency_keys",
+        "Idempotency keys kept in PostgreSQL (all replicas), counted at the end of the last prune pass",
+        None,
+        keys.metric_type(),
+    )?;
+    keys.encode(metric)?;
+    for (name, help, value) in [
+        (
+            "postgres_idempotency_kept",
+            "Keyed answers this replica committed (201, 200 and kept 409s)",
+            &stats.kept,
+        ),
+        (
+            "postgres_idempotency_pruned",
+            "Expired idempotency keys this replica's prune task deleted",
+            &stats.pruned,
+        ),
+    ] {
+        let counter = ConstCounter::new(value.load(Ordering::Relaxed));
+        let metric = encoder.encode_descriptor(name, help, None, counter.metric_type())?;
+        counter.encode(metric)?;
     }
     let mut metric = encoder.encode_descriptor(
         "postgres_errors",

@@ -46,6 +46,8 @@
 //! | `schema.rs` | the schema, created and migrated at start |
 //! | `write.rs` | the write path: a create queued, one transaction per batch |
 //! | `transition.rs` | the transition path: decided by PostgreSQL per batch, shown by the copy before its 200 |
+//! | `idempotency.rs` | keyed creates and transitions: the key claimed in the write's transaction, the lookup, pruning |
+//! | `keyed.rs` | a keyed write queued and what it comes to; the keys in flight |
 //! | `copy.rs` | the read copy: loaded at start, kept current by the tail and the listener |
 //! | `health.rs` | up, down, stuck or a bad row, each change logged once (`/healthz` reads it through [`Postgres::failure`]) |
 //! | `describe.rs` | PostgreSQL's errors as text, a failed connection thrown away |
@@ -55,6 +57,8 @@ mod connect;
 mod copy;
 mod describe;
 mod health;
+mod idempotency;
+mod keyed;
 mod metrics;
 mod open;
 mod schema;
@@ -74,6 +78,7 @@ use health::Health;
 use stats::PostgresStats;
 
 use super::committer::Committer;
+use keyed::{InFlight, KeyedCreate, KeyedTransition, Lookup};
 
 /// The tail's poll when no notification comes.
 pub const POLL: Duration = Duration::from_millis(40);
@@ -93,6 +98,16 @@ pub struct Postgres {
     /// The transitions' committer: its own queue and task, so a batch of
     /// creates and one of transitions go to PostgreSQL side by side.
     transitions: Committer<(PetId, Transition)>,
+    /// Keyed creates and keyed transitions: committers of their own, so
+    /// that the unkeyed batches stay as they are (`idempotency.rs`).
+    keyed_creates: Committer<KeyedCreate>,
+    keyed_transitions: Committer<KeyedTransition>,
+    /// The idempotency keys this replica is writing now.
+    inflight: InFlight,
+    /// The lookups of idempotency keys: a batch of keys in one query.
+    lookups: Committer<Lookup>,
+    /// The connection idempotency lookups share (`idempotency.rs`).
+    lookup: parking_lot::Mutex<Option<Arc<deadpool_postgres::Object>>>,
     health: Health,
     stats: PostgresStats,
     /// One tail query at a time; `tails_started` lets a waiter skip its

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use petstore_core::Inventory;
+use petstore_core::{Clock, Inventory, SystemClock};
 use tokio::sync::Notify;
 use tokio_postgres::Config;
 
@@ -19,7 +19,7 @@ use super::describe::{describe, pool_error};
 use super::health::Health;
 use super::schema;
 use super::stats::PostgresStats;
-use super::{transition, write};
+use super::{idempotency, transition, write};
 use super::{Postgres, CONNECT_TIMEOUT};
 use crate::log_info;
 use crate::store::committer::{self, Committer};
@@ -111,12 +111,20 @@ impl Postgres {
 
         let (queue, pending) = Committer::new(write::QUEUE);
         let (transitions, pending_transitions) = Committer::new(transition::QUEUE);
+        let (keyed_creates, pending_keyed_creates) = Committer::new(idempotency::QUEUE);
+        let (lookups, pending_lookups) = Committer::new(idempotency::QUEUE);
+        let (keyed_transitions, pending_keyed_transitions) = Committer::new(idempotency::QUEUE);
         let pg = Arc::new(Postgres {
             latest: AtomicU64::new(copy.len() as u64),
             copy,
             pool,
             queue,
             transitions,
+            keyed_creates,
+            keyed_transitions,
+            inflight: Default::default(),
+            lookups,
+            lookup: Default::default(),
             health: Health::new(servers),
             stats: PostgresStats::default(),
             tail: tokio::sync::Mutex::new(()),
@@ -131,6 +139,25 @@ impl Postgres {
             pending_transitions,
             transition::MAX_BATCH,
         ));
+        tokio::spawn(committer::run(
+            Arc::clone(&pg),
+            pending_keyed_creates,
+            idempotency::MAX_BATCH,
+        ));
+        tokio::spawn(committer::run(
+            Arc::clone(&pg),
+            pending_keyed_transitions,
+            idempotency::MAX_BATCH,
+        ));
+        tokio::spawn(committer::run(
+            Arc::clone(&pg),
+            pending_lookups,
+            idempotency::MAX_BATCH,
+        ));
+        // The wall clock of `created_at` and of expiry: Unix time, as the
+        // requests' keys are stamped.
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+        tokio::spawn(Arc::clone(&pg).prune_loop(clock));
         tokio::spawn(Arc::clone(&pg).tail_loop());
         tokio::spawn(Arc::clone(&pg).listen_loop(config));
         Ok(pg)

@@ -18,11 +18,22 @@ pub enum Op {
     Queue,
     /// A batch of transitions' transaction.
     Transition,
+    /// The lookup of an idempotency key.
+    Lookup,
+    /// A pass of pruning expired idempotency keys.
+    Prune,
 }
 
 impl Op {
     /// Every operation, as the metrics label them.
-    pub const ALL: [Op; 4] = [Op::Commit, Op::Tail, Op::Queue, Op::Transition];
+    pub const ALL: [Op; 6] = [
+        Op::Commit,
+        Op::Tail,
+        Op::Queue,
+        Op::Transition,
+        Op::Lookup,
+        Op::Prune,
+    ];
 
     /// The label.
     pub fn label(self) -> &'static str {
@@ -31,6 +42,8 @@ impl Op {
             Op::Tail => "tail",
             Op::Queue => "queue_full",
             Op::Transition => "transition",
+            Op::Lookup => "idempotency_lookup",
+            Op::Prune => "idempotency_prune",
         }
     }
 }
@@ -49,7 +62,15 @@ pub struct PostgresStats {
     pub transition: Histogram,
     /// Transitions per transaction.
     pub transition_batch: Histogram,
-    errors: [AtomicU64; 4],
+    /// Time of each lookup of an idempotency key.
+    pub lookup: Histogram,
+    /// Keyed answers this replica committed (kept in the table).
+    pub kept: AtomicU64,
+    /// Expired keys this replica's prune task deleted.
+    pub pruned: AtomicU64,
+    /// Rows in `petstore_idempotency` at the end of the last prune pass.
+    pub kept_keys: AtomicU64,
+    errors: [AtomicU64; 6],
 }
 
 impl Default for PostgresStats {
@@ -60,6 +81,10 @@ impl Default for PostgresStats {
             batch: Histogram::counts(&BATCH_BUCKETS),
             transition: Histogram::seconds(&SECONDS_BUCKETS),
             transition_batch: Histogram::counts(&BATCH_BUCKETS),
+            lookup: Histogram::seconds(&SECONDS_BUCKETS),
+            kept: AtomicU64::new(0),
+            pruned: AtomicU64::new(0),
+            kept_keys: AtomicU64::new(0),
             errors: Default::default(),
         }
     }

@@ -58,7 +58,7 @@ pub(super) type Wanted = (PetId, Transition);
 
 /// What PostgreSQL decided for one transition.
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Decided {
+pub(super) enum Decided {
     /// The pet moved, as change number `change`.
     Moved { pet: Pet, change: u64 },
     /// The answer without a change: not found, or the status that
@@ -167,7 +167,7 @@ impl Postgres {
     /// changes the copy has not seen are applied all the same, the mark of
     /// what it applied left where it is, so the tail reads them again.
     /// Every wait is bounded by [`SHOW_WAIT`].
-    async fn show(&self, moved: &[(PetId, PetStatus, u64)]) {
+    pub(super) async fn show(&self, moved: &[(PetId, PetStatus, u64)]) {
         let (Some(&(_, _, first)), Some(&(_, _, last))) = (moved.first(), moved.last()) else {
             return;
         };
@@ -249,7 +249,7 @@ impl Commit<Wanted> for Postgres {
 
 /// The statuses `transition` moves a pet from, as `petstore_transition`
 /// takes them: comma-separated.
-fn froms(transition: Transition) -> String {
+pub(super) fn froms(transition: Transition) -> String {
     transition
         .from_statuses()
         .iter()
@@ -260,7 +260,7 @@ fn froms(transition: Transition) -> String {
 
 /// One transition's outcome out of its row: moved (a change number, the
 /// pet's name and category), refused by a status, or no such pet.
-fn decided(&(id, transition): &Wanted, row: &tokio_postgres::Row) -> Decided {
+pub(super) fn decided(&(id, transition): &Wanted, row: &tokio_postgres::Row) -> Decided {
     let unavailable = Decided::Refused(TransitionFailed::Unavailable);
     let change = row.try_get::<_, Option<i64>>(1).ok().flatten();
     let status = row.try_get::<_, Option<&str>>(4).ok().flatten();

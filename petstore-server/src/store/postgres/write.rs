@@ -218,7 +218,7 @@ fn counter_behind(e: &tokio_postgres::Error) -> bool {
 
 /// What the core encodes after `{"id":N` for this pet: the JSON the
 /// insert completes with the id it gives.
-fn json_tail(new: &NewPet) -> String {
+pub(super) fn json_tail(new: &NewPet) -> String {
     let json = new.clone().into_pet(PetId::MIN).to_json();
     // `{"id":1` is 7 bytes, then `,"name":...`; the encoder's output is
     // ASCII up to there and UTF-8 throughout.
