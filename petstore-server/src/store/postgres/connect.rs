@@ -1,6 +1,7 @@
 //! Which PostgreSQL server the replica is connected to ([`Servers`]),
 //! learnt once per new connection by [`Connector`], the pool's way of
-//! connecting.
+//! connecting; and how long making one connection may take
+//! ([`connecting`]), for the pool and the `LISTEN` connection alike.
 //!
 //! Why: a connection string may name several hosts
 //! (`postgresql://h1:5432,h2:5432/db?target_session_attrs=read-write`);
@@ -15,6 +16,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
 
 use deadpool_postgres::Connect;
 use parking_lot::Mutex;
@@ -182,6 +184,24 @@ fn server_address(messages: &[SimpleQueryMessage]) -> Option<String> {
     })
 }
 
+/// Connecting to one host, or taking a connection from the pool.
+pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The bound on making one new connection: [`CONNECT_TIMEOUT`] per host
+/// named. tokio-postgres bounds each host's attempt by the config's
+/// connect timeout and then tries the next; a bound of one attempt
+/// for all would end at a first host that never answers (a machine
+/// gone, its packets dropped), and the second host, the one to fail over
+/// to, would never be tried.
+pub(super) fn connecting(config: &Config) -> Duration {
+    let hosts = config
+        .get_hosts()
+        .len()
+        .max(config.get_hostaddrs().len())
+        .max(1);
+    CONNECT_TIMEOUT.saturating_mul(u32::try_from(hosts).unwrap_or(u32::MAX))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,5 +231,13 @@ mod tests {
             assert_eq!(servers.current(), format!("10.0.0.2:5433/{db}"));
             assert!(!format!("{servers:?}").contains("s3cret"));
         }
+    }
+
+    #[test]
+    fn a_new_connection_may_try_every_host_for_its_whole_connect_timeout() {
+        let two = Config::from_str("host=h1,h2 port=5432 target_session_attrs=read-write").unwrap();
+        assert_eq!(connecting(&two), CONNECT_TIMEOUT * 2);
+        let one = Config::from_str("postgresql://h1/db").unwrap();
+        assert_eq!(connecting(&one), CONNECT_TIMEOUT);
     }
 }

@@ -27,9 +27,10 @@ use petstore_core::{ApplyError, CategoryId, Inventory, NewPet, Pet, PetId, PetSt
 use tokio::time::timeout;
 use tokio_postgres::{AsyncMessage, Config, NoTls, Row};
 
+use super::connect::connecting;
 use super::describe::{describe, discard, pool_error};
 use super::stats::Op;
-use super::{Postgres, CONNECT_TIMEOUT, MAX_BACKOFF, POLL, QUERY_TIMEOUT};
+use super::{Postgres, MAX_BACKOFF, POLL, QUERY_TIMEOUT};
 
 /// Pets per query when loading or tailing.
 const PAGE: i64 = 10_000;
@@ -250,12 +251,15 @@ impl Postgres {
     }
 
     /// Keeps a `LISTEN` connection open, reconnecting with backoff; each
-    /// notification wakes the tail.
+    /// notification wakes the tail. Its connect is bounded per host named,
+    /// as the pool's is: one bound for all would end at a first host that
+    /// never answers, and the host to fail over to would not be tried.
     pub(super) async fn listen_loop(self: Arc<Self>, config: Config) {
         let mut backoff = POLL;
+        let connect_within = connecting(&config);
         loop {
             if let Ok(Ok((client, mut connection))) =
-                timeout(CONNECT_TIMEOUT, config.connect(NoTls)).await
+                timeout(connect_within, config.connect(NoTls)).await
             {
                 let command = format!("LISTEN {CHANNEL}");
                 let listen = client.batch_execute(&command);

@@ -82,8 +82,6 @@ use keyed::{InFlight, KeyedCreate, KeyedTransition, Lookup};
 
 /// The tail's poll when no notification comes.
 pub const POLL: Duration = Duration::from_millis(40);
-/// Connecting, or taking a connection from the pool.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// One transaction or query.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(3);
 /// The longest pause between two attempts while PostgreSQL is down.

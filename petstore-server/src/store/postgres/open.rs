@@ -12,15 +12,15 @@ use petstore_core::{Clock, Inventory, SystemClock};
 use tokio::sync::Notify;
 use tokio_postgres::Config;
 
-use super::connect::{Connector, Servers};
+use super::connect::{connecting, Connector, Servers, CONNECT_TIMEOUT};
 
 use super::copy::load;
 use super::describe::{describe, pool_error};
 use super::health::Health;
 use super::schema;
 use super::stats::PostgresStats;
+use super::Postgres;
 use super::{idempotency, transition, write};
-use super::{Postgres, CONNECT_TIMEOUT};
 use crate::log_info;
 use crate::store::committer::{self, Committer};
 
@@ -164,21 +164,6 @@ impl Postgres {
     }
 }
 
-/// The bound on making one new connection: [`CONNECT_TIMEOUT`] per host
-/// named. tokio-postgres bounds each host's attempt by the config's
-/// connect timeout and then tries the next; a bound of one attempt
-/// for all would end at a first host that never answers (a machine
-/// gone, its packets dropped), and the second host, the one to fail over
-/// to, would never be tried.
-fn connecting(config: &Config) -> std::time::Duration {
-    let hosts = config
-        .get_hosts()
-        .len()
-        .max(config.get_hostaddrs().len())
-        .max(1);
-    CONNECT_TIMEOUT.saturating_mul(u32::try_from(hosts).unwrap_or(u32::MAX))
-}
-
 /// Where a failed start tried, for its message: every host with its
 /// port, and the database (never the password). With several hosts,
 /// tokio-postgres tries each in turn and reports the last one's error.
@@ -190,18 +175,5 @@ fn tried(config: &Config, servers: &Servers) -> String {
         )
     } else {
         servers.named().to_owned()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_new_connection_may_try_every_host_for_its_whole_connect_timeout() {
-        let two = Config::from_str("host=h1,h2 port=5432 target_session_attrs=read-write").unwrap();
-        assert_eq!(connecting(&two), CONNECT_TIMEOUT * 2);
-        let one = Config::from_str("postgresql://h1/db").unwrap();
-        assert_eq!(connecting(&one), CONNECT_TIMEOUT);
     }
 }
