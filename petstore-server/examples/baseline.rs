@@ -47,7 +47,7 @@
 use std::convert::Infallible;
 use std::future::{ready, Future};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures_util::future::Either;
@@ -73,25 +73,32 @@ struct Answer {
     changing: Option<&'static Changing>,
 }
 
-/// The captured rate-limit values and how a draining key moves them on:
-/// request `n` (from 0) answers `remaining - n`, `reset + ceil(n * w / q)`
-/// and `"window";r=remaining - n;t=t + ceil(n * w / q)`, where `q` and
-/// `w` are the binding window's quota and seconds in the captured
-/// `RateLimit-Policy` (a draining bucket's refill time grows by one
-/// token's, `w / q` seconds, per request).
+/// How many requests' rate-limit values `--plain h2-changing` makes at
+/// start-up, then hands out in turn. A value comes again only after this
+/// many responses, long after HPACK's table (4 KiB by default, about 70
+/// entries of these) has dropped it, so each is new to the encoder.
+const CHANGING_VALUES: usize = 8192;
+
+/// The rate-limit values of `--plain h2-changing`, made from the captured
+/// ones as a draining key's move on: request `n` answers `remaining - n`,
+/// `reset + ceil(n * w / q)` and `"window";r=remaining - n;t=t + ceil(n *
+/// w / q)`, where `q` and `w` are the binding window's quota and seconds
+/// in the captured `RateLimit-Policy` (a draining bucket's refill time
+/// grows by one token's, `w / q` seconds, per request).
+///
+/// They are made before the first request and handed out as static
+/// slices (a clone copies a pointer): the ruler spends nothing on making
+/// values, so over the fixed-value ruler it shows HPACK's cost of new
+/// values alone. The server does make its values; that stays in its
+/// share.
 #[derive(Debug)]
 struct Changing {
-    remaining: u64,
-    reset: u64,
-    window: String,
-    t: u64,
-    quota: u64,
-    seconds: u64,
-    /// Where `X-RateLimit-Remaining`, `X-RateLimit-Reset` and `RateLimit`
-    /// stand among the map's values.
+    /// `X-RateLimit-Remaining`, `X-RateLimit-Reset`, `RateLimit` per request.
+    values: Vec<[HeaderValue; 3]>,
+    /// Where those three stand among the captured map's values.
     slots: [usize; 3],
     /// Requests answered so far.
-    served: AtomicU64,
+    served: AtomicUsize,
 }
 
 impl Changing {
@@ -105,49 +112,52 @@ impl Changing {
         let current = headers.get("ratelimit")?.to_str().ok()?;
         let (window, rest) = current.split_once(";r=")?;
         let (_, t) = rest.split_once(";t=")?;
-        let t = t.parse().ok()?;
+        let t: u64 = t.parse().ok()?;
         // `"minute";q=60;w=60, "day";q=1000;w=86400`
         let policy = headers.get("ratelimit-policy")?.to_str().ok()?;
         let entry = policy
             .split(", ")
             .find_map(|entry| entry.strip_prefix(window)?.strip_prefix(";q="))?;
         let (quota, seconds) = entry.split_once(";w=")?;
+        let quota: u64 = quota.parse().ok().filter(|&q| q > 0)?;
+        let seconds: u64 = seconds.parse().ok()?;
         let at = |name: &str| headers.iter().position(|(key, _)| key == name);
         let slots = [
             at("x-ratelimit-remaining")?,
             at("x-ratelimit-reset")?,
             at("ratelimit")?,
         ];
+        let value = |text: String| -> Option<HeaderValue> {
+            HeaderValue::from_str(&text).ok()?;
+            Some(HeaderValue::from_static(text.leak()))
+        };
+        let values = (0..CHANGING_VALUES as u64)
+            .map(|n| {
+                let left = remaining.saturating_sub(n);
+                let later = (n * seconds).div_ceil(quota);
+                Some([
+                    value(left.to_string())?,
+                    value((reset + later).to_string())?,
+                    value(format!("{window};r={left};t={}", t + later))?,
+                ])
+            })
+            .collect::<Option<Vec<_>>>()?;
         Some(Changing {
+            values,
             slots,
-            remaining,
-            reset,
-            window: window.to_owned(),
-            t,
-            quota: quota.parse().ok().filter(|&q| q > 0)?,
-            seconds: seconds.parse().ok()?,
-            served: AtomicU64::new(0),
+            served: AtomicUsize::new(0),
         })
     }
 
-    /// The next request's values into `headers`, a clone of the map
-    /// they were read from: written into its value slots by position, as
-    /// the server writes into its template's, so no name is hashed.
+    /// The next request's values into `headers`, a clone of the map they
+    /// were read from: written into its value slots by position, as the
+    /// server writes into its template's, so no name is hashed.
     fn apply(&self, headers: &mut HeaderMap) {
         let n = self.served.fetch_add(1, Ordering::Relaxed);
-        let remaining = self.remaining.saturating_sub(n);
-        let later = (n * self.seconds).div_ceil(self.quota);
-        let current = format!("{};r={remaining};t={}", self.window, self.t + later);
-        let mut values = [
-            Some(HeaderValue::from(remaining)),
-            Some(HeaderValue::from(self.reset + later)),
-            HeaderValue::from_str(&current).ok(),
-        ];
+        let values = &self.values[n % self.values.len()];
         for (at, slot) in headers.values_mut().enumerate() {
             if let Some(which) = self.slots.iter().position(|&s| s == at) {
-                if let Some(value) = values[which].take() {
-                    *slot = value;
-                }
+                *slot = values[which].clone();
             }
         }
     }
