@@ -17,8 +17,18 @@
 //!   connection, one protocol a listener. The server over it is the whole
 //!   cost of our code: the request path and the connection layer. Over
 //!   it, the same-connection-layer ruler is the connection layer's cost.
+//! - **plain hyper, changing values** (`--plain h2-changing`): plain
+//!   hyper's HTTP/2 whose rate-limit values change on every request as a
+//!   draining key's do on the server ([`Changing`]): `X-RateLimit-Remaining`
+//!   and `RateLimit`'s `r` count down by one, `X-RateLimit-Reset` and
+//!   `RateLimit`'s `t` move on by the binding window's refill time of a
+//!   token. HPACK sends a fixed value as a one-byte table reference and a
+//!   new one as a literal inserted into the table, so the fixed-value
+//!   ruler cannot tell our code's cost from the protocol's cost of the
+//!   contract's changing headers; the server over this ruler is our code
+//!   alone, and this ruler over the fixed one is that protocol cost.
 //!
-//! Run: `cargo run --release -p petstore-server --example baseline -- [--plain http1|h2] 127.0.0.1:0 [RESPONSE]`
+//! Run: `cargo run --release -p petstore-server --example baseline -- [--plain http1|h2|h2-changing] 127.0.0.1:0 [RESPONSE]`
 //! (prints `listening on http://IP:PORT` like the server).
 //!
 //! - With `RESPONSE`, a file holding one HTTP/1.1 response (status line,
@@ -37,6 +47,7 @@
 use std::convert::Infallible;
 use std::future::{ready, Future};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures_util::future::Either;
@@ -58,6 +69,98 @@ struct Answer {
     status: StatusCode,
     headers: &'static HeaderMap,
     body: &'static [u8],
+    /// `--plain h2-changing`: the rate-limit values made anew per request.
+    changing: Option<&'static Changing>,
+}
+
+/// How many requests' rate-limit values `--plain h2-changing` makes at
+/// start-up, then hands out in turn. A value comes again only after this
+/// many responses, long after HPACK's table (4 KiB by default, about 70
+/// entries of these) has dropped it, so each is new to the encoder.
+const CHANGING_VALUES: usize = 8192;
+
+/// The rate-limit values of `--plain h2-changing`, made from the captured
+/// ones as a draining key's move on: request `n` answers `remaining - n`,
+/// `reset + ceil(n * w / q)` and `"window";r=remaining - n;t=t + ceil(n *
+/// w / q)`, where `q` and `w` are the binding window's quota and seconds
+/// in the captured `RateLimit-Policy` (a draining bucket's refill time
+/// grows by one token's, `w / q` seconds, per request).
+///
+/// They are made before the first request and handed out as static
+/// slices (a clone copies a pointer): the ruler spends nothing on making
+/// values, so over the fixed-value ruler it shows HPACK's cost of new
+/// values alone. The server does make its values; that stays in its
+/// share.
+#[derive(Debug)]
+struct Changing {
+    /// `X-RateLimit-Remaining`, `X-RateLimit-Reset`, `RateLimit` per request.
+    values: Vec<[HeaderValue; 3]>,
+    /// Where those three stand among the captured map's values.
+    slots: [usize; 3],
+    /// Requests answered so far.
+    served: AtomicUsize,
+}
+
+impl Changing {
+    /// From the captured headers; `None` when one of them is missing or
+    /// not of the contract's form.
+    fn from_headers(headers: &HeaderMap) -> Option<Changing> {
+        let number = |name: &str| headers.get(name)?.to_str().ok()?.parse::<u64>().ok();
+        let remaining = number("x-ratelimit-remaining")?;
+        let reset = number("x-ratelimit-reset")?;
+        // `"day";r=99999;t=1`
+        let current = headers.get("ratelimit")?.to_str().ok()?;
+        let (window, rest) = current.split_once(";r=")?;
+        let (_, t) = rest.split_once(";t=")?;
+        let t: u64 = t.parse().ok()?;
+        // `"minute";q=60;w=60, "day";q=1000;w=86400`
+        let policy = headers.get("ratelimit-policy")?.to_str().ok()?;
+        let entry = policy
+            .split(", ")
+            .find_map(|entry| entry.strip_prefix(window)?.strip_prefix(";q="))?;
+        let (quota, seconds) = entry.split_once(";w=")?;
+        let quota: u64 = quota.parse().ok().filter(|&q| q > 0)?;
+        let seconds: u64 = seconds.parse().ok()?;
+        let at = |name: &str| headers.iter().position(|(key, _)| key == name);
+        let slots = [
+            at("x-ratelimit-remaining")?,
+            at("x-ratelimit-reset")?,
+            at("ratelimit")?,
+        ];
+        let value = |text: String| -> Option<HeaderValue> {
+            HeaderValue::from_str(&text).ok()?;
+            Some(HeaderValue::from_static(text.leak()))
+        };
+        let values = (0..CHANGING_VALUES as u64)
+            .map(|n| {
+                let left = remaining.saturating_sub(n);
+                let later = (n * seconds).div_ceil(quota);
+                Some([
+                    value(left.to_string())?,
+                    value((reset + later).to_string())?,
+                    value(format!("{window};r={left};t={}", t + later))?,
+                ])
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Changing {
+            values,
+            slots,
+            served: AtomicUsize::new(0),
+        })
+    }
+
+    /// The next request's values into `headers`, a clone of the map they
+    /// were read from: written into its value slots by position, as the
+    /// server writes into its template's, so no name is hashed.
+    fn apply(&self, headers: &mut HeaderMap) {
+        let n = self.served.fetch_add(1, Ordering::Relaxed);
+        let values = &self.values[n % self.values.len()];
+        for (at, slot) in headers.values_mut().enumerate() {
+            if let Some(which) = self.slots.iter().position(|&s| s == at) {
+                *slot = values[which].clone();
+            }
+        }
+    }
 }
 
 /// The built-in page: 20 pets as `GET /v1/pets?limit=20` answers them on
@@ -79,6 +182,7 @@ fn page_only() -> Answer {
         status: StatusCode::OK,
         headers: Box::leak(Box::new(headers)),
         body: format!("[{}]", pets.join(",")).leak().as_bytes(),
+        changing: None,
     }
 }
 
@@ -124,6 +228,7 @@ fn parse_response(text: &[u8]) -> Result<Answer, String> {
         status,
         headers: Box::leak(Box::new(headers)),
         body: text[split + 4..].to_vec().leak(),
+        changing: None,
     })
 }
 
@@ -132,6 +237,8 @@ fn parse_response(text: &[u8]) -> Result<Answer, String> {
 enum Plain {
     Http1,
     H2,
+    /// HTTP/2 with the rate-limit values changing per request.
+    H2Changing,
 }
 
 fn main() -> ExitCode {
@@ -141,8 +248,9 @@ fn main() -> ExitCode {
         match args.next().as_deref() {
             Some("http1") => Some(Plain::Http1),
             Some("h2") => Some(Plain::H2),
+            Some("h2-changing") => Some(Plain::H2Changing),
             other => {
-                eprintln!("--plain takes http1 or h2, not {other:?}");
+                eprintln!("--plain takes http1, h2 or h2-changing, not {other:?}");
                 return ExitCode::FAILURE;
             }
         }
@@ -150,7 +258,7 @@ fn main() -> ExitCode {
         None
     };
     let addr = args.next().unwrap_or_else(|| "127.0.0.1:8081".into());
-    let answer = match args.next() {
+    let mut answer = match args.next() {
         None => page_only(),
         Some(path) => match std::fs::read(&path).map_err(|e| e.to_string()) {
             Ok(text) => match parse_response(&text) {
@@ -166,6 +274,17 @@ fn main() -> ExitCode {
             }
         },
     };
+    if matches!(plain, Some(Plain::H2Changing)) {
+        match Changing::from_headers(answer.headers) {
+            Some(changing) => answer.changing = Some(Box::leak(Box::new(changing))),
+            None => {
+                eprintln!(
+                    "--plain h2-changing needs a response with the contract's rate-limit headers"
+                );
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     // The plain ruler builds tokio's runtime itself (`net::runtime` is
     // tokio's defaults too, but it is ours).
     let runtime = match plain {
@@ -246,7 +365,7 @@ async fn serve_plain(listener: TcpListener, plain: Plain, answer: Answer) {
                     let _ = connection.await;
                 });
             }
-            Plain::H2 => {
+            Plain::H2 | Plain::H2Changing => {
                 let connection = http2.serve_connection(io, service);
                 tokio::spawn(async move {
                     let _ = connection.await;
@@ -266,6 +385,9 @@ fn respond(
     let mut response = Response::new(Full::new(Bytes::from_static(answer.body)));
     *response.status_mut() = answer.status;
     *response.headers_mut() = answer.headers.clone();
+    if let Some(changing) = answer.changing {
+        changing.apply(response.headers_mut());
+    }
     if request.body().is_end_stream() {
         return Either::Left(ready(Ok::<_, Infallible>(response)));
     }
@@ -299,5 +421,28 @@ content-length: 2\r\ndate: Mon, 23 Nov 2026 10:58:39 GMT\r\n\r\n[]";
         assert_eq!(answer.body, b"[]");
         assert!(parse_response(b"HTTP/1.1 200 OK\r\nno colon\r\n\r\n").is_err());
         assert!(parse_response(b"garbage").is_err());
+    }
+
+    #[test]
+    fn changing_values_move_on_as_a_draining_key_s() {
+        let text = b"HTTP/1.1 200 OK\r\nx-ratelimit-limit: 1000\r\n\
+x-ratelimit-remaining: 990\r\nx-ratelimit-reset: 1800000000\r\n\
+ratelimit-policy: \"minute\";q=60;w=60, \"day\";q=1000;w=86400\r\n\
+ratelimit: \"day\";r=990;t=865\r\n\r\n[]";
+        let answer = parse_response(text).unwrap();
+        let changing = Changing::from_headers(answer.headers).unwrap();
+        let mut headers = answer.headers.clone();
+        changing.apply(&mut headers);
+        assert_eq!(headers["x-ratelimit-remaining"], "990");
+        assert_eq!(headers["x-ratelimit-reset"], "1800000000");
+        assert_eq!(headers["ratelimit"], "\"day\";r=990;t=865");
+        changing.apply(&mut headers);
+        // One token of the day's: 86.4 s, rounded up.
+        assert_eq!(headers["x-ratelimit-remaining"], "989");
+        assert_eq!(headers["x-ratelimit-reset"], "1800000087");
+        assert_eq!(headers["ratelimit"], "\"day\";r=989;t=952");
+        assert_eq!(headers.len(), answer.headers.len());
+        let fixed = parse_response(b"HTTP/1.1 200 OK\r\nx-ratelimit-remaining: 1\r\n\r\n").unwrap();
+        assert!(Changing::from_headers(fixed.headers).is_none());
     }
 }

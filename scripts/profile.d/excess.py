@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where the server's instructions per request go beyond the baseline's.
 
-    excess.py [--inclusive] [--ruler=NAME] SERVER_PREFIX BASELINE_PREFIX N [ROWS]
+    excess.py [--inclusive] [--ruler=NAME] [--subject=NAME] SERVER_PREFIX BASELINE_PREFIX N [ROWS]
 
 Reads PREFIX.N and PREFIX.3N (callgrind output files of scripts/profile),
 takes each function's self cost per request as (cost at 3N - cost at N) /
@@ -10,7 +10,8 @@ instructions a request spends in them in the server than in the baseline.
 With --inclusive, each function's inclusive cost instead (itself and what
 it calls): where in the call tree the excess starts, where the self table
 says where it ends up. --ruler names the second column (default
-baseline). Python 3 standard library and callgrind_annotate only.
+baseline), --subject the first (default server: another ruler can stand
+there, to split a ruler's own cost). Python 3 standard library and callgrind_annotate only.
 """
 
 import collections
@@ -51,13 +52,15 @@ def per_request(prefix, n, inclusive=False):
 
 def main():
     args = sys.argv[1:]
-    inclusive, ruler = False, "baseline"
+    inclusive, ruler, subject = False, "baseline", "server"
     while args and args[0].startswith("--"):
         flag = args.pop(0)
         if flag == "--inclusive":
             inclusive = True
         elif flag.startswith("--ruler="):
             ruler = flag.split("=", 1)[1]
+        elif flag.startswith("--subject="):
+            subject = flag.split("=", 1)[1]
         else:
             raise SystemExit(f"unknown flag {flag}")
     server_prefix, baseline_prefix, n = args[0], args[1], int(args[2])
@@ -66,9 +69,9 @@ def main():
     baseline = per_request(baseline_prefix, n, inclusive)
     if not inclusive:
         # Inclusive costs overlap (a caller holds its callees'): no sum.
-        print(f"Self instructions per request: server {sum(server.values()):,.0f}, "
+        print(f"Self instructions per request: {subject} {sum(server.values()):,.0f}, "
               f"{ruler} {sum(baseline.values()):,.0f}.\n")
-    print(f"| excess | server | {ruler} | function |\n|---:|---:|---:|---|")
+    print(f"| excess | {subject} | {ruler} | function |\n|---:|---:|---:|---|")
     excess = sorted(((server.get(k, 0) - baseline.get(k, 0), k)
                      for k in set(server) | set(baseline)), reverse=True)
     for diff, name in excess[:rows]:
