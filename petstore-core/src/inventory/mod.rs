@@ -453,8 +453,9 @@ impl Inventory {
     /// batches writes itself ([`create_many_claimed`](Self::create_many_claimed),
     /// [`transition_many_claimed`](Self::transition_many_claimed)): until
     /// the write is durable, a request with the key finds it in flight.
-    /// What the key holds instead when it is not new (a race lost since
-    /// [`seen`](Self::seen)).
+    /// What the key holds instead when it is not new: the claim is also
+    /// the question [`seen`](Self::seen) asks, so a caller with a valid
+    /// request need not ask that first.
     pub fn claim(&self, keyed: Keyed) -> Result<Claim, Seen> {
         self.kept.claim(keyed)
     }

@@ -5,12 +5,18 @@
 //! this file's.
 //!
 //! A POST with an `Idempotency-Key` always waits: its body is read whole
-//! and fingerprinted (SHA-256 of method, path and body), the store is
-//! asked what the key holds before the body is validated (so a key
-//! reused with another request is 422 whatever that body is), and only a
-//! new key's request is validated and run, through the store's keyed
-//! write. An answer given again carries `Idempotent-Replayed: true` and
-//! the rate-limit headers of this request.
+//! and fingerprinted (SHA-256 of method, path and body), then validated.
+//! A valid body goes straight to the store's keyed write, whose claim of
+//! the key decides: the write runs, or the kept answer is given again, or
+//! 422 (the key reused with another request), or 409 (in flight). Only
+//! an invalid body asks the store what the key holds ([`Store::seen`](crate::store::Store::seen)),
+//! so that a reused or busy key still answers 422 or 409 whatever that
+//! body is, and a new key's invalid body is 400 and keeps nothing.
+//! Why not ask first, for every request: on PostgreSQL the question is a
+//! round trip of its own, and the claim answers it anyway; the order of
+//! the verdicts a client sees is the same either way. An answer given
+//! again carries `Idempotent-Replayed: true` and the rate-limit headers
+//! of this request.
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -182,8 +188,8 @@ impl Admitted {
         }
     }
 
-    /// A keyed POST with its whole `body`: waits for the store, which
-    /// tells what the key holds before the body is looked at.
+    /// A keyed POST with its whole `body`: waits for the store, whose
+    /// word on the key wins over the body's (see the file's notes).
     fn keyed(
         self,
         state: &AppState,
@@ -347,8 +353,11 @@ pub(super) fn fingerprint_of_create(body: &[u8]) -> Fingerprint {
     fingerprint(KeyedWrite::Create, body)
 }
 
-/// A keyed POST at the store: what its key holds, and only for a new key
-/// the body validated and the write made (claiming the key with it).
+/// A keyed POST at the store. A valid body is written at once: the
+/// keyed write claims the key atomically and comes back with what the key
+/// held when the claim lost (a replay, a reuse, in flight), so asking
+/// first would only repeat the question. An invalid body asks what the
+/// key holds, whose verdict wins over the body's 400.
 async fn keyed_write(
     state: &AppState,
     keyed: Keyed,
@@ -361,32 +370,40 @@ async fn keyed_write(
         (KeyedFailed::NotFound | KeyedFailed::Unavailable, _) => ApiError::Unavailable,
         (KeyedFailed::Unsupported, _) => ApiError::Internal,
     };
-    let seen = state
-        .store
-        .seen(&keyed)
-        .await
-        .map_err(|e| failed(e, None))?;
-    if let Some(taken) = KeyedOutcome::of_seen(seen) {
-        return Ok(taken);
-    }
-    match write {
-        KeyedWrite::Create => {
-            let new = NewPet::from_json(body).map_err(|e| ApiError::InvalidBody(e.to_string()))?;
-            state
-                .store
-                .create_keyed(new, keyed)
-                .await
-                .map_err(|e| failed(e, None))
-        }
+    let valid = match write {
+        KeyedWrite::Create => NewPet::from_json(body)
+            .map(Valid::Create)
+            .map_err(|e| ApiError::InvalidBody(e.to_string())),
         KeyedWrite::Transition(id, transition) => {
-            transition_bytes(body)?;
-            state
+            transition_bytes(body).map(|()| Valid::Transition(id, transition))
+        }
+    };
+    match valid {
+        Ok(Valid::Create(new)) => state
+            .store
+            .create_keyed(new, keyed)
+            .await
+            .map_err(|e| failed(e, None)),
+        Ok(Valid::Transition(id, transition)) => state
+            .store
+            .transition_keyed(id, transition, keyed)
+            .await
+            .map_err(|e| failed(e, Some(id))),
+        Err(invalid) => {
+            let seen = state
                 .store
-                .transition_keyed(id, transition, keyed)
+                .seen(&keyed)
                 .await
-                .map_err(|e| failed(e, Some(id)))
+                .map_err(|e| failed(e, None))?;
+            KeyedOutcome::of_seen(seen).ok_or(invalid)
         }
     }
+}
+
+/// A keyed POST's write once its body is validated.
+enum Valid {
+    Create(NewPet),
+    Transition(PetId, Transition),
 }
 
 /// The answer a key keeps, as a response: the same status, body and

@@ -129,12 +129,15 @@ impl Store {
         }
     }
 
-    /// What a write with idempotency key `keyed` finds, before its body
-    /// is validated: [`Seen::New`] (validate and run it), the kept answer
-    /// of the same request ([`Seen::Replay`]), the key used with another
-    /// request ([`Seen::Reused`]), or its first request still running
-    /// ([`Seen::InFlight`]). Keys are kept [`RETENTION`](petstore_core::RETENTION)
-    /// from their first request.
+    /// What idempotency key `keyed` holds, for a request that will not
+    /// claim it (`http/finish.rs` asks only when the body is invalid: a
+    /// valid one goes to [`create_keyed`](Self::create_keyed) or
+    /// [`transition_keyed`](Self::transition_keyed), whose claim finds
+    /// the same): [`Seen::New`] (nothing: the body's 400 stands), the
+    /// kept answer of the same request ([`Seen::Replay`]), the key used
+    /// with another request ([`Seen::Reused`]), or its first request
+    /// still running ([`Seen::InFlight`]). Keys are kept
+    /// [`RETENTION`](petstore_core::RETENTION) from their first request.
     pub async fn seen(&self, keyed: &Keyed) -> Result<Seen, KeyedFailed> {
         match self {
             Store::Memory(inventory) => Ok(inventory.seen(keyed)),
@@ -145,9 +148,10 @@ impl Store {
 
     /// [`create`](Self::create) with an idempotency key: claims the key
     /// atomically with the write and keeps the answer as durably as the
-    /// pet. A race lost between [`seen`](Self::seen) and here comes back
-    /// as [`KeyedOutcome::Replay`], [`KeyedOutcome::Reused`] or
-    /// [`KeyedOutcome::InFlight`], never a second write. A failure keeps
+    /// pet. A key that is not new (kept, or another request's in flight)
+    /// comes back as [`KeyedOutcome::Replay`], [`KeyedOutcome::Reused`]
+    /// or [`KeyedOutcome::InFlight`], never a second write: the claim is
+    /// the only question a valid keyed request asks. A failure keeps
     /// nothing for the key.
     pub async fn create_keyed(
         &self,

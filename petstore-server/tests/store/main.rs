@@ -9,6 +9,7 @@
 //! | `crash_idempotency.rs` | kill -9 during keyed creates: every retry after the restart gets its original pet, never a second |
 //! | `crash_transitions.rs` | kill -9 during concurrent transitions loses no acknowledged change |
 //! | `disk.rs` | a journal deleted or damaged, a second server, a full disk; `journal check`/`repair` |
+//! | `idempotency_lookup.rs` | a keyed POST looks its key up in PostgreSQL only for an invalid body, or a write the copy refused |
 //! | `idempotency_replicas.rs` | `Idempotency-Key` on two replicas: replay, 422, scoping, storms, kill -9, expiry, migration |
 //! | `postgres.rs` | replicas on one PostgreSQL, its outages, a counter or rows it cannot use |
 //! | `postgres_failover.rs` | a primary killed, its synchronous standby promoted: nothing acknowledged lost, creates back, the log names the host |
@@ -28,6 +29,7 @@ mod crash;
 mod crash_idempotency;
 mod crash_transitions;
 mod disk;
+mod idempotency_lookup;
 mod idempotency_replicas;
 mod postgres;
 mod postgres_failover;

@@ -28,11 +28,16 @@
 //! - **Unkeyed creates are untouched.** Keyed creates and transitions go
 //!   to committers of their own: the unkeyed batch stays one set-based
 //!   statement, and the keyed path pays for its claims alone.
-//! - **The lookup reads PostgreSQL.** [`Postgres::seen`], before the
-//!   body is validated, must find a key another replica kept: the
-//!   lookups waiting at once go to PostgreSQL as one query (a committer
-//!   of their own, as the writes), on one connection they share, with
-//!   the same timeouts as the rest; a failure is a 503.
+//! - **The lookup reads PostgreSQL, and only when the claim cannot.**
+//!   A valid body goes straight to the keyed write, whose claim finds
+//!   what the key holds; [`Postgres::seen`] is asked for an invalid body
+//!   (whose 400 a kept or busy key overrules), and by a write refused
+//!   before it reached PostgreSQL (the copy cannot apply a row), so that
+//!   a kept answer is still given then. It must find a
+//!   key another replica kept: the lookups waiting at once go to
+//!   PostgreSQL as one query (a committer of their own, as the writes),
+//!   on one connection they share, with the same timeouts as the rest; a
+//!   failure is a 503.
 //! - **Retention.** A row counts for [`RETENTION`] from its first
 //!   request's `created_at`, the server's wall clock (injected in tests);
 //!   an expired row is ignored by the lookup and taken over by a claim.
@@ -99,13 +104,20 @@ const PRUNE: &str = "DELETE FROM petstore_idempotency WHERE ctid IN ( \
 const COUNT: &str = "SELECT count(*) FROM petstore_idempotency";
 
 impl Postgres {
-    /// Before the body is validated: what is known of `keyed`'s key, on
-    /// this replica (in flight) or in PostgreSQL (kept by any replica).
-    /// `Err` when PostgreSQL did not answer in time: 503, as a write.
+    /// What is known of `keyed`'s key, on this replica (in flight) or in
+    /// PostgreSQL (kept by any replica), for a request that will not
+    /// claim it (its body is invalid). `Err` when PostgreSQL did not
+    /// answer in time: 503, as a write.
     pub async fn seen(&self, keyed: &Keyed) -> Result<Seen, KeyedFailed> {
         if self.inflight.holds(keyed) {
             return Ok(Seen::InFlight);
         }
+        self.lookup(keyed).await
+    }
+
+    /// What PostgreSQL keeps for `keyed`'s key, through the lookups'
+    /// committer.
+    async fn lookup(&self, keyed: &Keyed) -> Result<Seen, KeyedFailed> {
         let Ok(answer) = self.lookups.submit(Lookup(keyed.clone())) else {
             self.stats.count_error(Op::Queue);
             return Err(KeyedFailed::Unavailable);
@@ -118,6 +130,14 @@ impl Postgres {
             Ok(Ok(Ok(None))) => Ok(Seen::New),
             Ok(Ok(Err(_))) | Ok(Err(_)) | Err(_) => Err(KeyedFailed::Unavailable),
         }
+    }
+
+    /// A keyed write refused before it reached PostgreSQL (the copy
+    /// cannot apply a row): the kept answer of its key when there is one,
+    /// so that a retry of a request already answered is still answered
+    /// as it was; 503 otherwise.
+    async fn refused(&self, keyed: &Keyed) -> Result<KeyedOutcome, KeyedFailed> {
+        KeyedOutcome::of_seen(self.lookup(keyed).await?).ok_or(KeyedFailed::Unavailable)
     }
 
     /// What is kept for each key of `batch`, in one query on the shared
@@ -202,7 +222,7 @@ impl Postgres {
             return Ok(KeyedOutcome::InFlight);
         };
         if self.health.bad_row.lock().is_some() {
-            return Err(KeyedFailed::Unavailable);
+            return self.refused(&keyed).await;
         }
         let fingerprint = keyed.fingerprint;
         let Ok(answer) = self.keyed_creates.submit(KeyedCreate { new, keyed }) else {
@@ -230,7 +250,7 @@ impl Postgres {
             return Ok(KeyedOutcome::InFlight);
         };
         if self.health.bad_row.lock().is_some() {
-            return Err(KeyedFailed::Unavailable);
+            return self.refused(&keyed).await;
         }
         let fingerprint = keyed.fingerprint;
         let item = KeyedTransition {
