@@ -423,7 +423,8 @@ fn a_database_of_schema_version_3_is_migrated_and_keeps_keys() {
 fn while_postgres_is_down_a_keyed_post_is_503_and_keeps_nothing() {
     let pg = Postgres::start();
     let server = replica(&pg);
-    // A lookup before the outage: its connection is the one that breaks.
+    // A keyed create before the outage: the connections it used are the
+    // ones that break.
     assert_eq!(create(&server, "k-before", REX).status, 201);
     pg.stop("fast");
     common::assert_error(&create(&server, "k-down", REX), 503, "unavailable");
