@@ -368,7 +368,6 @@ async fn keyed_write(
     let failed = |error: KeyedFailed, id: Option<PetId>| match (error, id) {
         (KeyedFailed::NotFound, Some(id)) => not_found(id),
         (KeyedFailed::NotFound | KeyedFailed::Unavailable, _) => ApiError::Unavailable,
-        (KeyedFailed::Unsupported, _) => ApiError::Internal,
     };
     let valid = match write {
         KeyedWrite::Create => NewPet::from_json(body)

@@ -48,9 +48,6 @@ pub enum KeyedFailed {
     /// up: 503, as [`CreateFailed`].
     #[error("the write could not be stored")]
     Unavailable,
-    /// The backend does not keep idempotency keys: 500.
-    #[error("this store does not keep idempotency keys")]
-    Unsupported,
 }
 
 impl From<CreateFailed> for KeyedFailed {
