@@ -281,6 +281,39 @@ impl Postgres {
         }
     }
 
+    /// One batch of keyed creates or transitions written: the
+    /// transaction run ([`Self::run_batch`]), its time recorded under
+    /// `op` (a create's [`Op::Commit`] or [`Op::Transition`]) from
+    /// `started`, when the batch began to be made, and the
+    /// backend's health told either way. `None` when nothing is known
+    /// stored; the failure is counted and logged by the health.
+    async fn commit_batch(
+        &self,
+        op: Op,
+        started: Instant,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+        expected: usize,
+    ) -> Option<Vec<tokio_postgres::Row>> {
+        let rows = self.run_batch(sql, params, expected).await;
+        let timing = match op {
+            Op::Transition => &self.stats.transition,
+            _ => &self.stats.commit,
+        };
+        timing.observe(started.elapsed());
+        match rows {
+            Ok(rows) => {
+                self.health.up(started);
+                Some(rows)
+            }
+            Err(cause) => {
+                self.stats.count_error(op);
+                self.health.down(&cause);
+                None
+            }
+        }
+    }
+
     /// One pipelined transaction around `statement` (as a batch of
     /// creates or transitions): its rows, or why not.
     async fn run_batch(
@@ -454,17 +487,12 @@ impl Commit<KeyedCreate> for Postgres {
             &tails,
             &retention,
         ];
-        let rows = self.run_batch(CREATE, &params, batch.len()).await;
-        self.stats.commit.observe(started.elapsed());
-        let rows = match rows {
-            Ok(rows) => rows,
-            Err(cause) => {
-                self.stats.count_error(Op::Commit);
-                self.health.down(&cause);
-                return Err(CreateFailed);
-            }
+        let Some(rows) = self
+            .commit_batch(Op::Commit, started, CREATE, &params, batch.len())
+            .await
+        else {
+            return Err(CreateFailed);
         };
-        self.health.up(started);
         let mut done = Vec::with_capacity(batch.len());
         let mut made = Vec::new();
         for (item, row) in batch.into_iter().zip(&rows) {
@@ -532,17 +560,12 @@ impl Commit<KeyedTransition> for Postgres {
             &ats,
             &retention,
         ];
-        let rows = self.run_batch(TRANSITION, &params, batch.len()).await;
-        self.stats.transition.observe(started.elapsed());
-        let rows = match rows {
-            Ok(rows) => rows,
-            Err(cause) => {
-                self.stats.count_error(Op::Transition);
-                self.health.down(&cause);
-                return Err(TransitionFailed::Unavailable);
-            }
+        let Some(rows) = self
+            .commit_batch(Op::Transition, started, TRANSITION, &params, batch.len())
+            .await
+        else {
+            return Err(TransitionFailed::Unavailable);
         };
-        self.health.up(started);
         let mut done = Vec::with_capacity(batch.len());
         let mut moved = Vec::new();
         for (item, row) in batch.iter().zip(&rows) {
