@@ -213,24 +213,27 @@ impl Postgres {
     /// The psql command that runs `sql` (unaligned, tuples only, stopping
     /// at the first error), to run at once or on a thread of its own.
     pub fn psql_command(&self, sql: &str) -> Command {
-        let port = self.port.to_string();
-        let mut command = Command::new(self.bin.join("psql"));
+        let mut command = self.psql_on();
+        command.args(["-Atc", sql]).stdin(Stdio::null());
         command
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &port,
-                "-U",
-                "postgres",
-                "-d",
-                "postgres",
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-Atc",
-                sql,
-            ])
-            .stdin(Stdio::null());
+    }
+
+    /// psql on this server's `postgres` database as `postgres`, stopping
+    /// at the first error; the caller adds what it runs.
+    fn psql_on(&self) -> Command {
+        let mut command = Command::new(self.bin.join("psql"));
+        command.args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &self.port.to_string(),
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+            "-v",
+            "ON_ERROR_STOP=1",
+        ]);
         command
     }
 
@@ -238,21 +241,8 @@ impl Postgres {
     /// test can open a transaction, hold its locks while something else
     /// waits on them, and end it when it chooses. Its output is dropped.
     pub fn psql_session(&self) -> std::process::Child {
-        let port = self.port.to_string();
-        Command::new(self.bin.join("psql"))
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &port,
-                "-U",
-                "postgres",
-                "-d",
-                "postgres",
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-Aq",
-            ])
+        self.psql_on()
+            .arg("-Aq")
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
