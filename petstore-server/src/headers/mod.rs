@@ -13,6 +13,7 @@
 //! | `quota.rs` | [`QuotaHeaders`]: a quota's values and 2xx templates; [`rate_limit`] for errors |
 //! | `binding.rs` | [`Binding`]: what the headers say of a decision, written as digits |
 //! | `last_values.rs` | the values this worker thread made last, handed out again |
+//! | `never_indexed.rs` | the changing values kept out of HTTP/2's header compression table |
 //! | `extra.rs` | [`Extra`]: a response's own last header (`Link`, `Location`, deprecation) |
 //! | `static_text.rs` | header texts interned for the life of the process |
 //! | `joined.rs` | byte strings made of parts in one allocation |
@@ -26,6 +27,7 @@ mod extra;
 mod joined;
 mod last_values;
 mod names;
+mod never_indexed;
 mod quota;
 mod static_text;
 
@@ -38,4 +40,5 @@ pub use names::{
     DEPRECATION, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, RATELIMIT, RATELIMIT_POLICY, SUNSET,
     X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
 };
+pub use never_indexed::index_changing;
 pub use quota::{rate_limit, QuotaHeaders};

@@ -61,3 +61,7 @@ pub use connection::Connection;
 pub use error::{ApiError, HttpResponse};
 pub use finish::{Finished, Waiting};
 pub use openapi::OPENAPI;
+
+/// For `net/`: an HTTP/2 connection lets a response's changing
+/// rate-limit values be indexed now and then (`headers/never_indexed.rs`).
+pub use crate::headers::index_changing;

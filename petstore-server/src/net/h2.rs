@@ -53,6 +53,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
+use super::hpack::IndexChanging;
 use super::limits::ConnLimits;
 
 /// Concurrent streams a client may open on one connection.
@@ -115,6 +116,9 @@ pub(super) struct Watchdog {
     waker: Mutex<Option<Waker>>,
     idle: Duration,
     stalled: Duration,
+    /// The connection's turn to index the changing rate-limit values:
+    /// here because every stream holds the watchdog already.
+    pub(super) index_changing: IndexChanging,
 }
 
 /// The connection task's view of its [`Watchdog`]: the counts' sum at its
@@ -161,6 +165,7 @@ impl Watchdog {
             waker: Mutex::new(None),
             idle: limits.header_timeout,
             stalled: limits.write_timeout + limits.body_timeout,
+            index_changing: IndexChanging::new(),
         })
     }
 
@@ -253,7 +258,8 @@ impl StreamGuard {
     /// The response is ready: a `Connection: close` on it asks the
     /// connection to go away (HTTP/2 has no such header; hyper strips
     /// it), and its body is counted as it is written.
-    pub(super) fn respond<B>(self, response: Response<B>) -> Response<Tracked<B>> {
+    pub(super) fn respond<B>(self, mut response: Response<B>) -> Response<Tracked<B>> {
+        self.watchdog.index_changing.prepare(response.headers_mut());
         if response.headers().contains_key(CONNECTION) {
             self.watchdog.close_asked.store(true, Ordering::Relaxed);
             self.watchdog.raise();

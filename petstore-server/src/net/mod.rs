@@ -47,6 +47,7 @@
 //! | `driver.rs` | the one request driver: hyper's service call, the body, the awaits |
 //! | `protocol.rs` | one connection: TLS handshake, HTTP/1.1 or HTTP/2, graceful stop; connections by protocol |
 //! | `h2.rs` | HTTP/2's settings and the watchdog of its streams |
+//! | `hpack.rs` | which HTTP/2 responses let HPACK index their changing rate-limit values |
 //! | `header_timer.rs` | the timer of HTTP/1's header timeout: one table and a ticker, not a timer entry a request |
 //! | `stop.rs` | the stop signal every connection holds, cheap to poll |
 //! | `test_waker.rs` | (tests only) a waker that counts its wakes |
@@ -60,6 +61,7 @@
 mod driver;
 mod h2;
 mod header_timer;
+mod hpack;
 mod limits;
 mod per_address;
 mod protocol;

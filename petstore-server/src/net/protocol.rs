@@ -40,6 +40,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::h2::{Look, Watchdog, WatchdogAction};
+use super::hpack::REINDEX;
 use super::limits::ConnLimits;
 use super::stop::Stop;
 use super::write_timeout::WriteTimeout;
@@ -304,8 +305,10 @@ where
     // task's waker is another than the one it holds (it wakes that one).
     let mut timer = pin!(tokio::time::sleep_until(Instant::now()));
     let mut timer_waker: Option<Waker> = None;
+    let mut reindex = Instant::now() + REINDEX;
     loop {
         let now = Instant::now();
+        watchdog.index_changing.look(&mut reindex, now);
         match watchdog.action(&mut look, now) {
             WatchdogAction::Wait(at) => {
                 if at != timer.deadline() {

@@ -4,6 +4,7 @@
 //!
 //! | file | tests |
 //! |---|---|
+//! | `h2_hpack.rs` | HTTP/2: the rate-limit values that change on every response kept out of the compression table |
 //! | `h2_deviations.rs` | HTTP/2: the h2 crate's error codes that differ from the RFCs', pinned until an upgrade fixes them |
 //! | `h2_limits.rs` | HTTP/2: idle and preface timeouts, flow control, rapid reset, CONTINUATION flood, stream and header bounds |
 //! | `h2_malformed.rs` | requests that end with trailers (HTTP/1.1 and HTTP/2), HTTP/2 header values with whitespace around them, an `Idempotency-Key` over HTTP/2 |
@@ -23,6 +24,7 @@
 mod common;
 
 mod h2_deviations;
+mod h2_hpack;
 mod h2_limits;
 mod h2_malformed;
 mod hostile_clients;

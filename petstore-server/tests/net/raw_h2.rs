@@ -1,7 +1,8 @@
 //! HTTP/2 frames written and read by hand, for what no client library
 //! sends: malformed frames, header blocks encoded byte by byte. Only what
-//! the tests need of HPACK: literal fields without indexing, and the
-//! static table's `:status` values in a response.
+//! the tests need of HPACK: literal fields without indexing, the static
+//! table's `:status` values in a response, and how each field of a
+//! response's header block is represented (not what it says).
 
 use crate::common::IO_TIMEOUT;
 
@@ -15,6 +16,7 @@ pub const RST_STREAM: u8 = 0x3;
 pub const SETTINGS: u8 = 0x4;
 pub const PING: u8 = 0x6;
 pub const GOAWAY: u8 = 0x7;
+pub const CONTINUATION: u8 = 0x9;
 
 /// Flags.
 pub const END_STREAM: u8 = 0x1;
@@ -162,6 +164,27 @@ impl RawH2 {
         Answer::Closed
     }
 
+    /// The header block of the response to `stream` (its HEADERS frame and
+    /// any CONTINUATION after it), read until the stream ends; the body
+    /// is skipped. Panics when the server answers otherwise.
+    pub fn response_block(&mut self, stream: u32) -> Vec<u8> {
+        let mut block = Vec::new();
+        while let Some(frame) = self.next_frame() {
+            if frame.stream != stream {
+                continue;
+            }
+            match frame.kind {
+                HEADERS | CONTINUATION => block.extend_from_slice(&frame.payload),
+                DATA => {}
+                other => panic!("stream {stream}: frame type {other:#x}, not a response"),
+            }
+            if frame.flags & END_STREAM != 0 {
+                return block;
+            }
+        }
+        panic!("the connection ended before stream {stream}'s response");
+    }
+
     /// The code of the GOAWAY the server sends next, skipping any other
     /// frame; `None` when the connection ends without one.
     pub fn goaway(&mut self) -> Option<u32> {
@@ -172,6 +195,90 @@ impl RawH2 {
         }
         None
     }
+}
+
+/// How one field of a header block is represented (RFC 7541 section 6).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Field {
+    /// The whole field from the table: its index.
+    Indexed(usize),
+    /// A literal value: how it may be indexed, and its name's table index
+    /// (`None`: the name is spelled out).
+    Literal(Indexing, Option<usize>),
+    /// A dynamic table size update.
+    SizeUpdate,
+}
+
+/// A literal field's indexing (RFC 7541 section 6.2).
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum Indexing {
+    /// Added to the dynamic table.
+    Incremental,
+    /// Not added.
+    Without,
+    /// Not added, here or by any intermediary.
+    Never,
+}
+
+/// The first entry of HPACK's dynamic table (the static table has 61).
+pub const FIRST_DYNAMIC: usize = 62;
+
+/// The representations of a header block's fields, in order. Strings are
+/// skipped by their length, Huffman-coded or not: what a field says is
+/// not read, only how it is sent.
+pub fn fields(block: &[u8]) -> Vec<Field> {
+    let mut at = 0;
+    let mut out = Vec::new();
+    while at < block.len() {
+        let first = block[at];
+        let literal = |indexing, prefix, at: &mut usize| {
+            let name = integer(block, at, prefix);
+            if name == 0 {
+                skip_string(block, at);
+            }
+            skip_string(block, at);
+            Field::Literal(indexing, (name != 0).then_some(name))
+        };
+        out.push(if first & 0x80 != 0 {
+            Field::Indexed(integer(block, &mut at, 7))
+        } else if first & 0x40 != 0 {
+            literal(Indexing::Incremental, 6, &mut at)
+        } else if first & 0x20 != 0 {
+            integer(block, &mut at, 5);
+            Field::SizeUpdate
+        } else if first & 0x10 != 0 {
+            literal(Indexing::Never, 4, &mut at)
+        } else {
+            literal(Indexing::Without, 4, &mut at)
+        });
+    }
+    out
+}
+
+/// An integer with a `prefix`-bit prefix at `at` (RFC 7541 section 5.1).
+fn integer(block: &[u8], at: &mut usize, prefix: u32) -> usize {
+    let max = (1usize << prefix) - 1;
+    let mut value = usize::from(block[*at]) & max;
+    *at += 1;
+    if value < max {
+        return value;
+    }
+    let mut shift = 0;
+    loop {
+        let byte = block[*at];
+        *at += 1;
+        value += usize::from(byte & 0x7f) << shift;
+        shift += 7;
+        if byte & 0x80 == 0 {
+            return value;
+        }
+    }
+}
+
+/// Skips a string literal (RFC 7541 section 5.2).
+fn skip_string(block: &[u8], at: &mut usize) {
+    let len = integer(block, at, 7);
+    *at += len;
 }
 
 /// The error code at `at` in a frame's payload.
