@@ -32,7 +32,8 @@ pub enum Seen {
     Replay(Answer),
     /// The key was used with another request (`422 idempotency_key_reused`).
     Reused,
-    /// The same request is still running (`409 idempotency_key_in_use`).
+    /// The key's first request is still running, whatever this request
+    /// is (`409 idempotency_key_in_use`).
     InFlight,
 }
 

@@ -76,12 +76,13 @@ impl Table {
                 self.kept -= 1;
                 Seen::New
             }
-            Some(Entry::InFlight(fingerprint) | Entry::Kept { fingerprint, .. })
-                if *fingerprint != keyed.fingerprint =>
-            {
+            // In flight, whatever the request: what a shared store says
+            // too, where a claim is not seen before its transaction
+            // commits, so its request cannot be compared yet.
+            Some(Entry::InFlight(_)) => Seen::InFlight,
+            Some(Entry::Kept { fingerprint, .. }) if *fingerprint != keyed.fingerprint => {
                 Seen::Reused
             }
-            Some(Entry::InFlight(_)) => Seen::InFlight,
             Some(Entry::Kept { answer, .. }) => Seen::Replay(answer.clone()),
         }
     }

@@ -131,7 +131,9 @@ fn a_claimed_key_is_in_flight_until_kept_or_let_go() {
         inventory.create_keyed(rex(), keyed("k", 1, at)).unwrap(),
         KeyedOutcome::InFlight
     );
-    assert_eq!(inventory.seen(&keyed("k", 2, at)), Seen::Reused);
+    // Another request with the key in flight: in flight too (what a
+    // replica answers), not reused.
+    assert_eq!(inventory.seen(&keyed("k", 2, at)), Seen::InFlight);
     assert!(inventory.is_empty());
     drop(claim);
     assert_eq!(inventory.seen(&keyed("k", 1, at)), Seen::New);
