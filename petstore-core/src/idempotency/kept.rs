@@ -28,7 +28,7 @@ type Slot = (Scope, IdempotencyKey);
 #[derive(Debug)]
 enum Entry {
     /// Its first request is running.
-    InFlight(Fingerprint),
+    InFlight,
     /// Its first request was answered.
     Kept {
         fingerprint: Fingerprint,
@@ -76,10 +76,11 @@ impl Table {
                 self.kept -= 1;
                 Seen::New
             }
-            // In flight, whatever the request: what a shared store says
-            // too, where a claim is not seen before its transaction
-            // commits, so its request cannot be compared yet.
-            Some(Entry::InFlight(_)) => Seen::InFlight,
+            // In flight, whatever the request: the first request's
+            // answer, which decides between a replay and a reuse, is not
+            // known yet (and a replica, which holds its keys in flight by
+            // name, answers the same).
+            Some(Entry::InFlight) => Seen::InFlight,
             Some(Entry::Kept { fingerprint, .. }) if *fingerprint != keyed.fingerprint => {
                 Seen::Reused
             }
@@ -126,7 +127,7 @@ impl KeptKeys {
         let mut table = self.table.lock();
         match table.seen(&keyed, &slot) {
             Seen::New => {
-                table.map.insert(slot, Entry::InFlight(keyed.fingerprint));
+                table.map.insert(slot, Entry::InFlight);
                 Ok(Claim {
                     keys: Arc::clone(self),
                     keyed,
@@ -187,7 +188,7 @@ impl Drop for Claim {
         }
         let slot = (self.keyed.scope.clone(), self.keyed.key.clone());
         let mut table = self.keys.table.lock();
-        if matches!(table.map.get(&slot), Some(Entry::InFlight(_))) {
+        if matches!(table.map.get(&slot), Some(Entry::InFlight)) {
             table.map.remove(&slot);
         }
     }
