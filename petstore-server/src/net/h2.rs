@@ -237,6 +237,12 @@ impl Watchdog {
         self.alarm.load(Ordering::Acquire) && self.alarm.swap(false, Ordering::AcqRel)
     }
 
+    /// Whether the alarm is raised, without lowering it: for a task that
+    /// calls [`alarmed`](Self::alarmed) only when it may be.
+    pub(super) fn alarm_raised(&self) -> bool {
+        self.alarm.load(Ordering::Acquire)
+    }
+
     /// Raises the alarm: the connection looks at once.
     fn raise(&self) {
         self.alarm.store(true, Ordering::Release);

@@ -300,9 +300,11 @@ where
     // task is woken by its socket, its streams' wakes through hyper, the
     // timer, the watchdog's alarm and the stop signal, and on most wakes
     // only the connection has something new. So the connection is
-    // polled first, and the rest costs a flag each: the timer is polled
-    // again only once it has fired, or after it was moved, or when the
-    // task's waker is another than the one it holds (it wakes that one).
+    // polled first, and the rest costs a flag each: the timer, the stop
+    // signal and the alarm are polled again only when one of them is
+    // raised (the timer fired or moved), or when the task's waker is
+    // another than the one they hold (they wake that one). All three
+    // were given the waker the timer holds, in that order, before it.
     let mut timer = pin!(tokio::time::sleep_until(Instant::now()));
     let mut timer_waker: Option<Waker> = None;
     let mut reindex = Instant::now() + REINDEX;
@@ -329,15 +331,22 @@ where
             if connection.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(Woke::Ended);
             }
+            let held = timer_waker
+                .as_ref()
+                .is_some_and(|waker| waker.will_wake(cx.waker()));
+            if held
+                && !timer.is_elapsed()
+                && (going_away || !stop.raised())
+                && !watchdog.alarm_raised()
+            {
+                return Poll::Pending;
+            }
             if !going_away && Pin::new(&mut stop).poll(cx).is_ready() {
                 return Poll::Ready(Woke::Stop);
             }
             if watchdog.alarmed(cx.waker(), &mut known_waker) {
                 return Poll::Ready(Woke::Look);
             }
-            let held = timer_waker
-                .as_ref()
-                .is_some_and(|waker| waker.will_wake(cx.waker()));
             if held && !timer.is_elapsed() {
                 return Poll::Pending;
             }

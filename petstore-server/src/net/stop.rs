@@ -111,6 +111,14 @@ impl std::fmt::Debug for Stop {
     }
 }
 
+impl Stop {
+    /// Whether the stop was told (or the stopper dropped): one atomic
+    /// load, for a task that polls this `Stop` only when it may be ready.
+    pub(super) fn raised(&self) -> bool {
+        self.raised.load(Ordering::Acquire)
+    }
+}
+
 impl Future for Stop {
     type Output = ();
 
