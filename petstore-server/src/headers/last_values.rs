@@ -7,6 +7,7 @@ use hyper::header::HeaderValue;
 use petstore_core::ListQuery;
 
 use super::binding::{make_changing, Binding, Changing};
+use super::never_indexed::never_indexed;
 
 /// The `Link` of a next page: equal inputs (and the same `base_url`,
 /// which the value itself holds), equal values.
@@ -57,6 +58,10 @@ pub(super) fn changing_values(binding: &Binding, slots: [&mut HeaderValue; 3]) {
     if at_an_end(binding) {
         let values = [remaining.clone(), reset.clone(), current.clone()];
         let _ = LAST_CHANGING.try_with(|last| *last.borrow_mut() = Some((key, values)));
+    } else {
+        // Values that will not come again: kept out of HTTP/2's header
+        // table. At an end they come again, and are indexed.
+        never_indexed([remaining, reset, current]);
     }
 }
 

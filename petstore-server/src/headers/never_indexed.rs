@@ -1,13 +1,14 @@
-//! The values that change on every response are sent never-indexed in
-//! HTTP/2's header compression, except when a connection asks for them
+//! The rate-limit values that will not come again are sent never-indexed
+//! in HTTP/2's header compression, except when a connection asks for them
 //! to be indexed ([`index_changing`]).
 //!
 //! Why: HTTP/2 compresses a response's header fields against a table
 //! that both ends keep (HPACK, RFC 7541). A field that is indexed goes
 //! into the table, so that the same name and value later cost a byte.
-//! `X-RateLimit-Remaining`, `X-RateLimit-Reset` and `RateLimit` take a
-//! new value on nearly every response of a key in use, and a value that
-//! never comes again gains nothing from the table. It only costs:
+//! While a key's bucket is between its ends, every admitted request takes
+//! a token, so `X-RateLimit-Remaining`, and with it `RateLimit` and
+//! mostly `X-RateLimit-Reset`, are new on each response, and a value
+//! that never comes again gains nothing from the table. It only costs:
 //! - the encoder's work: h2 finds a name's stored values by walking all
 //!   of them and comparing each, then inserts the new one and evicts the
 //!   oldest entries to make room (`scripts/profile`'s `list_h2`: about a
@@ -16,6 +17,10 @@
 //!   sent as literals again;
 //! - the same in every proxy on the way, which RFC 7541's never-indexed
 //!   form tells not to index them either.
+//!
+//! At a bucket's ends (full but for this request's token, as for a client
+//! below its rate; or empty) the values do come again (`last_values.rs`),
+//! and are indexed as any other.
 //!
 //! A never-indexed value still refers to its name by the table's index
 //! when the name is there, and the three names are not in HPACK's static
@@ -51,42 +56,56 @@ pub fn index_changing(headers: &mut HeaderMap) {
 mod tests {
     use super::*;
     use crate::headers::{rate_limit, Extra, QuotaHeaders};
-    use petstore_core::{BanPolicy, KeyLimiter, PetId, Quota, Timestamp};
+    use petstore_core::{BanPolicy, Decision, KeyLimiter, PetId, Quota, Timestamp};
 
     use crate::headers::names::{RATELIMIT_POLICY, X_RATELIMIT_LIMIT};
 
     #[test]
-    fn only_the_changing_values_are_never_indexed_until_indexing_is_asked() {
-        let limiter = KeyLimiter::new(Quota::new(60, 1000).unwrap(), BanPolicy::default());
-        let t = Timestamp::from_unix_secs(1_000_000);
-        let quota = QuotaHeaders::of(&limiter.check(t));
-        let changing = [X_RATELIMIT_REMAINING, X_RATELIMIT_RESET, RATELIMIT];
-        let created = Extra::Location {
-            base_url: "/v1",
-            id: PetId::new(7).unwrap(),
-        };
-        // A success made anew, the same values remembered, and an error's.
-        let decision = limiter.check(t);
-        let mut error = HeaderMap::new();
-        rate_limit(&mut error, &decision, &quota);
-        let maps = [
-            quota.success(&decision, created),
-            quota.success(&decision, created),
-            error,
-        ];
-        for mut map in maps {
-            for (name, value) in &map {
-                assert_eq!(
-                    value.is_sensitive(),
-                    changing.contains(name),
-                    "{name}: never-indexed only when it changes"
-                );
+    fn values_between_a_buckets_ends_are_never_indexed_until_indexing_is_asked() {
+        // Another thread: the values this one remembers are its own.
+        std::thread::spawn(|| {
+            let limiter = KeyLimiter::new(Quota::new(60, 1000).unwrap(), BanPolicy::default());
+            let t = Timestamp::from_unix_secs(1_000_000);
+            let quota = QuotaHeaders::of(&limiter.check(t));
+            let changing = [X_RATELIMIT_REMAINING, X_RATELIMIT_RESET, RATELIMIT];
+            let created = Extra::Location {
+                base_url: "/v1",
+                id: PetId::new(7).unwrap(),
+            };
+            let maps = |decision: &Decision| {
+                let mut error = HeaderMap::new();
+                rate_limit(&mut error, decision, &quota);
+                [quota.success(decision, created), error]
+            };
+            // Between the ends (58 of 60 left, after this request): the
+            // changing values never-indexed, in a success and an error.
+            for mut map in maps(&limiter.check(t)) {
+                assert_eq!(map[&X_RATELIMIT_REMAINING], "58");
+                for (name, value) in &map {
+                    assert_eq!(
+                        value.is_sensitive(),
+                        changing.contains(name),
+                        "{name}: never-indexed only when it changes"
+                    );
+                }
+                index_changing(&mut map);
+                assert!(map.values().all(|value| !value.is_sensitive()));
+                // Indexing changes no value.
+                assert_eq!(map[&X_RATELIMIT_LIMIT], "60");
+                assert!(map.contains_key(RATELIMIT_POLICY));
             }
-            index_changing(&mut map);
-            assert!(map.values().all(|value| !value.is_sensitive()));
-            // Indexing changes no value.
-            assert_eq!(map[&X_RATELIMIT_LIMIT], "60");
-            assert!(map.contains_key(RATELIMIT_POLICY));
-        }
+            // At the full end (a new key's first request), made and then
+            // remembered: indexed.
+            let full = KeyLimiter::new(Quota::new(60, 1000).unwrap(), BanPolicy::default());
+            let first = full.check(t);
+            for _ in 0..2 {
+                for map in maps(&first) {
+                    assert_eq!(map[&X_RATELIMIT_REMAINING], "59");
+                    assert!(map.values().all(|value| !value.is_sensitive()));
+                }
+            }
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -1,8 +1,8 @@
 //! Which responses of an HTTP/2 connection let HPACK index their
 //! changing rate-limit values.
 //!
-//! Those values are made never-indexed (`headers/never_indexed.rs`
-//! says why), and a never-indexed value refers to its name by the
+//! Those values are made never-indexed while they will not come again
+//! (`headers/never_indexed.rs` says why), and a never-indexed value refers to its name by the
 //! table's index only when the name is in the connection's table. So
 //! one response indexes its values: the connection's first, and then
 //! the first after each [`REINDEX`], so that the names are back should

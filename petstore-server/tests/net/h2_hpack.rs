@@ -1,39 +1,48 @@
 //! HTTP/2 header compression of the rate-limit values that change on
 //! every response (`X-RateLimit-Remaining`, `X-RateLimit-Reset`,
 //! `RateLimit`): the connection's first response indexes them, which
-//! puts their names in the table; later ones send them never-indexed,
-//! naming them by that table entry, so that no value that never comes
-//! again takes room in the table. Read off the wire: what HPACK
-//! representation each field has.
+//! puts their names in the table; later ones send them never-indexed
+//! while the key's bucket is between its ends, naming them by that table
+//! entry, so that no value that never comes again takes room in the
+//! table. Read off the wire: what HPACK representation each field has.
 
 use std::time::{Duration, Instant};
 
 use crate::common::*;
 use crate::raw_h2::*;
 
-/// How often the server lets a response index the values again
-/// (`net/hpack.rs`'s `REINDEX`): a connection's responses within it of
-/// its start index only in its first.
-const REINDEX: Duration = Duration::from_secs(30);
+/// A key of 6 requests a minute: one token back every 10 s.
+const SIX: &str = "test-key-six-a-minute";
 
-/// The header blocks of `count` list responses on one new connection,
-/// with a key of 60 requests a minute, so that each response's values
-/// are new (a key far below its limit gets the same ones again, which
-/// the table then has),
-/// one request at a time; `None` when they took longer than [`REINDEX`]
-/// (a response then may index again, as it should).
-fn list_blocks(server: &Server, count: u32) -> Option<Vec<Vec<u8>>> {
+/// What the requests must take at most for the test to know what each
+/// response says: less than one token's refill (10 s; the server's
+/// `REINDEX`, 30 s, is longer).
+const QUICK: Duration = Duration::from_secs(10);
+
+/// The header blocks of five list responses on one new HTTP/2 connection
+/// to a new server, one request at a time, with [`SIX`]'s bucket already
+/// drawn on once (over HTTP/1.1): 4, 3, 2 and 1 left (between the
+/// bucket's ends), then 0 (empty). `None` when they took [`QUICK`] or
+/// longer.
+fn list_blocks() -> Option<Vec<Vec<u8>>> {
+    let server = Server::builder()
+        .keys(serde_json::json!({
+            "keys": [{"name": "six", "key": SIX, "plan": "free", "perMinute": 6}]
+        }))
+        .start();
     let started = Instant::now();
+    let path = "/v1/pets?limit=2";
+    let resp = server.get(path, Some(SIX));
+    assert_eq!(resp.status, 200, "{}", resp.describe());
     let mut h2 = RawH2::open(server.addr);
     let mut blocks = Vec::new();
-    for i in 0..count {
-        let stream = 1 + 2 * i;
-        let mut head = request_head("GET", "/v1/pets?limit=2", Some("localhost"));
-        head.extend(literal("authorization", &format!("Bearer {FREE_KEY}")));
+    for stream in [1, 3, 5, 7, 9] {
+        let mut head = request_head("GET", path, Some("localhost"));
+        head.extend(literal("authorization", &format!("Bearer {SIX}")));
         h2.send(HEADERS, END_HEADERS | END_STREAM, stream, &head);
         blocks.push(h2.response_block(stream));
     }
-    (started.elapsed() < REINDEX).then_some(blocks)
+    (started.elapsed() < QUICK).then_some(blocks)
 }
 
 fn never_indexed(block: &[u8]) -> Vec<Field> {
@@ -44,42 +53,45 @@ fn never_indexed(block: &[u8]) -> Vec<Field> {
 }
 
 #[test]
-fn changing_values_are_never_indexed_after_the_first_response_named_by_its_entries() {
-    let server = Server::start(&[]);
-    // A connection slower than REINDEX (a very busy machine) is tried
-    // again: its later responses may rightly index.
-    let blocks = (0..5)
-        .find_map(|_| list_blocks(&server, 4))
-        .expect("four requests on one connection within 30 s, in five tries");
+fn values_that_will_not_come_again_are_never_indexed_named_by_the_first_responses_entries() {
+    // A machine too busy to send six requests in 10 s is tried again.
+    let blocks = (0..3)
+        .find_map(|_| list_blocks())
+        .expect("six requests within 10 s, in three tries");
+    // The connection's first response indexes, though its values will not
+    // come again: its changing names (and the others new to the table)
+    // are spelled out and added to it.
     let first = fields(&blocks[0]);
-    assert!(
-        never_indexed(&blocks[0]).is_empty(),
-        "the first response indexes: {first:?}"
-    );
-    // Its three changing names (and the others new to the table) are
-    // spelled out and added to it.
+    assert!(never_indexed(&blocks[0]).is_empty(), "{first:?}");
     let added = first
         .iter()
         .filter(|f| **f == Field::Literal(Indexing::Incremental, None))
         .count();
     assert!(added >= 3, "{first:?}");
-    for block in &blocks[1..] {
+    // The next ones, still between the bucket's ends: the three changing
+    // values never-indexed, each naming its field by the first response's
+    // table entry, and nothing else spelled out.
+    for block in &blocks[1..4] {
+        let all = fields(block);
         let never = never_indexed(block);
-        assert_eq!(never.len(), 3, "{:?}", fields(block));
+        assert_eq!(never.len(), 3, "{all:?}");
         for field in never {
             let Field::Literal(_, Some(name)) = field else {
-                panic!("a never-indexed value spelled out its name: {block:?}");
+                panic!("a never-indexed value spelled out its name: {all:?}");
             };
-            assert!(name >= FIRST_DYNAMIC, "named by the dynamic table: {name}");
+            assert!(name >= FIRST_DYNAMIC, "named by the dynamic table: {all:?}");
         }
-        // Nothing else is spelled out: every other field is indexed, or
-        // a literal of a name the table has (`content-length`, `date`).
         assert!(
-            fields(block)
-                .iter()
-                .all(|f| !matches!(f, Field::Literal(_, None))),
-            "{:?}",
-            fields(block)
+            all.iter().all(|f| !matches!(f, Field::Literal(_, None))),
+            "{all:?}"
         );
     }
+    // At the empty end the values come again (until a token is back):
+    // indexed, and no name spelled out.
+    let empty = fields(&blocks[4]);
+    assert!(never_indexed(&blocks[4]).is_empty(), "{empty:?}");
+    assert!(
+        empty.iter().all(|f| !matches!(f, Field::Literal(_, None))),
+        "{empty:?}"
+    );
 }
