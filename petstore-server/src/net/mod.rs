@@ -52,6 +52,7 @@
 //! | `stop.rs` | the stop signal every connection holds, cheap to poll |
 //! | `test_waker.rs` | (tests only) a waker that counts its wakes |
 //! | `tls.rs` | [`Tls`]: `--tls-cert`/`--tls-key`, reloaded on SIGHUP |
+//! | `not_after.rs` | when a certificate chain expires, read from its DER |
 //! | `per_address.rs` | [`PerAddress`]: open connections per client address, and their cap |
 //! | `proxy_protocol.rs` | `--proxy-protocol`: the client address from a PROXY header |
 //! | `write_timeout.rs` | a socket whose stalled writes fail after a bounded time |
@@ -63,6 +64,7 @@ mod h2;
 mod header_timer;
 mod hpack;
 mod limits;
+mod not_after;
 mod per_address;
 mod protocol;
 mod proxy_protocol;

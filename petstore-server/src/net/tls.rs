@@ -21,6 +21,8 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::ServerConfig;
 use tokio_rustls::TlsAcceptor;
 
+use super::not_after::earliest_not_after;
+use crate::telemetry::certificate::certificate_in_force;
 use crate::util::file_read::read_regular_file;
 
 /// A PEM file larger than this is refused: a certificate chain is a few
@@ -83,7 +85,8 @@ impl Tls {
     /// [`TlsError`] naming the file that cannot be read or parsed, or the
     /// pair rustls refuses.
     pub fn load(cert: &Path, key: &Path) -> Result<Tls, TlsError> {
-        let config = read_config(cert, key)?;
+        let (config, not_after) = read_config(cert, key)?;
+        certificate_in_force(not_after);
         Ok(Tls {
             cert: cert.to_path_buf(),
             key: key.to_path_buf(),
@@ -99,8 +102,9 @@ impl Tls {
     ///
     /// As [`Tls::load`].
     pub fn reload(&self) -> Result<(), TlsError> {
-        let config = read_config(&self.cert, &self.key)?;
+        let (config, not_after) = read_config(&self.cert, &self.key)?;
         *self.config.write() = Arc::new(config);
+        certificate_in_force(not_after);
         Ok(())
     }
 
@@ -125,7 +129,9 @@ fn read(what: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
         })
 }
 
-fn read_config(cert_path: &Path, key_path: &Path) -> Result<ServerConfig, TlsError> {
+/// The configuration of the pair, and when its chain expires (as far as
+/// it can be read: `not_after.rs`).
+fn read_config(cert_path: &Path, key_path: &Path) -> Result<(ServerConfig, Option<i64>), TlsError> {
     const CERT: &str = "the TLS certificate";
     const KEY: &str = "the TLS private key";
     let pem_error = |what, path: &Path, kind, reason: String| TlsError::Pem {
@@ -154,6 +160,7 @@ fn read_config(cert_path: &Path, key_path: &Path) -> Result<ServerConfig, TlsErr
         key: key_path.to_path_buf(),
         reason,
     };
+    let not_after = earliest_not_after(&chain);
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
@@ -162,5 +169,5 @@ fn read_config(cert_path: &Path, key_path: &Path) -> Result<ServerConfig, TlsErr
         .with_single_cert(chain, key)
         .map_err(|e| pair_error(e.to_string()))?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(config)
+    Ok((config, not_after))
 }

@@ -27,6 +27,7 @@
 //! | `petstore_postgres_errors` | counter | `op` (`commit`, `transition`, `tail`, `queue_full`) |
 //! | `petstore_build_info` | info: 1 | `version` |
 //! | `petstore_reload_failures` | counter (SIGHUP reloads that failed; `reloads.rs`) | `file` (`keys`, `tls`) |
+//! | `petstore_tls_certificate_expiry_timestamp_seconds` | gauge (`--tls-cert`: the chain's earliest notAfter, Unix seconds; `certificate.rs`) | |
 //! | `process_resident_memory_bytes`, `process_cpu_seconds_total`, `process_open_fds`, `process_start_time_seconds` | the usual process figures, unprefixed (`process.rs`) | |
 //!
 //! The metrics are registered by their owners: the requests, refusals
@@ -49,6 +50,7 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
+use super::certificate::CertificateExpiry;
 use super::process::ProcessCollector;
 use super::recorder::Recorder;
 use super::reloads::ReloadFailures;
@@ -102,6 +104,7 @@ impl Metrics {
             Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
         );
         registry.register_collector(Box::new(ReloadFailures));
+        registry.register_collector(Box::new(CertificateExpiry));
         let mut process = Registry::default();
         process.register_collector(Box::new(ProcessCollector));
         Metrics {

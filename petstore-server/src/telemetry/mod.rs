@@ -10,12 +10,14 @@
 //! | `histogram.rs` | an atomic histogram for the backends' latencies |
 //! | `process.rs` | the process figures (memory, CPU, open files, start) from `/proc/self` |
 //! | `reloads.rs` | the reloads (SIGHUP) that failed, by file |
+//! | `certificate.rs` | when the served TLS certificate expires |
 //!
 //! May use: `util`, `paths.rs`.
 //!
 //! `paths.rs`: the recorder sizes its arrays by the route templates.
 
 pub mod access_log;
+pub mod certificate;
 pub mod histogram;
 pub mod log;
 pub mod metrics;

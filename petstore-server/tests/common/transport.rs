@@ -74,9 +74,16 @@ impl TestCa {
     /// Signs a new server certificate (common name `name`) with a new
     /// key, and writes both over the files.
     pub fn issue(&self, name: &str) -> Vec<u8> {
+        self.issue_until(name, (4096, 1, 1))
+    }
+
+    /// As [`TestCa::issue`], valid until midnight UTC of `(year, month,
+    /// day)`.
+    pub fn issue_until(&self, name: &str, (year, month, day): (i32, u8, u8)) -> Vec<u8> {
         let mut params =
             rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
                 .unwrap();
+        params.not_after = rcgen::date_time_ymd(year, month, day);
         params
             .distinguished_name
             .push(rcgen::DnType::CommonName, name);

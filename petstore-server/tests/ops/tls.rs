@@ -1,8 +1,9 @@
 //! TLS as an operator meets it: `--tls-cert`/`--tls-key`, a broken pair
 //! refused at start naming the file, SIGHUP reloading the pair (new
 //! connections get the new certificate, open ones keep theirs, a broken
-//! pair leaves the old one in force), plain HTTP on the TLS port not
-//! served, and a client that never says hello closed by the header
+//! pair leaves the old one in force), the certificate's expiry in
+//! `/metrics` following the pair in force, plain HTTP on the TLS port
+//! not served, and a client that never says hello closed by the header
 //! timeout.
 
 use crate::common;
@@ -121,6 +122,51 @@ fn sighup_reloads_the_pair_for_new_connections_and_keeps_a_broken_one_out() {
         );
         assert_eq!(peer_certificate(server.addr, &ca).await, second);
     });
+}
+
+/// The expiry gauge's value in the admin listener's `/metrics`, if any.
+fn expiry(admin: std::net::SocketAddr) -> Option<i64> {
+    let mut c = Conn::open(admin);
+    c.send(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let metrics = c.read_response().text();
+    metrics.lines().find_map(|l| {
+        l.strip_prefix("petstore_tls_certificate_expiry_timestamp_seconds ")?
+            .parse()
+            .ok()
+    })
+}
+
+#[test]
+fn the_certificates_expiry_is_a_gauge_that_follows_the_pair_in_force() {
+    let dir = TempDir::new();
+    let ca = TestCa::new(&dir);
+    // 2031-05-17 and 2032-01-01, midnight UTC.
+    let (first, second) = (1_936_742_400, 1_956_528_000);
+    ca.issue_until("first", (2031, 5, 17));
+    let server = tls_server(&ca, &["--admin-addr", "127.0.0.1:0"]).start();
+    let admin = server.admin_addr();
+    assert_eq!(expiry(admin), Some(first));
+    ca.issue_until("second", (2032, 1, 1));
+    server.signal("HUP");
+    assert!(
+        wait_until(IO_TIMEOUT, || expiry(admin) == Some(second)),
+        "{:?} {}",
+        expiry(admin),
+        server.stderr_text()
+    );
+    // A broken pair keeps the second in force, and its date.
+    std::fs::write(&ca.key, "-----BEGIN PRIVATE KEY-----\nbroken\n").unwrap();
+    server.signal("HUP");
+    assert!(wait_until(IO_TIMEOUT, || server
+        .stderr_text()
+        .contains("the previous certificate and key stay in force")));
+    assert_eq!(expiry(admin), Some(second));
+    // A server without TLS has no such series.
+    let plain = Server::start(&[]);
+    assert!(!plain
+        .get("/metrics", None)
+        .text()
+        .contains("tls_certificate"));
 }
 
 #[test]
