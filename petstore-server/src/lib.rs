@@ -22,7 +22,7 @@
 //! Each room's rule, what it may import, is one line of its `mod.rs`
 //! (of the file itself for a one-file room): `May use: ...`. A room is
 //! visible from outside only through its `mod.rs` unless a rule names
-//! the folder. `tests/arch_layers.rs` reads those lines and fails on a
+//! the folder. `tests/arch_layers/` reads those lines and fails on a
 //! forbidden import, on a room without its line, on any import circle
 //! among rooms or among files, on a socket or runtime named in `http/`,
 //! and on a backend named outside `store/`, `ratelimit/` and `cli/`.

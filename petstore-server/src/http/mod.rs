@@ -31,7 +31,7 @@
 //!
 //! May use: `util`, `telemetry`, `headers`, `paths.rs`, `state.rs`, `keys/mod.rs`, `store/mod.rs`, `ratelimit/mod.rs`.
 //!
-//! Never a backend, a socket or a runtime (`tests/arch_layers.rs` checks
+//! Never a backend, a socket or a runtime (`tests/arch_layers/` checks
 //! all three): what awaits and what holds a connection is `net/`'s.
 
 mod admit;
