@@ -14,7 +14,8 @@
 //! Why a flag the connection's task raises at its looks, not a clock read
 //! per response: a stream only loads a flag ([`IndexChanging::prepare`]),
 //! and the task, which looks at its watchdog's counts anyway
-//! ([`Look`](super::h2::Look)), raises it when due.
+//! ([`Look`](super::h2::Look)), raises it when due (its timer is set no
+//! later than that, whatever the watchdog's timeouts).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;

@@ -313,6 +313,9 @@ where
         watchdog.index_changing.look(&mut reindex, now);
         match watchdog.action(&mut look, now) {
             WatchdogAction::Wait(at) => {
+                // Woken for the next turn to index too, however long the
+                // watchdog's timeouts are.
+                let at = at.min(reindex);
                 if at != timer.deadline() {
                     timer.as_mut().reset(at);
                     timer_waker = None;
