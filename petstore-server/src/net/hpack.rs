@@ -2,8 +2,9 @@
 //! changing rate-limit values.
 //!
 //! Those values are made never-indexed while they will not come again
-//! (`headers/never_indexed.rs` says why), and a never-indexed value refers to its name by the
-//! table's index only when the name is in the connection's table. So
+//! (`headers/never_indexed.rs` says why), and a never-indexed value
+//! refers to its name by the table's index only when the name is in the
+//! connection's table. So
 //! one response indexes its values: the connection's first, and then
 //! the first after each [`REINDEX`], so that the names are back should
 //! other entries have pushed them out of the table (the peer's table is
@@ -25,9 +26,10 @@ use tokio::time::Instant;
 
 use crate::http::index_changing;
 
-/// How often, at least, a connection's responses index their changing
-/// values again. Seconds long: each time adds an entry per name to the
-/// table, and a name's entries are what the encoder walks.
+/// The time from one turn to index the changing values to the next.
+/// Seconds long: each turn adds an entry per name to the table, and a
+/// name's entries are what the encoder walks; short enough that the
+/// names are back before the `Date` entries alone push them out.
 pub(super) const REINDEX: Duration = Duration::from_secs(30);
 
 /// One connection's turn to index the changing values: raised at first,
