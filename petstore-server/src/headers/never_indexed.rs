@@ -44,12 +44,16 @@ pub(super) fn never_indexed(values: [&mut HeaderValue; 3]) {
 
 /// Lets HPACK index this response's changing rate-limit values (and so
 /// learn their names); the response's other fields are left as they are.
-pub fn index_changing(headers: &mut HeaderMap) {
+/// Whether the response has them (a `/healthz` or a docs page has not).
+pub fn index_changing(headers: &mut HeaderMap) -> bool {
+    let mut found = false;
     for name in [X_RATELIMIT_REMAINING, X_RATELIMIT_RESET, RATELIMIT] {
         if let Some(value) = headers.get_mut(name) {
             value.set_sensitive(false);
+            found = true;
         }
     }
+    found
 }
 
 #[cfg(test)]
@@ -88,7 +92,7 @@ mod tests {
                         "{name}: never-indexed only when it changes"
                     );
                 }
-                index_changing(&mut map);
+                assert!(index_changing(&mut map));
                 assert!(map.values().all(|value| !value.is_sensitive()));
                 // Indexing changes no value.
                 assert_eq!(map[&X_RATELIMIT_LIMIT], "60");

@@ -48,12 +48,13 @@ impl IndexChanging {
     }
 
     /// A response about to be sent: indexes its changing values when it is
-    /// the connection's turn, and takes the turn.
+    /// the connection's turn, and takes the turn if it has them (a
+    /// response without them, a `/healthz`, leaves the turn to the next).
     pub(super) fn prepare(&self, headers: &mut HeaderMap) {
-        // A load first: the turn is rare, and a swap on every response
+        // A load first: the turn is rare, and a write on every response
         // would write the line the connection's streams share.
-        if self.due.load(Ordering::Relaxed) && self.due.swap(false, Ordering::Relaxed) {
-            index_changing(headers);
+        if self.due.load(Ordering::Relaxed) && index_changing(headers) {
+            self.due.store(false, Ordering::Relaxed);
         }
     }
 
@@ -89,6 +90,16 @@ mod tests {
         let mut map = headers();
         turn.prepare(&mut map);
         map.values().all(|value| !value.is_sensitive())
+    }
+
+    #[test]
+    fn a_response_without_the_values_leaves_the_turn_to_the_next() {
+        let turn = IndexChanging::new();
+        let mut health = HeaderMap::new();
+        health.insert("content-type", HeaderValue::from_static("application/json"));
+        turn.prepare(&mut health);
+        assert!(indexes(&turn));
+        assert!(!indexes(&turn));
     }
 
     #[test]
