@@ -5,8 +5,8 @@
 //! (`headers/never_indexed.rs` says why), and a never-indexed value
 //! refers to its name by the table's index only when the name is in the
 //! connection's table. So
-//! one response indexes its values: the connection's first, and then
-//! the first after each [`REINDEX`], so that the names are back should
+//! one response indexes its values: the connection's first that has
+//! them, and then the first after each [`REINDEX`], so that the names are back should
 //! other entries have pushed them out of the table (the peer's table is
 //! a few KiB, and the `Date` header alone adds an entry a second).
 //! Between those, each name has one or two values in the table, so the
