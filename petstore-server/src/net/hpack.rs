@@ -4,13 +4,13 @@
 //! Those values are made never-indexed while they will not come again
 //! (`headers/never_indexed.rs` says why), and a never-indexed value
 //! refers to its name by the table's index only when the name is in the
-//! connection's table. So
-//! one response indexes its values: the connection's first that has
-//! them, and then the first after each [`REINDEX`], so that the names are back should
-//! other entries have pushed them out of the table (the peer's table is
-//! a few KiB, and the `Date` header alone adds an entry a second).
-//! Between those, each name has one or two values in the table, so the
-//! encoder's walk over a name's values is short.
+//! connection's table. So one response indexes its values: the
+//! connection's first that has them, and then the first after each
+//! [`REINDEX`], so that the names are back should other entries have
+//! pushed them out of the table (the peer's table is a few KiB, and the
+//! `Date` header alone adds an entry a second). Between those, each
+//! name has one or two values in the table, so the encoder's walk over
+//! a name's values is short.
 //!
 //! Why a flag the connection's task raises at its looks, not a clock read
 //! per response: a stream only loads a flag ([`IndexChanging::prepare`]),
