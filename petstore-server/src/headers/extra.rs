@@ -18,6 +18,12 @@ pub enum Extra<'a> {
         base_url: &'a str,
         /// The next page's query; `None` on the last page (no `Link`).
         next: Option<ListQuery>,
+        /// Whether the request asked for a page after the first (`after`):
+        /// a client walking the pages, whose next `Link` is new on every
+        /// response, so it is kept out of HTTP/2's header table
+        /// (`never_indexed.rs`). A first page's is what a polling client
+        /// gets again and again, and stays indexed.
+        walking: bool,
     },
     /// `getPet`: `Deprecation`, `Sunset`, and this successor `Link`.
     Deprecated(&'a HeaderValue),
@@ -43,6 +49,7 @@ impl Extra<'_> {
             Extra::Next {
                 base_url,
                 next: Some(next),
+                ..
             } => {
                 let mut limit = itoa::Buffer::new();
                 let mut after = itoa::Buffer::new();
@@ -75,16 +82,30 @@ impl Extra<'_> {
 
     /// The value of the response's own last header (`Link` next,
     /// `Location`); `None` when it has none that changes per request (or
-    /// it is not a valid header value). A next `Link` equal to the last
-    /// one this thread made is that one again ([`LAST_NEXT`]).
+    /// it is not a valid header value). A first page's next `Link` equal
+    /// to the last one this thread made is that one again
+    /// ([`LAST_NEXT`]); a later page's is made, never-indexed, and not
+    /// remembered: it will not come again, and remembering it would push
+    /// out the link a polling client gets again.
     pub(super) fn value(&self) -> Option<HeaderValue> {
-        let Extra::Next {
-            base_url,
-            next: Some(next),
-        } = *self
-        else {
-            return self.make_value();
-        };
+        match *self {
+            Extra::Next {
+                base_url,
+                next: Some(next),
+                walking: false,
+            } => self.remembered_next(base_url, next),
+            Extra::Next { walking: true, .. } => {
+                let mut value = self.make_value()?;
+                value.set_sensitive(true);
+                Some(value)
+            }
+            _ => self.make_value(),
+        }
+    }
+
+    /// The next `Link` for `next`, the last one this thread made when it
+    /// is that one again ([`LAST_NEXT`]).
+    fn remembered_next(&self, base_url: &str, next: ListQuery) -> Option<HeaderValue> {
         let key = NextLink {
             base_len: base_url.len(),
             next,

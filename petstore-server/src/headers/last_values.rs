@@ -96,6 +96,7 @@ mod tests {
         let page = |base_url, next| Extra::Next {
             base_url,
             next: Some(next),
+            walking: false,
         };
         // The same decision twice (a remembered value), then others.
         let d = limiter.check(t);
@@ -164,6 +165,44 @@ mod tests {
                 petstore_core::Outcome::Limited { .. }
             ));
             assert_eq!(twice(&refused), ("0".to_owned(), true));
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_walking_clients_links_are_never_indexed_and_leave_the_remembered_one() {
+        // Another thread: this one's last link is its own.
+        std::thread::spawn(|| {
+            let limiter = KeyLimiter::new(Quota::new(60, 1000).unwrap(), BanPolicy::default());
+            let t = Timestamp::from_unix_secs(1_000_000);
+            let quota = QuotaHeaders::of(&limiter.check(t));
+            let d = limiter.check(t);
+            let link = |after: u64, walking| {
+                let next = ListQuery::new().after(PetId::new(after).unwrap());
+                let extra = Extra::Next {
+                    base_url: "/v1",
+                    next: Some(next),
+                    walking,
+                };
+                quota.success(&d, extra)[LINK].clone()
+            };
+            let polled = link(20, false);
+            assert!(!polled.is_sensitive());
+            // Pages after the first, in between: each made and marked.
+            for after in [40, 60] {
+                let walked = link(after, true);
+                assert!(walked.is_sensitive());
+                assert_eq!(
+                    walked,
+                    format!("</v1/pets?limit=20&after={after}>; rel=\"next\"").as_str()
+                );
+            }
+            // The first page's link is still the remembered one: the
+            // same bytes, indexed.
+            let again = link(20, false);
+            assert_eq!(again.as_bytes().as_ptr(), polled.as_bytes().as_ptr());
+            assert!(!again.is_sensitive());
         })
         .join()
         .unwrap();

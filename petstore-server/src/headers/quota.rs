@@ -272,6 +272,7 @@ mod tests {
         let last_page = Extra::Next {
             base_url: "/v1",
             next: None,
+            walking: false,
         };
         let next = ListQuery::new().after(PetId::new(20).unwrap());
         let h = quota.success(
@@ -279,6 +280,7 @@ mod tests {
             Extra::Next {
                 base_url: "/v1",
                 next: Some(next),
+                walking: false,
             },
         );
         assert_eq!(names(&h), with(&["link"]));
@@ -301,6 +303,7 @@ mod tests {
             Extra::Next {
                 base_url: "https://x.example/v1",
                 next: Some(filtered),
+                walking: false,
             },
         );
         assert_eq!(
@@ -357,6 +360,7 @@ mod tests {
         let last_page = Extra::Next {
             base_url: "/v1",
             next: None,
+            walking: false,
         };
         let h = quota.success(&d, last_page);
         assert_eq!(h[&X_RATELIMIT_LIMIT], "2");

@@ -277,6 +277,7 @@ fn list_pets<'a>(state: &AppState, api: &'a Api, list: &ListQuery) -> Success<'a
             extra: Extra::Next {
                 base_url: &api.options.base_url,
                 next,
+                walking: list.after.is_some(),
             },
         };
     }
@@ -287,6 +288,7 @@ fn list_pets<'a>(state: &AppState, api: &'a Api, list: &ListQuery) -> Success<'a
         extra: Extra::Next {
             base_url: &api.options.base_url,
             next: page.next_after.map(|after| list.after(after)),
+            walking: list.after.is_some(),
         },
     }
 }

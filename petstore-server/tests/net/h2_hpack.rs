@@ -95,3 +95,45 @@ fn values_that_will_not_come_again_are_never_indexed_named_by_the_first_response
         "{empty:?}"
     );
 }
+
+/// HPACK's static table entry for `link` (RFC 7541 appendix A).
+const LINK: usize = 45;
+
+#[test]
+fn a_walk_through_the_pages_sends_its_next_links_never_indexed_and_a_first_page_indexes_its_own() {
+    let server = Server::start(&[]);
+    for name in ["Rex", "Tom", "Kit", "Max", "Bo"] {
+        server.create_pet(&serde_json::json!({"name": name, "categoryId": 1}));
+    }
+    let mut h2 = RawH2::open(server.addr);
+    let mut link_of = |stream: u32, path: &str| {
+        let mut head = request_head("GET", path, Some("localhost"));
+        head.extend(literal("authorization", &format!("Bearer {KEY}")));
+        h2.send(HEADERS, END_HEADERS | END_STREAM, stream, &head);
+        let all = fields(&h2.response_block(stream));
+        // The one field named `link`: by the static table, as no link
+        // was indexed before on this connection.
+        let links: Vec<&Field> = all
+            .iter()
+            .filter(|f| matches!(f, Field::Literal(_, Some(LINK))))
+            .collect();
+        assert_eq!(links.len(), 1, "{path}: {all:?}");
+        links[0].clone()
+    };
+    // A client walking the pages: each next link is new, and goes out
+    // never-indexed.
+    for (stream, after) in [(1, 1), (3, 2), (5, 3)] {
+        let path = format!("/v1/pets?limit=1&after={after}");
+        assert_eq!(
+            link_of(stream, &path),
+            Field::Literal(Indexing::Never, Some(LINK)),
+            "{path}"
+        );
+    }
+    // A first page's next link is the one a polling client gets again:
+    // added to the table.
+    assert_eq!(
+        link_of(7, "/v1/pets?limit=1"),
+        Field::Literal(Indexing::Incremental, Some(LINK))
+    );
+}

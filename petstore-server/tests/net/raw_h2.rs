@@ -198,7 +198,7 @@ impl RawH2 {
 }
 
 /// How one field of a header block is represented (RFC 7541 section 6).
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq, Clone)]
 pub enum Field {
     /// The whole field from the table: its index.
     Indexed(usize),
