@@ -4,7 +4,9 @@
 //! puts their names in the table; later ones send them never-indexed
 //! while the key's bucket is between its ends, naming them by that table
 //! entry, so that no value that never comes again takes room in the
-//! table. Read off the wire: what HPACK representation each field has.
+//! table. The same for the next `Link` of a page after the first (a
+//! client walking the pages). Read off the wire: what HPACK
+//! representation each field has.
 
 use std::time::{Duration, Instant};
 

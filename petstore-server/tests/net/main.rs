@@ -4,7 +4,7 @@
 //!
 //! | file | tests |
 //! |---|---|
-//! | `h2_hpack.rs` | HTTP/2: the rate-limit values that change on every response kept out of the compression table |
+//! | `h2_hpack.rs` | HTTP/2: the rate-limit values that change on every response, and a walking client's next links, kept out of the compression table |
 //! | `h2_deviations.rs` | HTTP/2: the h2 crate's error codes that differ from the RFCs', pinned until an upgrade fixes them |
 //! | `h2_limits.rs` | HTTP/2: idle and preface timeouts, flow control, rapid reset, CONTINUATION flood, stream and header bounds |
 //! | `h2_malformed.rs` | requests that end with trailers (HTTP/1.1 and HTTP/2), HTTP/2 header values with whitespace around them, an `Idempotency-Key` over HTTP/2 |
