@@ -17,7 +17,7 @@
 //! | [`headers`] | the rate-limit and deprecation headers: a quota's values and 2xx templates, made once |
 //! | [`telemetry`] | logs, the access log, the metrics registry and recorder |
 //! | `paths` | the service's paths and route templates |
-//! | [`util`] | buffers, interned values, safe file reads, hex, a hash mixer |
+//! | [`util`] | buffers, interned values, safe file reads, hex, a hash mixer, calendar dates |
 //!
 //! Each room's rule, what it may import, is one line of its `mod.rs`
 //! (of the file itself for a one-file room): `May use: ...`. A room is

@@ -11,6 +11,8 @@
 
 use rustls::pki_types::CertificateDer;
 
+use crate::util::civil::{civil_from_days, days_from_civil};
+
 const SEQUENCE: u8 = 0x30;
 /// `[0] EXPLICIT`: the optional version before the serial number.
 const VERSION: u8 = 0xa0;
@@ -90,12 +92,15 @@ fn unix_seconds(tag: u8, time: &[u8]) -> Option<i64> {
     let field = |at: usize| number(rest.get(at..at + 2)?);
     let (month, day) = (field(0)?, field(2)?);
     let (hour, minute, second) = (field(4)?, field(6)?, field(8)?);
+    // A day past its month's end (Feb 30) comes back as another date.
+    let days = days_from_civil(year, month, day);
     let valid = (1..=12).contains(&month)
-        && (1..=days_in_month(year, month)).contains(&day)
+        && day >= 1
+        && civil_from_days(days) == (year, month, day)
         && hour < 24
         && minute < 60
         && second < 60;
-    valid.then(|| days_from_civil(year, month, day) * 86_400 + hour * 3_600 + minute * 60 + second)
+    valid.then(|| days * 86_400 + hour * 3_600 + minute * 60 + second)
 }
 
 /// Decimal digits, and nothing else.
@@ -103,26 +108,6 @@ fn number(digits: &[u8]) -> Option<i64> {
     digits.iter().try_fold(0i64, |n, &d| {
         d.is_ascii_digit().then(|| n * 10 + i64::from(d - b'0'))
     })
-}
-
-fn days_in_month(year: i64, month: i64) -> i64 {
-    match month {
-        2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days from 1970-01-01 to a date of the proleptic Gregorian calendar
-/// (Howard Hinnant's `days_from_civil`).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let day_of_year = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
 }
 
 #[cfg(test)]

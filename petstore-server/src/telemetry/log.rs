@@ -11,6 +11,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+use crate::util::civil::civil_from_days;
+
 /// The format of every log line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -89,19 +91,10 @@ fn rfc3339_now() -> String {
     rfc3339(since.as_secs(), since.subsec_millis())
 }
 
-/// UTC date and time of a Unix time (days-to-civil, Howard Hinnant).
+/// UTC date and time of a Unix time.
 fn rfc3339(secs: u64, millis: u32) -> String {
-    let days = (secs / 86_400) as i64;
+    let (year, month, day) = civil_from_days((secs / 86_400) as i64);
     let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
     format!(
         "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
         rem / 3600,

@@ -1,10 +1,11 @@
 //! Plain helpers with no knowledge of the service: reused buffers,
 //! interned strings, reading an operator's file safely, hex digests,
-//! constant-time equality, a hash mixer.
+//! constant-time equality, a hash mixer, calendar dates.
 //!
 //! May use: nothing.
 
 pub mod buffers;
+pub mod civil;
 pub mod file_read;
 pub mod hex;
 pub mod intern;
