@@ -7,6 +7,7 @@ use petstore_core::{ListQuery, PetId};
 
 use super::joined::joined;
 use super::last_values::{NextLink, LAST_NEXT};
+use super::never_indexed::never_indexed;
 
 /// What a 2xx operation response carries after the rate-limit headers.
 #[derive(Clone, Copy, Debug)]
@@ -96,7 +97,7 @@ impl Extra<'_> {
             } => self.remembered_next(base_url, next),
             Extra::Next { walking: true, .. } => {
                 let mut value = self.make_value()?;
-                value.set_sensitive(true);
+                never_indexed([&mut value]);
                 Some(value)
             }
             _ => self.make_value(),

@@ -35,8 +35,9 @@ use hyper::header::{HeaderMap, HeaderValue};
 
 use super::names::{RATELIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET};
 
-/// Marks the changing values of a response never-indexed.
-pub(super) fn never_indexed(values: [&mut HeaderValue; 3]) {
+/// Marks values that will not come again never-indexed: a response's
+/// changing rate-limit values, a walking client's next `Link`.
+pub(super) fn never_indexed<const N: usize>(values: [&mut HeaderValue; N]) {
     for value in values {
         value.set_sensitive(true);
     }
