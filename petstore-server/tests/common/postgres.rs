@@ -256,6 +256,20 @@ impl Postgres {
             .unwrap_or_else(|e| panic!("psql {sql:?} failed: {e}"))
     }
 
+    /// Writes pet 2 with a name the contract refuses (a control
+    /// character), around the table's CHECK, as a database from before
+    /// that CHECK (or a hand-written row) could hold it: a row a
+    /// replica's copy cannot apply.
+    pub fn write_a_row_the_copy_refuses(&self) {
+        self.psql("ALTER TABLE petstore_pets DROP CONSTRAINT petstore_pets_name_contract");
+        self.psql(
+            r#"INSERT INTO petstore_pets (id, name, category_id, status, json)
+               VALUES (2, E'bad\x01', 1, 'available',
+                       '{"id":2,"name":"bad\u0001","categoryId":1,"status":"available"}');
+               UPDATE petstore_counter SET last_id = 2"#,
+        );
+    }
+
     /// [`psql`](Self::psql), with PostgreSQL's error as `Err`.
     pub fn try_psql(&self, sql: &str) -> Result<String, String> {
         let out = self.psql_command(sql).output().unwrap();

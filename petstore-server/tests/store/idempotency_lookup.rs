@@ -119,13 +119,7 @@ fn while_the_copy_cannot_apply_a_row_a_kept_key_is_still_answered() {
 
     // A row the copy refuses (a control character in its name, written
     // around the table's CHECK): the replica refuses every write.
-    pg.psql("ALTER TABLE petstore_pets DROP CONSTRAINT petstore_pets_name_contract");
-    pg.psql(
-        r#"INSERT INTO petstore_pets (id, name, category_id, status, json)
-           VALUES (2, E'bad\x01', 1, 'available',
-                   '{"id":2,"name":"bad\u0001","categoryId":1,"status":"available"}');
-           UPDATE petstore_counter SET last_id = 2"#,
-    );
+    pg.write_a_row_the_copy_refuses();
     assert!(
         wait_until(BOUND, || server.get("/healthz", None).status == 503),
         "{}",

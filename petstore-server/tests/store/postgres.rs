@@ -640,13 +640,7 @@ fn a_committed_row_the_copy_cannot_apply_is_one_persistent_degraded_state() {
     assert_eq!(create(&server, "before").0, 201);
     // The table's CHECK refuses such a name since schema version 2: the
     // row comes from a database without it (or written around it).
-    pg.psql("ALTER TABLE petstore_pets DROP CONSTRAINT petstore_pets_name_contract");
-    pg.psql(
-        r#"INSERT INTO petstore_pets (id, name, category_id, status, json)
-           VALUES (2, E'bad\x01', 1, 'available',
-                   '{"id":2,"name":"bad\u0001","categoryId":1,"status":"available"}');
-           UPDATE petstore_counter SET last_id = 2"#,
-    );
+    pg.write_a_row_the_copy_refuses();
     // The tail notices (notification or its 40 ms poll).
     assert!(
         wait_until(Duration::from_secs(30), || server
