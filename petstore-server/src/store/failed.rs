@@ -2,7 +2,7 @@
 //! [`TransitionFailed`] for a transition, [`KeyedFailed`] for either with
 //! an idempotency key (or a key's lookup).
 
-use petstore_core::{PetStatus, TransitionError};
+use petstore_core::{Answer, KeyedOutcome, Pet, PetId, PetStatus, Transition, TransitionError};
 
 /// Why a create was not stored (or may not have been: a commit whose
 /// outcome is unknown). Every cause answers the same 503; the cause is
@@ -53,5 +53,26 @@ pub enum KeyedFailed {
 impl From<CreateFailed> for KeyedFailed {
     fn from(_: CreateFailed) -> Self {
         KeyedFailed::Unavailable
+    }
+}
+
+/// What a keyed transition that won its key answers, from what the
+/// transition did: the pet changed and the conflict its status made are
+/// both kept ([`KeyedOutcome::Done`]); a pet not found keeps nothing.
+/// Every backend's keyed transition ends here.
+pub(super) fn keyed_transition_done(
+    id: PetId,
+    transition: Transition,
+    done: Result<Pet, TransitionFailed>,
+) -> Result<KeyedOutcome, KeyedFailed> {
+    match done {
+        Ok(pet) => Ok(KeyedOutcome::Done(Answer::Transitioned(pet))),
+        Err(TransitionFailed::Conflict(status)) => Ok(KeyedOutcome::Done(Answer::Conflict {
+            id,
+            status,
+            transition,
+        })),
+        Err(TransitionFailed::NotFound) => Err(KeyedFailed::NotFound),
+        Err(TransitionFailed::Unavailable) => Err(KeyedFailed::Unavailable),
     }
 }

@@ -29,7 +29,7 @@ use petstore_core::{
 };
 
 use super::committer::{self, Commit, Committer, Item};
-use super::failed::{CreateFailed, KeyedFailed, TransitionFailed};
+use super::failed::{keyed_transition_done, CreateFailed, KeyedFailed, TransitionFailed};
 use crate::log_error;
 
 /// Most writes of one kind handed to one group commit.
@@ -110,16 +110,7 @@ impl JournalStore {
             Err(seen) => return Ok(taken(seen)),
         };
         let done = self.write(&self.transitions, (id, t, Some(claim))).await;
-        match done.and_then(|done| done) {
-            Ok(pet) => Ok(KeyedOutcome::Done(Answer::Transitioned(pet))),
-            Err(TransitionFailed::Conflict(status)) => Ok(KeyedOutcome::Done(Answer::Conflict {
-                id,
-                status,
-                transition: t,
-            })),
-            Err(TransitionFailed::NotFound) => Err(KeyedFailed::NotFound),
-            Err(TransitionFailed::Unavailable) => Err(KeyedFailed::Unavailable),
-        }
+        keyed_transition_done(id, t, done.and_then(|done| done))
     }
 
     /// Queues `item` on `queue`'s committer (started on first use) and

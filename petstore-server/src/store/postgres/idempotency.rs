@@ -65,7 +65,7 @@ use super::write::json_tail;
 use super::{Postgres, QUERY_TIMEOUT};
 use crate::log_error;
 use crate::store::committer::{Commit, Item};
-use crate::store::failed::{CreateFailed, KeyedFailed, TransitionFailed};
+use crate::store::failed::{keyed_transition_done, CreateFailed, KeyedFailed, TransitionFailed};
 
 /// Most keyed writes in one transaction.
 pub const MAX_BATCH: usize = 512;
@@ -263,19 +263,7 @@ impl Postgres {
             return Err(KeyedFailed::Unavailable);
         };
         match timeout(KEYED_TIMEOUT, answer).await {
-            Ok(Ok(Ok(Ok(Claimed::Won(Ok(pet)))))) => {
-                Ok(KeyedOutcome::Done(Answer::Transitioned(pet)))
-            }
-            Ok(Ok(Ok(Ok(Claimed::Won(Err(TransitionFailed::Conflict(status))))))) => {
-                Ok(KeyedOutcome::Done(Answer::Conflict {
-                    id,
-                    status,
-                    transition,
-                }))
-            }
-            Ok(Ok(Ok(Ok(Claimed::Won(Err(TransitionFailed::NotFound)))))) => {
-                Err(KeyedFailed::NotFound)
-            }
+            Ok(Ok(Ok(Ok(Claimed::Won(done))))) => keyed_transition_done(id, transition, done),
             Ok(Ok(Ok(Ok(Claimed::Lost(row))))) => Ok(row.outcome(&fingerprint)),
             _ => Err(KeyedFailed::Unavailable),
         }
