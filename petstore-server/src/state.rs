@@ -47,6 +47,10 @@ pub struct AppState {
     /// every response closes its connection, so that a load balancer
     /// takes the instance out and reuses none of its connections.
     draining: AtomicBool,
+    /// Test-only: the next list request panics, as a bug would (the
+    /// driver's `catch_unwind` and the panic's log line under test).
+    #[cfg(test)]
+    pub panic_on_next_list: AtomicBool,
 }
 
 impl AppState {
@@ -83,6 +87,8 @@ impl AppState {
             keys_path,
             reloads: Rerun::default(),
             draining: AtomicBool::new(false),
+            #[cfg(test)]
+            panic_on_next_list: AtomicBool::new(false),
         }
     }
 

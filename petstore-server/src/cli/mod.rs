@@ -43,6 +43,7 @@ const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     crate::telemetry::log::set_format(cli.log_format);
+    crate::telemetry::panics::install();
     if let Some(Command::Keygen {
         plan,
         name,

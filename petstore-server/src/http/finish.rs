@@ -267,6 +267,13 @@ fn get_pet<'a>(state: &AppState, api: &'a Api, id: PetId) -> Result<Success<'a>,
 }
 
 fn list_pets<'a>(state: &AppState, api: &'a Api, list: &ListQuery) -> Success<'a> {
+    #[cfg(test)]
+    if state
+        .panic_on_next_list
+        .swap(false, std::sync::atomic::Ordering::Relaxed)
+    {
+        panic!("the test hook's deliberate panic in a list");
+    }
     // A first page that can no longer change is shared, not built: no
     // lock, no copy (`Inventory::final_page`).
     if let Some(page) = state.inventory.final_page(list) {

@@ -25,8 +25,8 @@ use crate::http::{
     Head, HttpResponse, Pending, Served, Waiting, MAX_BODY,
 };
 use crate::log_error;
-use crate::telemetry::access_log;
 use crate::telemetry::recorder::METHODS;
+use crate::telemetry::{access_log, panics};
 
 /// The future hyper gets for one request: the response itself when it
 /// could be made at once, or the work that has to wait for something.
@@ -434,8 +434,15 @@ async fn wait(connection: &Connection, method: &str, waiting: Waiting) -> (HttpR
     })
 }
 
+/// The driver's line for a caught panic, after the hook's own line
+/// (`telemetry/panics.rs`), whose place it names again: the request's
+/// method and path (never its query or headers, so never its key).
 fn panicked((method, path): (&str, &str)) {
-    log_error!("handler panicked on {method} {path}; answered 500");
+    let place = panics::take_last_place();
+    let place = place
+        .as_deref()
+        .unwrap_or("a place the panic hook did not note");
+    log_error!("handler panicked at {place} on {method} {path}; answered 500");
 }
 
 /// Reads the body, at most [`MAX_BODY`] bytes within `timeout`. A

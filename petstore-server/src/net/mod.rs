@@ -51,6 +51,7 @@
 //! | `header_timer.rs` | the timer of HTTP/1's header timeout: one table and a ticker, not a timer entry a request |
 //! | `stop.rs` | the stop signal every connection holds, cheap to poll |
 //! | `test_waker.rs` | (tests only) a waker that counts its wakes |
+//! | `panic_test.rs` | (tests only) a handler's panic over TCP: 500, its log line, the connection kept |
 //! | `tls.rs` | [`Tls`]: `--tls-cert`/`--tls-key`, reloaded on SIGHUP |
 //! | `not_after.rs` | when a certificate chain expires, read from its DER |
 //! | `per_address.rs` | [`PerAddress`]: open connections per client address, and their cap |
@@ -65,6 +66,8 @@ mod header_timer;
 mod hpack;
 mod limits;
 mod not_after;
+#[cfg(test)]
+mod panic_test;
 mod per_address;
 mod protocol;
 mod proxy_protocol;

@@ -5,6 +5,7 @@
 //! the same three fields). A key is never logged, only its entry's name.
 
 use std::fmt;
+#[cfg(not(test))]
 use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -49,8 +50,22 @@ struct JsonLine<'a> {
 /// Writes one log line, in one `write` (lines of concurrent tasks never
 /// interleave).
 pub fn write(level: &str, message: fmt::Arguments<'_>) {
+    let line = render(format(), level, message);
+    // In the unit tests, through libtest's capture: shown with the test
+    // that logged it when that test fails.
+    #[cfg(test)]
+    {
+        tests::capture(&line);
+        eprint!("{}", String::from_utf8_lossy(&line));
+    }
+    #[cfg(not(test))]
+    let _ = std::io::stderr().lock().write_all(&line);
+}
+
+/// One log line in `format`, its newline included.
+pub fn render(format: Format, level: &str, message: fmt::Arguments<'_>) -> Vec<u8> {
     let ts = rfc3339_now();
-    let mut line = match format() {
+    let mut line = match format {
         Format::Text => format!("{ts} {level} {message}").into_bytes(),
         Format::Json => {
             let msg = message.to_string();
@@ -64,7 +79,7 @@ pub fn write(level: &str, message: fmt::Arguments<'_>) {
         }
     };
     line.push(b'\n');
-    let _ = std::io::stderr().lock().write_all(&line);
+    line
 }
 
 /// Logs at INFO.
@@ -104,7 +119,29 @@ fn rfc3339(secs: u64, millis: u32) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
+    use parking_lot::Mutex;
+
+    /// Every line the unit tests' process logged, for a test to look for
+    /// its own.
+    static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+    pub(super) fn capture(line: &[u8]) {
+        LINES
+            .lock()
+            .push(String::from_utf8_lossy(line).into_owned());
+    }
+
+    /// The lines logged so far that contain `needle`.
+    pub(crate) fn logged(needle: &str) -> Vec<String> {
+        LINES
+            .lock()
+            .iter()
+            .filter(|line| line.contains(needle))
+            .cloned()
+            .collect()
+    }
+
     #[test]
     fn formats_utc() {
         assert_eq!(super::rfc3339(0, 0), "1970-01-01T00:00:00.000Z");

@@ -4,6 +4,7 @@
 //! | file | holds |
 //! |---|---|
 //! | `log.rs` | `log_info!`, `log_error!`: lines on stderr, as text or JSON (`--log-format`) |
+//! | `panics.rs` | the panic hook: a panic's place and message as one log line |
 //! | `access_log.rs` | `--access-log`: one JSON line per request |
 //! | `metrics.rs` | [`Metrics`]: the registry each owner registers its collector with |
 //! | `recorder.rs` | per-thread request counters (the hot-path half of the metrics) |
@@ -21,6 +22,7 @@ pub mod certificate;
 pub mod histogram;
 pub mod log;
 pub mod metrics;
+pub mod panics;
 pub mod process;
 pub mod recorder;
 pub mod reloads;

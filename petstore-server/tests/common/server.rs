@@ -545,10 +545,25 @@ impl Server {
 }
 
 impl Drop for Server {
+    /// Kills the process, then prints all it wrote on stderr. libtest
+    /// captures a test's output and shows it only when the test fails,
+    /// so a failure shows every server the test started (a replica
+    /// replaced halfway through included), and a server's panic line
+    /// names its place there.
     fn drop(&mut self) {
         if self.try_exit().is_none() {
             let _ = self.child.kill();
             let _ = self.child.wait();
+        }
+        self.join_readers();
+        let stderr = self.stderr_text();
+        if !stderr.is_empty() {
+            eprintln!(
+                "--- stderr of the server on {} (pid {}):\n{}--- end of its stderr",
+                self.addr,
+                self.child.id(),
+                stderr
+            );
         }
         // `dir` goes with the fields, after the process is gone.
     }
