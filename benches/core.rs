@@ -40,8 +40,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use petstore_core::{
-    AnonymousLimiter, BanPolicy, CategoryId, Inventory, KeyLimiter, ListQuery, NewPet, PetId,
-    PetStatus, Quota, RateLimiter, SystemClock, Timestamp, Transition,
+    limit::AnonymousLimiter, BanPolicy, CategoryId, Inventory, KeyLimiter, ListQuery, NewPet,
+    PetId, PetStatus, Quota, RateLimiter, SystemClock, Timestamp, Transition,
 };
 
 /// The inventory sizes every read benchmark runs on.

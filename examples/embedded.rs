@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use petstore_core::{
-    BanPolicy, CategoryId, FakeClock, Inventory, Limit, ListQuery, NewPet, Outcome, PetStatus,
+    BanPolicy, CategoryId, FakeClock, Inventory, ListQuery, NewPet, Outcome, PageSize, PetStatus,
     Quota, RateLimiter, Timestamp, Transition,
 };
 
@@ -54,7 +54,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     println!("\navailable pets, two per page:");
     let mut query = ListQuery::new()
         .status(PetStatus::Available)
-        .limit(Limit::new(2)?);
+        .limit(PageSize::new(2)?);
     for number in 1.. {
         let page = inventory.list(&query);
         let names: Vec<&str> = page.pets.iter().map(|p| p.name()).collect();

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use petstore_core::{validate_name, Inventory, NewPet, Pet};
+use petstore_core::{pet::validate_name, Inventory, NewPet, Pet};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(pet) = NewPet::from_json(data) else {

@@ -5,19 +5,23 @@
 //! runtime: share it with an `Arc` from any thread. The HTTP server
 //! (`petstore-server`) is a thin layer over exactly this API.
 //!
-//! # Layout
+//! The crate root names what an embedder uses: the inventory and its
+//! queries, pets and their parts, the limiter and its plans, the clock,
+//! and the errors those return. The rest is reached through the module
+//! of its room:
 //!
-//! Four rooms and one shared file; each room's `mod.rs` opens with its
-//! own table of files and the rule of what it may import:
-//!
-//! | path | holds |
+//! | module | holds |
 //! |---|---|
-//! | `pet/` | [`Pet`], [`NewPet`] and its `createPet` body parser, [`PetStatus`], [`Transition`], [`PetId`], [`CategoryId`], the Unicode name rules ([`validate_name`]), [`PetError`] |
-//! | `inventory/` | [`Inventory`]: storage, `get`/`list`/`create`, `transition`, `apply`/`apply_statuses`; [`ListQuery`], [`Limit`], [`Page`]; the arena and the pet's canonical JSON ([`Pet::to_json`]); [`CreateError`], [`TransitionError`], [`OpenError`] |
-//! | `inventory/journal/` | the append-only journal of a durable inventory: group commit, record format, replay, [`check_journal`] and [`repair_journal`] |
-//! | `idempotency/` | idempotency keys: [`IdempotencyKey`] and its header parser, [`Keyed`], [`Fingerprint`], [`Scope`], the kept [`Answer`], [`Seen`], [`KeyedOutcome`], [`Claim`], [`RETENTION`] |
-//! | `limit/` | the rate limiter: [`RateLimiter`], [`KeyLimiter`], [`AnonymousLimiter`], [`Decision`], [`Plans`] and [`Quota`], the [`Clock`] |
-//! | `quote.rs` | [`quote()`]: how an error message quotes client input (64 characters, then `…`) |
+//! | [`pet`] | [`Pet`], [`NewPet`] and its `createPet` body parser, [`PetStatus`], [`Transition`], [`PetId`], [`CategoryId`], the Unicode name rules, the pet's canonical JSON |
+//! | [`inventory`] | [`Inventory`]: storage, `get`/`list`/`create`, `transition`, `apply`/`apply_statuses` for a read copy; [`ListQuery`], [`PageSize`], [`Page`], encoded pages; its errors |
+//! | [`journal`] | the append-only journal of a durable inventory: [`JournalOptions`], recovery, `check_journal` and `repair_journal` |
+//! | [`idempotency`] | idempotency keys: the key and its header parser, what a keyed write keeps and replays |
+//! | [`limit`] | the rate limiter: [`RateLimiter`], [`KeyLimiter`], the anonymous limiter, [`Decision`], [`Plans`] and [`Quota`] |
+//! | [`clock`] | [`Clock`], [`SystemClock`], [`FakeClock`], [`Timestamp`]: time, injectable |
+//! | [`quote`] | how an error message quotes client input (64 characters, then `…`) |
+//!
+//! Each room's `mod.rs` (or its one file) opens with its table of files
+//! and the rule of what it may import.
 //!
 //! # Examples
 //!
@@ -39,31 +43,21 @@
 
 #![deny(missing_docs)]
 
-mod idempotency;
-mod inventory;
-mod limit;
-mod pet;
-mod quote;
+pub mod clock;
+pub mod idempotency;
+pub mod inventory;
+pub mod limit;
+pub mod pet;
+pub mod quote;
 
-pub use idempotency::{
-    Answer, Claim, Fingerprint, IdempotencyKey, KeyError, Keyed, KeyedOutcome, Scope, Seen,
-    MAX_KEY_CHARS, MAX_SCOPE_BYTES, RETENTION,
-};
-#[allow(deprecated)]
-pub use inventory::LimitError;
+pub use inventory::journal;
+
+pub use clock::{Clock, FakeClock, SystemClock, Timestamp};
 pub use inventory::{
-    check_journal, repair_journal, ApplyError, BadLine, CreateError, FinalPage, FsyncPolicy,
-    Inventory, JournalCheck, JournalOptions, JournalRepair, JournalStats, JsonPage, Limit,
-    ListQuery, OpenError, Page, PageSizeError, Recovery, StorageFailure, StorageFault, TornTail,
-    TransitionError, BATCH_BUCKETS, FSYNC_BUCKETS, JOURNAL_FILE, LOCK_FILE, MAX_LISTED,
+    CreateError, Inventory, ListQuery, OpenError, Page, PageSize, PageSizeError, TransitionError,
 };
+pub use journal::{FsyncPolicy, JournalOptions};
 pub use limit::{
-    client_key, AnonymousLimiter, AnonymousState, BanPolicy, Clock, Decision, FakeClock,
-    KeyLimiter, KeyLimiterState, Outcome, Plan, Plans, Quota, QuotaError, RateLimiter, SystemClock,
-    Timestamp, UnknownPlan, WindowState,
+    BanPolicy, Decision, KeyLimiter, Outcome, Plan, Plans, Quota, QuotaError, RateLimiter,
 };
-pub use pet::{
-    name_rules, validate_name, CategoryId, IdError, NameError, NameRules, NewPet, Pet, PetError,
-    PetId, PetStatus, Transition, UnknownStatus, UnknownTransition, MAX_NAME_CHARS,
-};
-pub use quote::{quote, Quoted, MAX_QUOTED_CHARS};
+pub use pet::{CategoryId, NewPet, Pet, PetError, PetId, PetStatus, Transition};

@@ -24,7 +24,7 @@ pub const MAX_QUOTED_CHARS: usize = 64;
 /// # Examples
 ///
 /// ```
-/// use petstore_core::quote;
+/// use petstore_core::quote::quote;
 /// assert_eq!(quote("abc").to_string(), "abc");
 /// assert_eq!(format!("{:?}", quote("a\"b")), r#""a\"b""#);
 /// let long = "é".repeat(65);

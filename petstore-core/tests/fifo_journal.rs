@@ -16,7 +16,8 @@ mod scratch;
 use std::fs;
 
 use petstore_core::{
-    check_journal, repair_journal, Inventory, JournalOptions, OpenError, JOURNAL_FILE,
+    journal::{check_journal, repair_journal, JOURNAL_FILE},
+    Inventory, JournalOptions, OpenError,
 };
 
 use scratch::scratch;

@@ -11,7 +11,7 @@ use std::fmt;
 /// # Examples
 ///
 /// ```
-/// use petstore_core::Fingerprint;
+/// use petstore_core::idempotency::Fingerprint;
 /// let a = Fingerprint::from_bytes([7; 32]);
 /// assert_eq!(a, Fingerprint::from_hex(&a.to_hex()).unwrap());
 /// assert_ne!(a, Fingerprint::from_bytes([8; 32]));

@@ -20,7 +20,7 @@ use super::answer::{Answer, Seen};
 use super::fingerprint::Fingerprint;
 use super::key::IdempotencyKey;
 use super::keyed::{Keyed, Scope};
-use crate::limit::Timestamp;
+use crate::clock::Timestamp;
 
 type Slot = (Scope, IdempotencyKey);
 

@@ -25,7 +25,7 @@ pub const MAX_KEY_CHARS: usize = 255;
 /// # Examples
 ///
 /// ```
-/// use petstore_core::{IdempotencyKey, KeyError};
+/// use petstore_core::idempotency::{IdempotencyKey, KeyError};
 /// let quoted = IdempotencyKey::parse_header(br#""8e03978e-40d5""#).unwrap();
 /// let bare = IdempotencyKey::parse_header(b"8e03978e-40d5").unwrap();
 /// assert_eq!(quoted, bare);

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::fingerprint::Fingerprint;
 use super::key::IdempotencyKey;
-use crate::limit::Timestamp;
+use crate::clock::Timestamp;
 
 /// How long a key's answer is kept, from its first request.
 pub const RETENTION: Duration = Duration::from_secs(24 * 60 * 60);

@@ -166,13 +166,8 @@ pub enum ApplyError {
     },
 }
 
-/// A page size outside 1 to 100: why [`Limit::new`](crate::Limit::new)
+/// A page size outside 1 to 100: why [`PageSize::new`](crate::PageSize::new)
 /// refused a number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("limit must be an integer from 1 to 100")]
 pub struct PageSizeError;
-
-/// The page-size error's former name, kept so that embedders that name it
-/// still build.
-#[deprecated(note = "renamed PageSizeError")]
-pub type LimitError = PageSizeError;

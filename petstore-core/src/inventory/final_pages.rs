@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use super::query::{FinalPage, Limit, ListQuery};
+use super::query::{FinalPage, ListQuery, PageSize};
 use crate::pet::{PetId, PetStatus};
 
 /// A kept page, if there is one. A lock rather than a `OnceLock`, which
@@ -31,7 +31,7 @@ type Slot = RwLock<Option<Arc<FinalPage>>>;
 /// pages reach ([`Reach`]) and a transition beyond that looks at none of
 /// its 100 slots.
 pub(super) struct FinalPages {
-    slots: [[Slot; Limit::MAX.get()]; FILTERS],
+    slots: [[Slot; PageSize::MAX.get()]; FILTERS],
     reach: [Reach; FILTERS],
 }
 

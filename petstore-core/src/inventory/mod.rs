@@ -4,11 +4,10 @@
 //! | file | holds |
 //! |---|---|
 //! | `mod.rs` | [`Inventory`]: `get`/`list`/`create`, `transition`, `apply` and `apply_statuses` for a copy of another store |
-//! | `query.rs` | [`ListQuery`], [`Limit`], [`Page`], [`JsonPage`], [`FinalPage`] |
+//! | `query.rs` | [`ListQuery`], [`PageSize`], [`Page`], [`JsonPage`], [`FinalPage`] |
 //! | `records.rs` | [`Records`]: the arena of pets' JSON and how a page is read out of it |
 //! | `id_set.rs` | [`IdSet`]: the pets of one status, a bitmap with summaries |
 //! | `final_pages.rs` | [`FinalPages`]: first pages encoded once and kept while no change reaches them |
-//! | `json.rs` | the pet's canonical JSON: [`Pet::to_json`], its encoder and fast reader |
 //! | `journal/` | the append-only journal of a durable inventory: group commit, recovery, repair |
 //! | `error.rs` | [`CreateError`], [`TransitionError`], [`OpenError`], [`ApplyError`], [`StorageFailure`], [`PageSizeError`] |
 //! | `tests.rs` | the inventory's tests against a naive model |
@@ -21,13 +20,12 @@
 //! (`idempotency/`), and a durable one writes the key into the same
 //! journal record as the write, so the two survive a crash together.
 //!
-//! May use: `pet`, `idempotency`, `limit`.
+//! May use: `pet`, `idempotency`, `clock.rs`.
 
 mod error;
 mod final_pages;
 mod id_set;
-mod journal;
-mod json;
+pub mod journal;
 mod query;
 mod records;
 #[cfg(test)]
@@ -38,27 +36,21 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-#[allow(deprecated)]
-pub use error::LimitError;
 pub use error::{
     ApplyError, CreateError, OpenError, PageSizeError, StorageFailure, StorageFault,
     TransitionError,
 };
-pub use journal::{
-    check_journal, repair_journal, BadLine, FsyncPolicy, JournalCheck, JournalOptions,
-    JournalRepair, JournalStats, Recovery, TornTail, BATCH_BUCKETS, FSYNC_BUCKETS, JOURNAL_FILE,
-    LOCK_FILE, MAX_LISTED,
-};
-pub use query::{FinalPage, JsonPage, Limit, ListQuery, Page};
+use journal::{JournalOptions, JournalStats, Recovery};
+pub use query::{FinalPage, JsonPage, ListQuery, Page, PageSize};
 
+use crate::clock::{Clock, SystemClock};
 use crate::idempotency::{Answer, Claim, KeptKeys, Keyed, KeyedOutcome, Seen};
-use crate::limit::{Clock, SystemClock};
+use crate::pet::json::decode;
 use crate::pet::{NewPet, Pet, PetId, PetStatus, Transition};
 use final_pages::FinalPages;
 #[cfg(doc)]
 use id_set::IdSet;
 use journal::{Change, Journal, Record};
-use json::decode;
 use records::{id_at, Records};
 
 /// The pet inventory. `Send + Sync`: share it with an `Arc` and call it
@@ -67,14 +59,14 @@ use records::{id_at, Records};
 /// # Examples
 ///
 /// ```
-/// use petstore_core::{CategoryId, Inventory, Limit, ListQuery, NewPet, PetStatus};
+/// use petstore_core::{CategoryId, Inventory, PageSize, ListQuery, NewPet, PetStatus};
 ///
 /// let inventory = Inventory::in_memory();
 /// let cat = CategoryId::new(1).unwrap();
 /// for name in ["Rex", "Tom", "Kitty"] {
 ///     inventory.create(NewPet::new(name, cat).unwrap().with_status(PetStatus::Sold)).unwrap();
 /// }
-/// let page = inventory.list(&ListQuery::new().limit(Limit::new(2).unwrap()));
+/// let page = inventory.list(&ListQuery::new().limit(PageSize::new(2).unwrap()));
 /// assert_eq!(page.pets.len(), 2);
 /// let next = inventory.list(&ListQuery::new().after(page.next_after.unwrap()));
 /// assert_eq!(next.pets[0].name(), "Kitty");
@@ -298,7 +290,7 @@ impl Inventory {
     /// # Examples
     ///
     /// ```
-    /// use petstore_core::{ApplyError, CategoryId, Inventory, NewPet, PetId};
+    /// use petstore_core::{CategoryId, Inventory, NewPet, PetId, inventory::ApplyError};
     /// let pet = |id| NewPet::new("Rex", CategoryId::MIN).unwrap().into_pet(PetId::new(id).unwrap());
     /// let copy = Inventory::in_memory();
     /// assert_eq!(copy.apply(&[pet(1), pet(2)]), Ok(2));
@@ -444,7 +436,7 @@ impl Inventory {
     /// validated or run: [`Seen::New`] (run it), a kept answer to give
     /// again, the key used with another request, or the same request
     /// still running. Expired keys (older than
-    /// [`RETENTION`](crate::RETENTION) at `keyed.at`) are not found.
+    /// [`RETENTION`](crate::idempotency::RETENTION) at `keyed.at`) are not found.
     pub fn seen(&self, keyed: &Keyed) -> Seen {
         self.kept.seen(keyed)
     }
@@ -456,6 +448,9 @@ impl Inventory {
     /// What the key holds instead when it is not new: the claim is also
     /// the question [`seen`](Self::seen) asks, so a caller with a valid
     /// request need not ask that first.
+    // A server's batching hook, off the front page: an embedder writes
+    // keyed with `create_keyed` and `transition_keyed`.
+    #[doc(hidden)]
     pub fn claim(&self, keyed: Keyed) -> Result<Claim, Seen> {
         self.kept.claim(keyed)
     }
@@ -468,7 +463,7 @@ impl Inventory {
     /// [`create`](Self::create) with an idempotency key: the first
     /// request with the key creates the pet and keeps the answer, as
     /// durably as the pet (the same journal record); the same request
-    /// again within [`RETENTION`](crate::RETENTION) gets that answer
+    /// again within [`RETENTION`](crate::idempotency::RETENTION) gets that answer
     /// ([`KeyedOutcome::Replay`]) and creates nothing; another request
     /// with the key is [`KeyedOutcome::Reused`]; one while the first
     /// runs, [`KeyedOutcome::InFlight`]. A create that fails keeps
@@ -478,6 +473,7 @@ impl Inventory {
     ///
     /// ```
     /// use petstore_core::*;
+    /// use petstore_core::idempotency::*;
     /// let inventory = Inventory::in_memory();
     /// let clock = FakeClock::new(Timestamp::from_unix_secs(1_000));
     /// let keyed = |fingerprint| Keyed {
@@ -518,6 +514,9 @@ impl Inventory {
     /// written in one record with its key, and once the batch is durable
     /// the key keeps [`Answer::Created`]. On an error nothing is stored
     /// and every claim is let go.
+    // A server's batching hook, off the front page: an embedder writes
+    // keyed with `create_keyed` and `transition_keyed`.
+    #[doc(hidden)]
     pub fn create_many_claimed(
         &self,
         batch: Vec<(NewPet, Option<Claim>)>,
@@ -551,6 +550,7 @@ impl Inventory {
     ///
     /// ```
     /// use petstore_core::*;
+    /// use petstore_core::idempotency::*;
     /// let inventory = Inventory::in_memory();
     /// let rex = inventory.create(NewPet::new("Rex", CategoryId::MIN).unwrap()).unwrap().id();
     /// let keyed = |key: &[u8]| Keyed {
@@ -606,6 +606,9 @@ impl Inventory {
     /// is durable the key keeps [`Answer::Transitioned`] or
     /// [`Answer::Conflict`]. A pet not found, or an `Err`, lets its claim
     /// go.
+    // A server's batching hook, off the front page: an embedder writes
+    // keyed with `create_keyed` and `transition_keyed`.
+    #[doc(hidden)]
     pub fn transition_many_claimed(
         &self,
         batch: Vec<(PetId, Transition, Option<Claim>)>,
@@ -652,7 +655,7 @@ impl Inventory {
     /// # Examples
     ///
     /// ```
-    /// use petstore_core::{ApplyError, CategoryId, Inventory, NewPet, PetId, PetStatus};
+    /// use petstore_core::{CategoryId, Inventory, NewPet, PetId, PetStatus, inventory::ApplyError};
     /// let id = |n| PetId::new(n).unwrap();
     /// let copy = Inventory::in_memory();
     /// copy.apply(&[NewPet::new("Rex", CategoryId::MIN).unwrap().into_pet(id(1))]).unwrap();
@@ -794,9 +797,9 @@ impl Inventory {
     /// # Examples
     ///
     /// ```
-    /// use petstore_core::{CategoryId, Inventory, Limit, ListQuery, NewPet};
+    /// use petstore_core::{CategoryId, Inventory, PageSize, ListQuery, NewPet};
     /// let inventory = Inventory::in_memory();
-    /// let first_two = ListQuery::new().limit(Limit::new(2).unwrap());
+    /// let first_two = ListQuery::new().limit(PageSize::new(2).unwrap());
     /// for name in ["Rex", "Tom"] {
     ///     inventory.create(NewPet::new(name, CategoryId::MIN).unwrap()).unwrap();
     /// }

@@ -1,4 +1,4 @@
-//! The `listPets` query ([`ListQuery`], [`Limit`]) and its results
+//! The `listPets` query ([`ListQuery`], [`PageSize`]) and its results
 //! ([`Page`], [`JsonPage`]).
 
 use super::error::PageSizeError;
@@ -9,27 +9,27 @@ use crate::pet::{Pet, PetId, PetStatus};
 /// # Examples
 ///
 /// ```
-/// use petstore_core::Limit;
-/// assert_eq!(Limit::default().get(), 20);
-/// assert_eq!(Limit::new(100).map(Limit::get), Ok(100));
-/// assert!(Limit::new(0).is_err());
-/// assert!(Limit::new(101).is_err());
+/// use petstore_core::PageSize;
+/// assert_eq!(PageSize::default().get(), 20);
+/// assert_eq!(PageSize::new(100).map(PageSize::get), Ok(100));
+/// assert!(PageSize::new(0).is_err());
+/// assert!(PageSize::new(101).is_err());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Limit(u8);
+pub struct PageSize(u8);
 
-impl Limit {
+impl PageSize {
     /// The smallest page size.
-    pub const MIN: Limit = Limit(1);
+    pub const MIN: PageSize = PageSize(1);
     /// The largest page size.
-    pub const MAX: Limit = Limit(100);
+    pub const MAX: PageSize = PageSize(100);
     /// The page size when none is asked for.
-    pub const DEFAULT: Limit = Limit(20);
+    pub const DEFAULT: PageSize = PageSize(20);
 
     /// A page size; fails outside 1..=100.
-    pub fn new(value: u64) -> Result<Limit, PageSizeError> {
+    pub fn new(value: u64) -> Result<PageSize, PageSizeError> {
         match value {
-            1..=100 => Ok(Limit(value as u8)),
+            1..=100 => Ok(PageSize(value as u8)),
             _ => Err(PageSizeError),
         }
     }
@@ -40,9 +40,9 @@ impl Limit {
     }
 }
 
-impl Default for Limit {
+impl Default for PageSize {
     fn default() -> Self {
-        Limit::DEFAULT
+        PageSize::DEFAULT
     }
 }
 
@@ -53,18 +53,18 @@ impl Default for Limit {
 /// # Examples
 ///
 /// ```
-/// use petstore_core::{Limit, ListQuery, PetId, PetStatus};
+/// use petstore_core::{PageSize, ListQuery, PetId, PetStatus};
 /// let q = ListQuery::new()
-///     .limit(Limit::new(5).unwrap())
+///     .limit(PageSize::new(5).unwrap())
 ///     .status(PetStatus::Sold)
 ///     .after(PetId::new(10).unwrap());
 /// assert_eq!(q.limit.get(), 5);
-/// assert_eq!(ListQuery::default().limit, Limit::DEFAULT);
+/// assert_eq!(ListQuery::default().limit, PageSize::DEFAULT);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ListQuery {
     /// Most pets on the page.
-    pub limit: Limit,
+    pub limit: PageSize,
     /// Only pets with this status.
     pub status: Option<PetStatus>,
     /// Only pets with an id greater than this one (the paging cursor).
@@ -79,7 +79,7 @@ impl ListQuery {
 
     /// Sets the page size.
     #[must_use]
-    pub fn limit(mut self, limit: Limit) -> Self {
+    pub fn limit(mut self, limit: PageSize) -> Self {
         self.limit = limit;
         self
     }

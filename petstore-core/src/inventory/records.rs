@@ -38,7 +38,7 @@
 //!   with 10-character names).
 //!
 //! `get` reads name and category back out of the pet's JSON, whose layout
-//! `json.rs` alone writes. That keeps a pet at its JSON plus a few bytes of
+//! `pet/json.rs` alone writes. That keeps a pet at its JSON plus a few bytes of
 //! index (docs/performance.md has the resident size at a million pets)
 //! instead of holding every pet twice.
 //!
@@ -48,8 +48,8 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use super::id_set::IdSet;
-use super::json::{decode, encode, status_of_json, LONGEST_STATUS};
-use super::query::{JsonPage, Limit, ListQuery};
+use super::query::{JsonPage, ListQuery, PageSize};
+use crate::pet::json::{decode, encode, status_of_json, LONGEST_STATUS};
 use crate::pet::{Pet, PetId, PetStatus};
 
 #[derive(Debug, Default)]
@@ -341,7 +341,7 @@ impl Records {
     }
 }
 
-/// The arena's bytes of at most a page of pets ([`Limit::MAX`]), as runs:
+/// The arena's bytes of at most a page of pets ([`PageSize::MAX`]), as runs:
 /// pets next to each other in the arena (consecutive ids, a run of one
 /// status) become one range and one copy, and the page's length is known
 /// before its body grows, so that it grows once, exactly.
@@ -352,7 +352,7 @@ impl Records {
 /// rarely neighbours, so it is mostly runs of one pet).
 /// The filtered page of a cursor and the first page of a status share it.
 struct Runs {
-    ranges: [(usize, usize); Limit::MAX.get()],
+    ranges: [(usize, usize); PageSize::MAX.get()],
     len: usize,
     span: usize,
 }
@@ -360,7 +360,7 @@ struct Runs {
 impl Runs {
     fn new() -> Self {
         Runs {
-            ranges: [(0, 0); Limit::MAX.get()],
+            ranges: [(0, 0); PageSize::MAX.get()],
             len: 0,
             span: 0,
         }

@@ -44,7 +44,7 @@ fn cursor_past_the_end_and_limits() {
     }
     let q = |limit: u64, after: Option<u64>| {
         let mut q = ListQuery::new();
-        q.limit = Limit::new(limit).unwrap_or_default();
+        q.limit = PageSize::new(limit).unwrap_or_default();
         q.after = after.and_then(PetId::new);
         q
     };
@@ -93,7 +93,7 @@ fn a_rare_status_is_found_across_the_status_sets_words_and_summaries() {
         for limit in 1..=3 {
             let q = ListQuery::new()
                 .status(PetStatus::Sold)
-                .limit(Limit::new(limit).unwrap_or_default());
+                .limit(PageSize::new(limit).unwrap_or_default());
             let page = inv.list(&q);
             assert_eq!(
                 page.pets,
@@ -131,7 +131,7 @@ fn arb_query() -> impl Strategy<Value = ListQuery> {
         prop::option::of(1..=260u64),
     )
         .prop_map(|(limit, status, after)| ListQuery {
-            limit: Limit::new(limit).unwrap_or_default(),
+            limit: PageSize::new(limit).unwrap_or_default(),
             status,
             after: after.and_then(PetId::new),
         })
@@ -185,7 +185,7 @@ proptest! {
         }
         for (limit, status, after) in queries {
             let mut q = ListQuery {
-                limit: Limit::new(limit).unwrap_or_default(),
+                limit: PageSize::new(limit).unwrap_or_default(),
                 status: Some(status),
                 after: after.and_then(PetId::new),
             };
@@ -238,7 +238,7 @@ proptest! {
                 }
                 Err((limit, status)) => {
                     let q = ListQuery {
-                        limit: Limit::new(limit).unwrap_or_default(),
+                        limit: PageSize::new(limit).unwrap_or_default(),
                         status,
                         after: None,
                     };
@@ -305,7 +305,7 @@ proptest! {
             }
         }
         let mut seen = Vec::new();
-        let mut query = ListQuery { limit: Limit::new(limit).unwrap_or_default(), status, after: None };
+        let mut query = ListQuery { limit: PageSize::new(limit).unwrap_or_default(), status, after: None };
         loop {
             let page = inv.list(&query);
             prop_assert!(page.pets.len() <= limit as usize);
@@ -336,7 +336,7 @@ fn arb_step() -> impl Strategy<Value = Step> {
             .prop_map(|(id, t)| Step::Change(id, t)),
         2 => (1..=8u64, prop::option::of(prop::sample::select(PetStatus::ALL.to_vec())), prop::option::of(1..=40u64))
             .prop_map(|(limit, status, after)| Step::Look(ListQuery {
-                limit: Limit::new(limit).unwrap_or_default(),
+                limit: PageSize::new(limit).unwrap_or_default(),
                 status,
                 after: after.and_then(PetId::new),
             })),
@@ -416,7 +416,7 @@ proptest! {
         let statuses: Vec<(PetId, PetStatus)> = all.iter().map(|p| (p.id(), p.status())).collect();
         prop_assert_eq!(copy.apply_statuses(&statuses), Ok(statuses.len()));
         for status in [None, Some(PetStatus::Available), Some(PetStatus::Pending), Some(PetStatus::Sold)] {
-            let q = ListQuery { limit: Limit::MAX, status, after: None };
+            let q = ListQuery { limit: PageSize::MAX, status, after: None };
             prop_assert_eq!(copy.list_json(&q).body, inv.list_json(&q).body);
         }
     }
@@ -450,7 +450,7 @@ fn kept_first_pages_survive_transitions_that_cannot_reach_them() {
     }
     let id = |n| PetId::new(n).unwrap_or(PetId::MAX);
     let five = |status: Option<PetStatus>| ListQuery {
-        limit: Limit::new(5).unwrap_or_default(),
+        limit: PageSize::new(5).unwrap_or_default(),
         status,
         after: None,
     };

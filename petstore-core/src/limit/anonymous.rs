@@ -24,9 +24,9 @@ use std::num::NonZeroU32;
 use parking_lot::Mutex;
 
 use super::bucket::Bucket;
-use super::clock::Timestamp;
 use super::decision::{Decision, Outcome};
 use super::limiter::{window, MINUTE};
+use crate::clock::Timestamp;
 
 /// Per-client-address minute buckets with bounded memory.
 ///
@@ -34,7 +34,7 @@ use super::limiter::{window, MINUTE};
 ///
 /// ```
 /// use std::num::NonZeroU32;
-/// use petstore_core::{AnonymousLimiter, Timestamp};
+/// use petstore_core::{Timestamp, limit::AnonymousLimiter};
 /// let limiter = AnonymousLimiter::new(NonZeroU32::new(2).unwrap(), 10_000);
 /// let ip = "192.0.2.1".parse().unwrap();
 /// let t = Timestamp::from_unix_secs(0);
@@ -67,7 +67,7 @@ struct Generations {
 ///
 /// ```
 /// use std::net::IpAddr;
-/// use petstore_core::client_key;
+/// use petstore_core::limit::client_key;
 ///
 /// let a: IpAddr = "2001:db8::1".parse().unwrap();
 /// let b: IpAddr = "2001:db8::ffff:1".parse().unwrap();
@@ -210,7 +210,7 @@ pub struct AnonymousState {
     /// IPv6 /64 as its prefix in the high 64 bits with bit 32 set) and
     /// its bucket's theoretical arrival time, in units of
     /// `1 ns / per_minute` since the Unix epoch (see
-    /// [`crate::KeyLimiterState`]).
+    /// [`crate::limit::KeyLimiterState`]).
     pub clients: Vec<(u128, u128)>,
 }
 

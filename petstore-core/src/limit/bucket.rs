@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use super::clock::Timestamp;
+use crate::clock::Timestamp;
 
 /// The configuration of one bucket: `capacity` tokens refilled evenly over
 /// `period`.

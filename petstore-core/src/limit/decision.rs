@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::clock::Timestamp;
+use crate::clock::Timestamp;
 
 /// Allowed, refused, or refused because the key is banned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -20,9 +20,9 @@ use std::time::Duration;
 use parking_lot::{Mutex, RwLock};
 
 use super::bucket::{Bucket, Judgement};
-use super::clock::{Clock, Timestamp};
 use super::decision::{retry_after_secs, Decision, Outcome, WindowState};
 use super::quota::{BanPolicy, Quota};
+use crate::clock::{Clock, Timestamp};
 
 pub(crate) const MINUTE: Duration = Duration::from_secs(60);
 pub(crate) const DAY: Duration = Duration::from_secs(86_400);

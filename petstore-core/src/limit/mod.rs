@@ -4,7 +4,6 @@
 //!
 //! | file | holds |
 //! |---|---|
-//! | `clock.rs` | [`Clock`], [`SystemClock`], [`FakeClock`], [`Timestamp`] |
 //! | `bucket.rs` | one GCRA token bucket and its judgement of a request (crate-private) |
 //! | `quota.rs` | [`Plan`], [`Plans`], [`Quota`], [`BanPolicy`], [`UnknownPlan`] |
 //! | `decision.rs` | [`Decision`], [`Outcome`], [`WindowState`]: what the headers need |
@@ -12,18 +11,18 @@
 //! | `anonymous.rs` | [`AnonymousLimiter`]: per-address limits with bounded memory; [`AnonymousState`], [`client_key`] |
 //! | `error.rs` | [`QuotaError`] |
 //!
-//! May use: nothing.
+//! The clock it reads is a room of its own (`clock.rs`).
+//!
+//! May use: `clock.rs`.
 
 mod anonymous;
 mod bucket;
-mod clock;
 mod decision;
 mod error;
 mod limiter;
 mod quota;
 
 pub use anonymous::{client_key, AnonymousLimiter, AnonymousState};
-pub use clock::{Clock, FakeClock, SystemClock, Timestamp};
 pub use decision::{Decision, Outcome, WindowState};
 pub use error::QuotaError;
 pub use limiter::{KeyLimiter, KeyLimiterState, RateLimiter};

@@ -1,6 +1,6 @@
 //! The pet records of the contract and their validation rules
 //! (docs/contract.md): what a pet is, what may be created, and why a value
-//! is refused. Storage, listing and the pet's stored JSON are the
+//! is refused, and the pet's canonical JSON. Storage and listing are the
 //! inventory's.
 //!
 //! | file | holds |
@@ -11,6 +11,7 @@
 //! | `new_pet.rs` | [`NewPet`]: a pet to be created, valid by construction |
 //! | `body.rs` | the `createPet` JSON body parser behind [`NewPet::from_json`] |
 //! | `record.rs` | [`Pet`]: a stored pet, a `NewPet` with its id |
+//! | `json.rs` | the pet's canonical JSON: [`Pet::to_json`], its encoder and fast reader |
 //! | `transition.rs` | [`Transition`]: reserve, release, sell, and the statuses each allows |
 //! | `error.rs` | [`IdError`], [`NameError`], [`PetError`] |
 //!
@@ -19,6 +20,7 @@
 mod body;
 mod error;
 mod id;
+pub(crate) mod json;
 mod name;
 mod new_pet;
 mod record;

@@ -17,7 +17,7 @@ pub const MAX_NAME_CHARS: usize = 100;
 /// # Examples
 ///
 /// ```
-/// use petstore_core::{validate_name, NameError};
+/// use petstore_core::pet::{validate_name, NameError};
 /// assert!(validate_name("Rex").is_ok());
 /// assert_eq!(validate_name(""), Err(NameError::Empty));
 /// assert_eq!(validate_name("   "), Err(NameError::Blank));
@@ -78,7 +78,7 @@ pub struct NameRules {
 /// # Examples
 ///
 /// ```
-/// use petstore_core::{name_rules, validate_name};
+/// use petstore_core::pet::{name_rules, validate_name};
 /// let rules = name_rules();
 /// let inside = |ranges: &[(u32, u32)], c: char| {
 ///     ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(&u32::from(c)))

@@ -1,6 +1,6 @@
 //! [`Pet`]: a pet of the inventory, a [`NewPet`](super::new_pet::NewPet)
-//! with the id the inventory gave it. Its canonical JSON encoder,
-//! [`Pet::to_json`], is the inventory's codec (`inventory/json.rs`).
+//! with the id the inventory gave it. Its canonical JSON, [`Pet::to_json`],
+//! is `json.rs`'s.
 
 use serde::{Deserialize, Serialize};
 

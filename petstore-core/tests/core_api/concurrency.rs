@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 
 use petstore_core::{
-    CategoryId, FsyncPolicy, Inventory, JournalOptions, Limit, ListQuery, NewPet, Pet, PetId,
+    CategoryId, FsyncPolicy, Inventory, JournalOptions, ListQuery, NewPet, PageSize, Pet, PetId,
     PetStatus,
 };
 
@@ -132,7 +132,7 @@ fn hammer(inventory: &Inventory, per_writer: usize) -> Vec<Vec<Pet>> {
                         assert_eq!(inventory.get(pet.id()).as_ref(), Some(&pet));
                         if seq % 16 == 0 {
                             let before = PetId::new(pet.id().get() - 1);
-                            let mut q = ListQuery::new().limit(Limit::MIN);
+                            let mut q = ListQuery::new().limit(PageSize::MIN);
                             q.after = before;
                             assert_eq!(inventory.list(&q).pets, std::slice::from_ref(&pet));
                         }
@@ -172,7 +172,7 @@ fn hammer(inventory: &Inventory, per_writer: usize) -> Vec<Vec<Pet>> {
 
                     // Page through the whole unfiltered list with the cursor
                     // while it grows: no gap, no repeat, across pages too.
-                    let limit = Limit::new(rng.below(100) + 1).unwrap();
+                    let limit = PageSize::new(rng.below(100) + 1).unwrap();
                     let mut query = ListQuery::new().limit(limit);
                     let mut expected_next = 1;
                     loop {
@@ -258,7 +258,7 @@ fn assert_complete(inventory: &Inventory, created: &[Vec<Pet>], per_writer: usiz
             let made = (0..per_writer).filter(|seq| status_of(*seq) == s).count();
             assert_eq!(want.len(), WRITERS * made, "status {s:?}");
         }
-        let mut query = ListQuery::new().limit(Limit::MAX);
+        let mut query = ListQuery::new().limit(PageSize::MAX);
         query.status = status;
         let mut got = Vec::new();
         loop {
@@ -273,7 +273,7 @@ fn assert_complete(inventory: &Inventory, created: &[Vec<Pet>], per_writer: usiz
 
         // The JSON side on its own: its own cursor, the pets read back
         // from its bytes, its own count; never filled from `list`.
-        let mut query = ListQuery::new().limit(Limit::MAX);
+        let mut query = ListQuery::new().limit(PageSize::MAX);
         query.status = status;
         let mut got_json: Vec<Pet> = Vec::new();
         loop {

@@ -7,6 +7,8 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
+use petstore_core::idempotency::*;
+use petstore_core::journal::check_journal;
 use petstore_core::*;
 
 use crate::scratch::scratch;

@@ -11,8 +11,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use petstore_core::{
-    check_journal, repair_journal, CategoryId, CreateError, FsyncPolicy, Inventory, JournalOptions,
-    ListQuery, NewPet, OpenError, Pet, PetId, PetStatus, StorageFault, JOURNAL_FILE, LOCK_FILE,
+    inventory::StorageFault,
+    journal::{check_journal, repair_journal, JOURNAL_FILE, LOCK_FILE},
+    CategoryId, CreateError, FsyncPolicy, Inventory, JournalOptions, ListQuery, NewPet, OpenError,
+    Pet, PetId, PetStatus,
 };
 
 /// A fresh, empty directory path (not created) unique to this test.

@@ -14,8 +14,8 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use petstore_core::{
-    check_journal, repair_journal, CategoryId, Inventory, JournalOptions, NewPet, OpenError,
-    JOURNAL_FILE,
+    journal::{check_journal, repair_journal, JOURNAL_FILE},
+    CategoryId, Inventory, JournalOptions, NewPet, OpenError,
 };
 
 /// Far beyond any record (64 KiB at most), and cheap: a sparse file.

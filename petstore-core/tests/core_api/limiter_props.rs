@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use petstore_core::{
-    AnonymousLimiter, BanPolicy, Clock, Decision, FakeClock, KeyLimiter, Outcome, Quota,
-    RateLimiter, Timestamp, WindowState,
+    limit::{AnonymousLimiter, WindowState},
+    BanPolicy, Clock, Decision, FakeClock, KeyLimiter, Outcome, Quota, RateLimiter, Timestamp,
 };
 use proptest::prelude::*;
 

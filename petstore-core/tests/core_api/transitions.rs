@@ -12,8 +12,9 @@ use std::sync::{Arc, Barrier};
 use proptest::prelude::*;
 
 use petstore_core::{
-    check_journal, repair_journal, CategoryId, Inventory, JournalOptions, Limit, ListQuery, NewPet,
-    OpenError, Pet, PetId, PetStatus, Transition, TransitionError, JOURNAL_FILE,
+    journal::{check_journal, repair_journal, JOURNAL_FILE},
+    CategoryId, Inventory, JournalOptions, ListQuery, NewPet, OpenError, PageSize, Pet, PetId,
+    PetStatus, Transition, TransitionError,
 };
 
 fn scratch(name: &str) -> PathBuf {
@@ -44,7 +45,7 @@ fn pages(inventory: &Inventory) -> Vec<Vec<u8>> {
         Some(PetStatus::Sold),
     ] {
         let mut query = ListQuery {
-            limit: Limit::new(3).unwrap(),
+            limit: PageSize::new(3).unwrap(),
             status,
             after: None,
         };
@@ -400,7 +401,7 @@ fn arb_query() -> impl Strategy<Value = ListQuery> {
         prop::option::of(1..=30u64),
     )
         .prop_map(|(limit, status, after)| ListQuery {
-            limit: Limit::new(limit).unwrap(),
+            limit: PageSize::new(limit).unwrap(),
             status,
             after: after.and_then(PetId::new),
         })
@@ -518,7 +519,7 @@ fn pages_stay_consistent_while_pets_change(inventory: &Arc<Inventory>) {
                         Some(PetStatus::Pending),
                         Some(PetStatus::Sold),
                     ] {
-                        let limit = Limit::new(7 + r as u64).unwrap();
+                        let limit = PageSize::new(7 + r as u64).unwrap();
                         let mut query = ListQuery {
                             limit,
                             status,
@@ -579,7 +580,9 @@ fn pages_stay_consistent_while_pets_change(inventory: &Arc<Inventory>) {
         assert!(reader.join().unwrap() > 0);
     }
     // Every pet ends sold, and the pages say so.
-    let sold = ListQuery::new().status(PetStatus::Sold).limit(Limit::MAX);
+    let sold = ListQuery::new()
+        .status(PetStatus::Sold)
+        .limit(PageSize::MAX);
     let mut seen = 0;
     let mut query = sold;
     loop {

@@ -369,7 +369,7 @@ pub enum JournalAction {
 
 fn parse_plan(s: &str) -> Result<Plan, String> {
     s.parse()
-        .map_err(|e: petstore_core::UnknownPlan| e.to_string())
+        .map_err(|e: petstore_core::limit::UnknownPlan| e.to_string())
 }
 
 fn parse_log_format(s: &str) -> Result<LogFormat, String> {

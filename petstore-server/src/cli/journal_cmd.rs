@@ -1,13 +1,16 @@
 //! `petstore-server journal check` and `journal repair`: the operator's
 //! way out when the server refuses to start on a damaged journal. The work
-//! is [`petstore_core::check_journal`] and
-//! [`petstore_core::repair_journal`]; this module prints what they found
+//! is [`petstore_core::journal::check_journal`] and
+//! [`petstore_core::journal::repair_journal`]; this module prints what they found
 //! and did, and picks the exit status.
 
 use std::path::Path;
 use std::process::ExitCode;
 
-use petstore_core::{check_journal, repair_journal, BadLine, JournalCheck, OpenError};
+use petstore_core::{
+    journal::{check_journal, repair_journal, BadLine, JournalCheck},
+    OpenError,
+};
 
 use super::flags::JournalAction;
 

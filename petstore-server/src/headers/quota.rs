@@ -295,7 +295,7 @@ mod tests {
         );
         assert_eq!(h[LINK], "</v1/pets?limit=20&after=20>; rel=\"next\"");
         let filtered = ListQuery::new()
-            .limit(petstore_core::Limit::new(5).unwrap())
+            .limit(petstore_core::PageSize::new(5).unwrap())
             .status(petstore_core::PetStatus::Sold)
             .after(PetId::new(1234).unwrap());
         let h = quota.success(

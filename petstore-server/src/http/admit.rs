@@ -24,8 +24,9 @@ use hyper::header::{
 use hyper::http::request::Parts;
 use hyper::{Method, Request, Response, StatusCode, Uri, Version};
 use petstore_core::{
-    quote, Decision, IdempotencyKey, KeyError, ListQuery, Outcome, PetError, PetId, Timestamp,
-    Transition,
+    idempotency::{IdempotencyKey, KeyError},
+    quote::quote,
+    Decision, ListQuery, Outcome, PetError, PetId, Timestamp, Transition,
 };
 
 use super::auth::Authorization;
@@ -521,7 +522,7 @@ fn check(head: Head<'_>, op: Operation) -> Result<Checked, ApiError> {
 }
 
 /// A POST's `Idempotency-Key`, when it sent one: none, or exactly one
-/// valid value (quoted or not, `petstore_core::IdempotencyKey`). Looked
+/// valid value (quoted or not, `petstore_core::idempotency::IdempotencyKey`). Looked
 /// up only on a POST, so reads pay nothing for it. Over HTTP/2 a padded
 /// value is malformed, as for every header the contract reads
 /// ([`is_padded`]).

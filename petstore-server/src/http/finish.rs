@@ -25,8 +25,9 @@ use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Response, StatusCode};
 use petstore_core::{
-    FinalPage, Fingerprint, IdempotencyKey, ListQuery, NewPet, Pet, PetId, Scope, Transition,
-    TransitionError,
+    idempotency::{Fingerprint, IdempotencyKey, Scope},
+    inventory::FinalPage,
+    ListQuery, NewPet, Pet, PetId, Transition, TransitionError,
 };
 use sha2::{Digest, Sha256};
 
@@ -526,7 +527,7 @@ fn no_body(body: &BodyRead) -> Result<(), ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use petstore_core::{CategoryId, Inventory, Limit};
+    use petstore_core::{CategoryId, Inventory, PageSize};
 
     #[test]
     fn a_final_page_given_again_is_the_bytes_given_last() {
@@ -537,7 +538,7 @@ mod tests {
                 let pet = NewPet::new(name, CategoryId::MIN).unwrap();
                 inventory.create(pet).unwrap();
             }
-            let first = |n| ListQuery::new().limit(Limit::new(n).unwrap());
+            let first = |n| ListQuery::new().limit(PageSize::new(n).unwrap());
             let page = inventory.final_page(&first(2)).unwrap();
             let held = Arc::strong_count(&page);
             let a = shared_body(page.clone());

@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 
-use petstore_core::{quote, Limit, ListQuery, PetId, PetStatus};
+use petstore_core::{quote::quote, ListQuery, PageSize, PetId, PetStatus};
 
 use super::error::ApiError;
 
@@ -160,7 +160,7 @@ fn any_list_query(query: Option<&str>) -> Result<ListQuery, ApiError> {
         match slot {
             0 => {
                 let limit = digits(&value)
-                    .and_then(|n| Limit::new(n).ok())
+                    .and_then(|n| PageSize::new(n).ok())
                     .ok_or_else(|| {
                         ApiError::InvalidQuery(format!(
                             "limit must be an integer from 1 to 100 without leading zeros, got {:?}",
@@ -219,7 +219,7 @@ fn common_list_query(query: &str) -> Option<ListQuery> {
     };
     // `digits` takes nothing but plain digits: no `&`, `%` or `+` gets by.
     let limit = digits(rest.strip_prefix("limit=")?)?;
-    Some(list.limit(Limit::new(limit).ok()?))
+    Some(list.limit(PageSize::new(limit).ok()?))
 }
 
 /// Plain decimal digits as a number; `None` for anything else, a leading
@@ -436,11 +436,11 @@ mod tests {
     fn the_common_shapes_take_the_fast_way() {
         let sold = ListQuery::new()
             .status(PetStatus::Sold)
-            .limit(Limit::new(20).unwrap());
+            .limit(PageSize::new(20).unwrap());
         assert_eq!(common_list_query("status=sold&limit=20"), Some(sold));
         assert_eq!(
             common_list_query("limit=100"),
-            Some(ListQuery::new().limit(Limit::new(100).unwrap()))
+            Some(ListQuery::new().limit(PageSize::new(100).unwrap()))
         );
         for other in [
             "limit=20&status=sold",

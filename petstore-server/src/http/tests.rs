@@ -299,9 +299,9 @@ fn a_key_whose_first_request_is_in_flight_is_409_and_runs_nothing() {
     let held = s
         .state
         .inventory
-        .claim(petstore_core::Keyed {
-            scope: petstore_core::Scope::new("test").unwrap(),
-            key: petstore_core::IdempotencyKey::parse_header(b"k1").unwrap(),
+        .claim(petstore_core::idempotency::Keyed {
+            scope: petstore_core::idempotency::Scope::new("test").unwrap(),
+            key: petstore_core::idempotency::IdempotencyKey::parse_header(b"k1").unwrap(),
             fingerprint: finish::fingerprint_of_create(rex.as_bytes()),
             at,
         })
@@ -333,7 +333,7 @@ fn a_kept_answer_expires_24_hours_after_its_first_request() {
     let s = state_at(clock.clone());
     let first = keyed(&s, "/v1/pets", "day", r#"{"name":"Rex","categoryId":2}"#);
     assert_eq!(first.status(), StatusCode::CREATED);
-    clock.advance(petstore_core::RETENTION - Duration::from_secs(1));
+    clock.advance(petstore_core::idempotency::RETENTION - Duration::from_secs(1));
     let tom = r#"{"name":"Tom","categoryId":2}"#;
     assert_eq!(
         keyed(&s, "/v1/pets", "day", tom).status(),

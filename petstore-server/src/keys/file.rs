@@ -7,7 +7,7 @@ use std::num::NonZeroU32;
 use std::path::Path;
 use std::sync::Arc;
 
-use petstore_core::{AnonymousLimiter, BanPolicy, KeyLimiter, Plan, Plans, Quota};
+use petstore_core::{limit::AnonymousLimiter, BanPolicy, KeyLimiter, Plan, Plans, Quota};
 use serde_json::error::Category;
 use serde_json::{Map, Value};
 

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
-use petstore_core::{AnonymousLimiter, BanPolicy, KeyLimiter, Plan, Quota, Timestamp};
+use petstore_core::{limit::AnonymousLimiter, BanPolicy, KeyLimiter, Plan, Quota, Timestamp};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 

@@ -3,7 +3,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use petstore_core::{AnonymousLimiter, Decision, Timestamp};
+use petstore_core::{limit::AnonymousLimiter, Decision, Timestamp};
 
 use crate::keys::KeyEntry;
 

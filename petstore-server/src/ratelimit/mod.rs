@@ -61,7 +61,7 @@ mod snapshot_take_restore;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use petstore_core::{AnonymousLimiter, Decision, Timestamp};
+use petstore_core::{limit::AnonymousLimiter, Decision, Timestamp};
 use prometheus_client::collector::Collector;
 
 pub use charge::Charge;

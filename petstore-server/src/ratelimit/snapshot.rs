@@ -1,7 +1,7 @@
 //! [`Snapshot`]: all the limiter state of a server at one instant, as
 //! plain numbers (what the state file holds).
 
-use petstore_core::{AnonymousState, KeyLimiterState};
+use petstore_core::limit::{AnonymousState, KeyLimiterState};
 
 use crate::keys::StateId;
 

@@ -28,7 +28,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use petstore_core::{AnonymousState, Clock, KeyLimiterState, Quota, Timestamp};
+use petstore_core::{
+    limit::{AnonymousState, KeyLimiterState},
+    Clock, Quota, Timestamp,
+};
 use serde::{Deserialize, Serialize};
 
 use super::snapshot::Snapshot;

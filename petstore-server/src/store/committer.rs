@@ -15,7 +15,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use petstore_core::{Claim, NewPet, Pet, PetId, Transition};
+use petstore_core::{idempotency::Claim, NewPet, Pet, PetId, Transition};
 use tokio::sync::{mpsc, oneshot};
 
 use super::failed::{CreateFailed, TransitionFailed};

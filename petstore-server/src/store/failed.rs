@@ -2,7 +2,10 @@
 //! [`TransitionFailed`] for a transition, [`KeyedFailed`] for either with
 //! an idempotency key (or a key's lookup).
 
-use petstore_core::{Answer, KeyedOutcome, Pet, PetId, PetStatus, Transition, TransitionError};
+use petstore_core::{
+    idempotency::{Answer, KeyedOutcome},
+    Pet, PetId, PetStatus, Transition, TransitionError,
+};
 
 /// Why a create was not stored (or may not have been: a commit whose
 /// outcome is unknown). Every cause answers the same 503; the cause is

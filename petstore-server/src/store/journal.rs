@@ -25,7 +25,8 @@
 use std::sync::{Arc, OnceLock};
 
 use petstore_core::{
-    Answer, Claim, Inventory, Keyed, KeyedOutcome, NewPet, Pet, PetId, Transition,
+    idempotency::{Answer, Claim, Keyed, KeyedOutcome},
+    Inventory, NewPet, Pet, PetId, Transition,
 };
 
 use super::committer::{self, Commit, Committer, Item};
@@ -177,8 +178,8 @@ impl Commit<(PetId, Transition, Option<Claim>)> for Writer {
 }
 
 /// The outcome of a keyed write whose key was taken when it came to claim
-/// it (never [`Seen::New`](petstore_core::Seen::New): a claim that failed
+/// it (never [`Seen::New`](petstore_core::idempotency::Seen::New): a claim that failed
 /// found something).
-fn taken(seen: petstore_core::Seen) -> KeyedOutcome {
+fn taken(seen: petstore_core::idempotency::Seen) -> KeyedOutcome {
     KeyedOutcome::of_seen(seen).unwrap_or(KeyedOutcome::InFlight)
 }

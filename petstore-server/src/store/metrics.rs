@@ -3,7 +3,7 @@
 //! idempotency keys kept, and the journal's group commits. The PostgreSQL backend adds its own
 //! (`postgres/metrics.rs`).
 
-use petstore_core::{BATCH_BUCKETS, FSYNC_BUCKETS};
+use petstore_core::journal::{BATCH_BUCKETS, FSYNC_BUCKETS};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
 use prometheus_client::metrics::gauge::ConstGauge;

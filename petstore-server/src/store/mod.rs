@@ -45,7 +45,7 @@ use prometheus_client::collector::Collector;
 
 pub use failed::{CreateFailed, KeyedFailed, TransitionFailed};
 pub use journal::JournalStore;
-pub use petstore_core::{Answer, Keyed, KeyedOutcome, Seen};
+pub use petstore_core::idempotency::{Answer, Keyed, KeyedOutcome, Seen};
 pub use postgres::Postgres;
 
 /// Where the pets live. Cheap to clone (an `Arc`).
@@ -137,7 +137,7 @@ impl Store {
     /// kept answer of the same request ([`Seen::Replay`]), the key used
     /// with another request ([`Seen::Reused`]), or its first request
     /// still running ([`Seen::InFlight`]). Keys are kept
-    /// [`RETENTION`](petstore_core::RETENTION) from their first request.
+    /// [`RETENTION`](petstore_core::idempotency::RETENTION) from their first request.
     pub async fn seen(&self, keyed: &Keyed) -> Result<Seen, KeyedFailed> {
         match self {
             Store::Memory(inventory) => Ok(inventory.seen(keyed)),

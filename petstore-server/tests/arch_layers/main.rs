@@ -21,7 +21,8 @@
 //! runtime; backends are named only in `store/`, `ratelimit/` and `cli/`;
 //! `main.rs` uses only `cli`. In `petstore-core/src`: the same rules and
 //! circles, where a folder room must carry its line and a one-file room
-//! may.
+//! may; and the clock is a room of its own (`clock.rs`) that no room has
+//! to reach through the rate limiter's.
 //!
 //! | file | holds |
 //! |---|---|
@@ -73,4 +74,29 @@ fn the_core_keeps_its_rooms_and_has_no_import_circle() {
     let mut faults = tree.rule_faults(Lines::RequiredInFolders);
     faults.extend(tree.circles());
     assert!(faults.is_empty(), "core faults:\n{}", faults.join("\n"));
+}
+
+/// Time is a room of its own: `clock.rs` uses nothing, so the inventory,
+/// the journal and idempotency read the time without being allowed into
+/// the rate limiter's room, which only the limiter itself needs.
+#[test]
+fn the_core_keeps_time_in_a_room_of_its_own() {
+    let tree = Tree::read(&src("petstore-core"));
+    let clock = tree
+        .files
+        .get("clock.rs")
+        .expect("petstore-core/src/clock.rs, the clock's room");
+    assert!(
+        matches!(&clock.rule, Some((_, Ok(entries))) if entries.is_empty()),
+        "clock.rs must carry `//! May use: nothing.`"
+    );
+    for (room, rule_file) in tree.rooms() {
+        let Some((line, Ok(entries))) = &tree.files[&rule_file].rule else {
+            continue;
+        };
+        assert!(
+            room == "limit" || !entries.iter().any(|e| e == "limit"),
+            "{rule_file}:{line}: room `{room}` may use `limit`; the time it reads is `clock.rs`'s"
+        );
+    }
 }

@@ -33,7 +33,7 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use common::redis::RedisServer;
-use petstore_core::{AnonymousLimiter, BanPolicy, Decision, KeyLimiter, Quota, Timestamp};
+use petstore_core::{limit::AnonymousLimiter, BanPolicy, Decision, KeyLimiter, Quota, Timestamp};
 use petstore_server::ratelimit::in_redis::{
     current_name, decode_call, state_arg, text_name, Params, Previous, Requests,
     StateReply as Verdict, CARRY, SCRIPT,

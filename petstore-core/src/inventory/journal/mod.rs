@@ -16,7 +16,7 @@
 //! | `save_aside.rs` | bytes cut from the journal, copied aside first |
 //! | `repair.rs` | [`check_journal`], [`repair_journal`]: the way out of a damaged journal |
 //!
-//! May use: `pet`, `idempotency`, `limit`, `inventory/json.rs`, `inventory/error.rs`.
+//! May use: `pet`, `idempotency`, `clock.rs`, `inventory/error.rs`.
 //!
 //! # Format
 //!

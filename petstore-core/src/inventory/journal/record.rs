@@ -2,9 +2,9 @@
 //! of a pet, with the CRC-32 of its bytes; how a record is written, and
 //! how one is checked and decoded.
 
+use crate::clock::Timestamp;
 use crate::idempotency::{Fingerprint, IdempotencyKey, Keyed, Scope};
-use crate::inventory::json::{encode, parse_canonical};
-use crate::limit::Timestamp;
+use crate::pet::json::{encode, parse_canonical};
 use crate::pet::{validate_name, Pet, PetId, PetStatus, Transition};
 
 const LINE_PREFIX: &[u8] = br#"{"pet":"#;

@@ -13,7 +13,7 @@ use std::cell::RefCell;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use petstore_core::client_key;
+use petstore_core::limit::client_key;
 
 use super::script::anonymous_name;
 use crate::util::mix::mix64;

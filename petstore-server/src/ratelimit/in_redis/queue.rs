@@ -228,7 +228,7 @@ mod tests {
 
     fn decision_with(remaining: u32) -> Decision {
         let per_minute = std::num::NonZeroU32::new(60).unwrap();
-        let mut decision = petstore_core::AnonymousLimiter::new(per_minute, 16).check(
+        let mut decision = petstore_core::limit::AnonymousLimiter::new(per_minute, 16).check(
             "192.0.2.1".parse().unwrap(),
             petstore_core::Timestamp::from_unix_nanos(0),
         );

@@ -5,7 +5,10 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
-use petstore_core::{client_key, BanPolicy, Decision, Outcome, Quota, Timestamp, WindowState};
+use petstore_core::{
+    limit::{client_key, WindowState},
+    BanPolicy, Decision, Outcome, Quota, Timestamp,
+};
 
 /// The script, `limit.lua`.
 pub const SCRIPT: &str = include_str!("limit.lua");

@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use deadpool_postgres::{Object, Pool};
 use futures_util::future::join_all;
-use petstore_core::{ApplyError, CategoryId, Inventory, NewPet, Pet, PetId, PetStatus};
+use petstore_core::{inventory::ApplyError, CategoryId, Inventory, NewPet, Pet, PetId, PetStatus};
 use tokio::time::timeout;
 use tokio_postgres::{AsyncMessage, Config, NoTls, Row};
 

@@ -52,8 +52,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use deadpool_postgres::Object;
 use petstore_core::{
-    Answer, CategoryId, Fingerprint, Keyed, KeyedOutcome, NewPet, Pet, PetId, PetStatus, Seen,
-    Timestamp, Transition, RETENTION,
+    idempotency::{Answer, Fingerprint, Keyed, KeyedOutcome, Seen, RETENTION},
+    CategoryId, NewPet, Pet, PetId, PetStatus, Timestamp, Transition,
 };
 use tokio::time::timeout;
 

@@ -10,7 +10,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use petstore_core::{Answer, Fingerprint, Keyed, KeyedOutcome, NewPet, Pet, PetId, Transition};
+use petstore_core::{
+    idempotency::{Answer, Fingerprint, Keyed, KeyedOutcome},
+    NewPet, Pet, PetId, Transition,
+};
 
 use crate::store::committer::Item;
 use crate::store::failed::{CreateFailed, TransitionFailed};
@@ -123,7 +126,10 @@ impl Drop for Held<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use petstore_core::{CategoryId, IdempotencyKey, Scope, Timestamp};
+    use petstore_core::{
+        idempotency::{IdempotencyKey, Scope},
+        CategoryId, Timestamp,
+    };
 
     fn keyed(scope: &str, key: &str) -> Keyed {
         Keyed {

@@ -24,7 +24,7 @@
 //!   come from its read copy).
 //!
 //! Version 2: the name's characters as the contract has them (a CHECK
-//! built from the core's own tables, [`petstore_core::name_rules`]): no
+//! built from the core's own tables, [`petstore_core::pet::name_rules`]): no
 //! control character, bidirectional control or noncharacter, and at least
 //! one character that is neither White_Space nor default-ignorable. So
 //! the read copy can apply every row PostgreSQL holds (a row written by
@@ -84,7 +84,7 @@
 //! next number, in the same transaction that takes it), or no copy sees
 //! it until its replica restarts.
 
-use petstore_core::name_rules;
+use petstore_core::pet::name_rules;
 use tokio_postgres::Client;
 
 use super::describe::describe;

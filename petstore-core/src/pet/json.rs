@@ -1,8 +1,7 @@
-//! The pet's canonical JSON: [`Pet::to_json`] and the encoder behind it
-//! (byte for byte what `serde_json` writes), and its fast reader for
-//! what it wrote (the inventory's arena, the journal's replay). It lives
-//! with the inventory, which owns those bytes; the journal borrows it, and
-//! the `pet` room stays free of any storage layout.
+//! The pet's canonical JSON, in one place: [`Pet::to_json`] and the
+//! encoder behind it (byte for byte what `serde_json` writes of a
+//! [`Pet`]), and its fast reader for what it wrote (the inventory's arena,
+//! the journal's replay read these bytes back).
 
 use crate::pet::{validate_name, CategoryId, Pet, PetId, PetStatus};
 

@@ -1,9 +1,13 @@
-//! Time for the rate limiter, injectable so tests are exact.
+//! Time, injectable so tests are exact: the rate limiter's buckets, the
+//! idempotency keys' expiry and the journal's timestamps all read it.
 //!
 //! A [`Timestamp`] is nanoseconds since the Unix epoch. The limiter needs a
 //! clock that never goes backwards (buckets) *and* Unix time (the
 //! `X-RateLimit-Reset` header); [`SystemClock`] gives both by reading the
 //! wall clock once and adding the monotonic clock's elapsed time to it.
+//! [`FakeClock`] is a test's: it moves only when told.
+//!
+//! May use: nothing.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
