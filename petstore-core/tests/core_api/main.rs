@@ -7,6 +7,7 @@
 //! | `idempotency` | keyed creates and transitions: kept answers across a reopen, expiry at replay, claims in flight, one pet from a race of one key |
 //! | `journal` | the durable inventory's outcomes: recovery, corruption, check and repair, one writer |
 //! | `journal_bounds` | lines longer than any record: bounded memory and disk at a start, a check, a repair |
+//! | `read_copy` | a read copy applying pets and statuses in any order: pages, kept first pages and reads equal a model's, and readers racing the writer get well-formed pages |
 //! | `limiter_props` | property tests of the rate limiter on an injected clock |
 //! | `scratch` | the one helper for a test's temporary directory |
 //! | `transitions` | transitions: the list model with transitions mixed in, durable and replayed in order, reopen equals before, torn, corrupt, one winner per step under races |
@@ -18,5 +19,6 @@ mod idempotency;
 mod journal;
 mod journal_bounds;
 mod limiter_props;
+mod read_copy;
 mod scratch;
 mod transitions;
