@@ -14,10 +14,16 @@
 //! | [`keys`] | the key table, the keys file, reloads, the external name of a key's limiter state |
 //! | [`ratelimit`] | the rate-limit seam: in process (with the state file `limits.state`) or Redis |
 //! | `store` | the store seam: in memory, the journal's committer, PostgreSQL |
-//! | [`headers`] | the rate-limit and deprecation headers: a quota's values and 2xx templates, made once |
-//! | [`telemetry`] | logs, the access log, the metrics registry and recorder |
+//! | `headers` | the rate-limit and deprecation headers: a quota's values and 2xx templates, made once |
+//! | `telemetry` | logs, the panic hook, the access log, the metrics registry and recorder |
 //! | `paths` | the service's paths and route templates |
-//! | [`util`] | buffers, interned values, safe file reads, hex, a hash mixer, calendar dates |
+//! | `util` | buffers, interned values, safe file reads, hex, a hash mixer, calendar dates |
+//!
+//! Public are only the rooms that code outside the library uses: `cli`
+//! (the binary), `net` (the load benchmark's baseline server), `http`'s
+//! query-string parsers and `keys`' file parser (the fuzz targets), and
+//! `ratelimit`'s Redis script and names (the Redis tests). The rest is
+//! private.
 //!
 //! Each room's rule, what it may import, is one line of its `mod.rs`
 //! (of the file itself for a one-file room): `May use: ...`. A room is
@@ -31,7 +37,7 @@
 #![deny(missing_docs)]
 
 pub mod cli;
-pub mod headers;
+mod headers;
 pub mod http;
 pub mod keys;
 pub mod net;
@@ -39,5 +45,5 @@ mod paths;
 pub mod ratelimit;
 mod state;
 mod store;
-pub mod telemetry;
-pub mod util;
+mod telemetry;
+mod util;

@@ -6,9 +6,8 @@ use hyper::header::{HeaderMap, HeaderValue, LINK};
 use super::names::{DEPRECATION, SUNSET};
 use super::static_text::static_text;
 
-/// When v1.0.0 declared `getPet` deprecated: 2025-12-05T00:00:00Z.
-pub const GET_PET_DEPRECATED_AT: u64 = 1_764_892_800;
-/// The `Deprecation` value: `@` and [`GET_PET_DEPRECATED_AT`].
+/// The `Deprecation` value: `@` and the Unix time at which v1.0.0
+/// declared `getPet` deprecated, 2025-12-05T00:00:00Z.
 pub const DEPRECATION_VALUE: &str = "@1764892800";
 /// `getPet`'s announced removal.
 pub const GET_PET_SUNSET: &str = "Thu, 05 Dec 2030 00:00:00 GMT";
@@ -35,7 +34,8 @@ mod tests {
     fn deprecation_headers() {
         let mut h = HeaderMap::new();
         deprecation(&mut h, &successor_link("/v1"));
-        assert_eq!(DEPRECATION_VALUE, format!("@{GET_PET_DEPRECATED_AT}"));
+        // 2025-12-05T00:00:00Z: 20,427 days after the epoch.
+        assert_eq!(DEPRECATION_VALUE, format!("@{}", 20_427 * 86_400));
         assert_eq!(h[&DEPRECATION], "@1764892800");
         assert_eq!(h[&SUNSET], "Thu, 05 Dec 2030 00:00:00 GMT");
         assert_eq!(h[LINK], r#"</v1/pets>; rel="successor-version""#);

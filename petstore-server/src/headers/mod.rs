@@ -32,13 +32,8 @@ mod quota;
 mod static_text;
 
 pub use binding::Binding;
-pub use deprecation::{
-    deprecation, successor_link, DEPRECATION_VALUE, GET_PET_DEPRECATED_AT, GET_PET_SUNSET,
-};
+pub use deprecation::{deprecation, successor_link};
 pub use extra::Extra;
-pub use names::{
-    DEPRECATION, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, RATELIMIT, RATELIMIT_POLICY, SUNSET,
-    X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
-};
+pub use names::{IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
 pub use never_indexed::index_changing;
 pub use quota::{rate_limit, QuotaHeaders};

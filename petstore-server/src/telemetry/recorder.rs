@@ -164,20 +164,6 @@ thread_local! {
 
 impl Recorder {
     /// Counts one answered request.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use petstore_server::telemetry::recorder::Recorder;
-    ///
-    /// let recorder = Recorder::default();
-    /// recorder.observe("/v1/pets", "GET", 200, None, Duration::from_micros(80));
-    /// recorder.observe("/v1/pets", "GET", 429, Some("rate_limited"), Duration::from_micros(20));
-    /// let counts = recorder.requests();
-    /// assert_eq!(counts.len(), 2);
-    /// assert_eq!(recorder.refusals(), [("rate_limited", 1), ("key_banned", 0)]);
-    /// ```
     pub fn observe(
         &self,
         route: &str,
@@ -276,6 +262,7 @@ impl Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn buckets_match_their_bounds() {
@@ -353,5 +340,24 @@ mod tests {
         assert_eq!(pets.buckets[0].0, 50e-6);
         assert_eq!(pets.buckets[LATENCY_BUCKETS].0, f64::INFINITY);
         assert!((pets.sum - (0.06 * threads as f64 + 9.0)).abs() < 1e-6);
+    }
+
+    #[test]
+    fn requests_and_refusals_are_counted_by_their_labels() {
+        let recorder = Recorder::default();
+        recorder.observe("/v1/pets", "GET", 200, None, Duration::from_micros(80));
+        recorder.observe(
+            "/v1/pets",
+            "GET",
+            429,
+            Some("rate_limited"),
+            Duration::from_micros(20),
+        );
+        let counts = recorder.requests();
+        assert_eq!(counts.len(), 2);
+        assert_eq!(
+            recorder.refusals(),
+            [("rate_limited", 1), ("key_banned", 0)]
+        );
     }
 }

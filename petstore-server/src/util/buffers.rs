@@ -39,19 +39,6 @@ pub fn take() -> Vec<u8> {
 }
 
 /// `buf` as bytes that give the buffer back when dropped.
-///
-/// # Examples
-///
-/// ```
-/// use petstore_server::util::buffers;
-///
-/// let mut buf = buffers::take();
-/// buf.extend_from_slice(b"[]");
-/// let bytes = buffers::into_bytes(buf);
-/// assert_eq!(&bytes[..], b"[]");
-/// drop(bytes);
-/// assert!(buffers::take().capacity() >= 2); // the same buffer, again
-/// ```
 pub fn into_bytes(buf: Vec<u8>) -> Bytes {
     Bytes::from_owner(Returned(buf))
 }
@@ -129,5 +116,15 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn a_buffer_given_back_is_taken_again() {
+        let mut buf = take();
+        buf.extend_from_slice(b"[]");
+        let bytes = into_bytes(buf);
+        assert_eq!(&bytes[..], b"[]");
+        drop(bytes);
+        assert!(take().capacity() >= 2); // the same buffer, again
     }
 }

@@ -58,17 +58,19 @@ impl<V: ?Sized + 'static> Default for Interner<V> {
 }
 
 /// The process-lifetime copy of `text`.
-///
-/// # Examples
-///
-/// ```
-/// use petstore_server::util::intern::intern;
-///
-/// let a = intern("shop-frontend");
-/// let b = intern(&String::from("shop-frontend"));
-/// assert!(std::ptr::eq(a, b));
-/// ```
 pub fn intern(text: &str) -> &'static str {
     static INTERNED: Interner<str> = Interner::new();
     INTERNED.get_or_make(text, |leaked| leaked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::intern;
+
+    #[test]
+    fn one_text_is_interned_once() {
+        let a = intern("shop-frontend");
+        let b = intern(&String::from("shop-frontend"));
+        assert!(std::ptr::eq(a, b));
+    }
 }
