@@ -248,10 +248,11 @@ impl Api {
         }
     }
 
-    /// One request, retried as the module documentation says. Returns the
-    /// first answer that is not to be retried. A `POST` gets a new
-    /// `Idempotency-Key`, sent again with each of its retries: without one
-    /// a `POST` whose answer was lost could not be retried safely.
+    /// One request, retried as docs/contract.md, "A client that retries
+    /// well", says. Returns the first answer that is not to be retried. A
+    /// `POST` gets a new `Idempotency-Key`, sent again with each of its
+    /// retries: without one a `POST` whose answer was lost could not be
+    /// retried safely.
     async fn send(
         &mut self,
         method: Method,
