@@ -6,28 +6,9 @@
 //! cargo bench --bench core -- get/          # only the `get` benchmarks
 //! ```
 //!
-//! Benchmark ids are `operation/size`: `get`; `list_*` (a `Vec<Pet>`) and
-//! `list_json_*` (the encoded body) of 20 pets, for the first page of all
-//! (`all`), of one status (`status`), after a random cursor (`after`) and
-//! both (`status_after`); `create`; `transition`; the list while pets
-//! change (`changing_*`); `limiter/*`; `concurrent_*`. Each
-//! inventory (10,000 and 1,000,000 pets, 10-character names, statuses a
-//! third each) is built once, the first time a benchmark needs it. Results
-//! and targets are in `docs/core-benchmarks.md`.
-//!
-//! The `concurrent_*` benchmarks run two threads that each do N reads at
-//! once; the time criterion reports is wall time / N, i.e. the time one
-//! read takes while the other thread also reads, and the throughput
-//! (2 elements per iteration) is the two threads' combined rate.
-//!
-//! `transition` and `changing_*` run on inventories of their own (the
-//! shared ones stay as created, for the read benchmarks): `transition` is
-//! a reserve and a release of a random available pet (2 elements an
-//! iteration: the steady state, where a changed pet's slot is reused);
-//! `changing_list_json` and `changing_final_page` read pages (the shapes
-//! above in turn, the first pages of each filter in turn) while another
-//! thread reserves and releases random pets without pause, from an
-//! inventory where a tenth of the pets have already changed.
+//! Benchmark ids are `operation/size`; each inventory is built once, the
+//! first time a benchmark needs it. What each benchmark measures, its
+//! target and how to read it: docs/core-benchmarks.md.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,48 +1,16 @@
 //! The rulers of the load benchmarks (`scripts/load`, `scripts/load-h2`,
 //! `scripts/profile`): hyper answering every request with one fixed,
 //! pre-encoded response and doing no other work but reading a request's
-//! body when it has one (as any server must). They are the physical limit
-//! the server is measured against, not a product. Two kinds:
-//!
-//! - **same connection layer** (the default): raw hyper with the same
-//!   runtime and connection settings as petstore-server
-//!   ([`petstore_server::net::runtime`], [`petstore_server::net::serve`]:
-//!   protocol detection, header timer, per-address cap, the HTTP/2
-//!   watchdog, the stop signal). Through `serve` it speaks HTTP/2 with
-//!   prior knowledge too. The server over it is the cost of the request
-//!   path alone.
-//! - **plain hyper** (`--plain http1` or `--plain h2`): nothing of ours,
-//!   only hyper 1.x's `http1::Builder` or `http2::Builder` with
-//!   `TokioExecutor` on tokio's multi-threaded runtime, one task a
-//!   connection, one protocol a listener. The server over it is the whole
-//!   cost of our code: the request path and the connection layer. Over
-//!   it, the same-connection-layer ruler is the connection layer's cost.
-//! - **plain hyper, changing values** (`--plain h2-changing`): plain
-//!   hyper's HTTP/2 whose rate-limit values change on every request as a
-//!   draining key's do on the server ([`Changing`]): `X-RateLimit-Remaining`
-//!   and `RateLimit`'s `r` count down by one, `X-RateLimit-Reset` and
-//!   `RateLimit`'s `t` move on by the binding window's refill time of a
-//!   token. HPACK sends a fixed value as a one-byte table reference and a
-//!   new one as a literal inserted into the table, so the fixed-value
-//!   ruler cannot tell our code's cost from the protocol's cost of the
-//!   contract's changing headers; the server over this ruler is our code
-//!   alone, and this ruler over the fixed one is that protocol cost.
+//! body. The default mode runs through the server's own runtime and
+//! connection layer ([`petstore_server::net::runtime`],
+//! [`petstore_server::net::serve`]); `--plain http1|h2|h2-changing` is
+//! hyper alone, the last with rate-limit values that change on every
+//! request ([`Changing`]).
 //!
 //! Run: `cargo run --release -p petstore-server --example baseline -- [--plain http1|h2|h2-changing] 127.0.0.1:0 [RESPONSE]`
-//! (prints `listening on http://IP:PORT` like the server).
-//!
-//! - With `RESPONSE`, a file holding one HTTP/1.1 response (status line,
-//!   header lines, a blank line, the body; `scripts/load` captures the
-//!   server's own `GET /v1/pets?limit=20`), it answers every request with
-//!   exactly that status, those headers and that body: raw hyper answering
-//!   the same bytes as the server, with no work at all. `Content-Length`
-//!   and `Date` are left out of the file's headers because hyper writes
-//!   them on every response, the server's included.
-//! - Without it, a built-in page with only `Content-Type` ("page only"):
-//!   the ruler of the earlier reports, which leaves out the rate-limit and
-//!   `Link` headers that the contract puts on every page, and with them
-//!   about 330 bytes per response that the kernel and the load generator
-//!   handle.
+//! (`RESPONSE`: a file holding the one HTTP/1.1 response to answer).
+//! What each ruler measures, and the response file: docs/performance.md,
+//! "The ruler".
 
 use std::convert::Infallible;
 use std::future::{ready, Future};

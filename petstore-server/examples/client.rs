@@ -1,38 +1,13 @@
 //! A small, well-behaved client of the petstore HTTP API, on hyper's client
-//! (`hyper_util::client::legacy::Client` over plain HTTP).
+//! (`hyper_util::client::legacy::Client` over plain HTTP): it creates
+//! `--create` pets, each `POST` with an `Idempotency-Key`, then lists every
+//! pet by following `Link: rel="next"`, and prints a summary. It retries
+//! with jittered exponential backoff, never sooner than `Retry-After`, and
+//! stops at a `429 key_banned`.
 //!
 //! Run: `cargo run -p petstore-server --example client -- --base http://127.0.0.1:8080/v1 --key KEY [--create N] [--page-size N]`
-//! (the key may instead come from `PETSTORE_API_KEY`).
-//!
-//! It creates `--create` pets (`POST /pets`, expecting 201), then lists every
-//! pet by paging (`GET /pets?limit=N`, then the `Link: <...>; rel="next"`
-//! header, RFC 8288, until there is none), checking that the ids rise
-//! strictly and that every pet it created is listed. It prints a summary on
-//! stdout:
-//!
-//! ```text
-//! pets created:  62
-//! pets listed:   62
-//! 429 received:  9
-//! retries:       9
-//! replayed:      0
-//! time waited:   9.004 s
-//! ```
-//!
-//! Every `POST` carries an `Idempotency-Key` (128 random bits in hex), the
-//! same on each retry of that request: a retry after a lost answer gets
-//! the first answer again (`Idempotent-Replayed: true`), never a second
-//! pet, so a create may be retried as safely as a `GET`.
-//!
-//! It retries after `429 rate_limited`, after a `5xx`, after
-//! `409 idempotency_key_in_use` (the first try still in flight), and when
-//! no complete answer came (a refused or dropped connection, a timeout).
-//! It backs off exponentially with full jitter (base 250 ms, capped), and
-//! never retries sooner than the response's `Retry-After`: it waits
-//! `max(Retry-After, jittered backoff)`. An answer that is none of these
-//! resets the backoff. After `--max-attempts` tries of one request it
-//! gives up. A `429 key_banned` is a failure of this client's manners: it
-//! stops at once and exits non-zero.
+//! (the key may instead come from `PETSTORE_API_KEY`). What it checks, what
+//! it retries and why: docs/contract.md, "A client that retries well".
 
 use std::error::Error;
 use std::fmt::Write as _;
@@ -273,10 +248,11 @@ impl Api {
         }
     }
 
-    /// One request, retried as the module documentation says. Returns the
-    /// first answer that is not to be retried. A `POST` gets a new
-    /// `Idempotency-Key`, sent again with each of its retries: without one
-    /// a `POST` whose answer was lost could not be retried safely.
+    /// One request, retried as docs/contract.md, "A client that retries
+    /// well", says. Returns the first answer that is not to be retried. A
+    /// `POST` gets a new `Idempotency-Key`, sent again with each of its
+    /// retries: without one a `POST` whose answer was lost could not be
+    /// retried safely.
     async fn send(
         &mut self,
         method: Method,

@@ -15,8 +15,8 @@ use crate::pet::{PetId, PetStatus};
 /// never wait for one another, only for a transition dropping it).
 type Slot = RwLock<Option<Arc<FinalPage>>>;
 
-/// The first pages kept, by status filter and limit (the "Layout and
-/// why" of `records.rs`).
+/// The first pages kept, by status filter and limit (docs/performance.md,
+/// "The inventory's layout").
 ///
 /// A page is kept while more pets match than it holds: creates only add
 /// pets after it, so they never change it. A transition can: it is

@@ -1,69 +1,41 @@
 //! [`Records`]: the arena that holds an inventory's pets, and how a page
 //! is read out of it.
 //!
-//! # Layout and why
-//!
-//! Pets are never deleted and ids are dense; a pet's status may change
-//! (a transition), which changes its JSON's length:
-//!
-//! - `arena`: every pet's JSON as created (its *home* bytes), back to
-//!   back, each followed by a `,`. A page of consecutive ids is then one
-//!   `memcpy` (`[` + arena slice with its last `,` turned into `]`), and a
-//!   filtered page is one copy per run of neighbours. Serialising pets on
-//!   every request was the largest cost of a list request (see
-//!   docs/performance.md).
-//! - `ends[i]`: where pet `i + 1`'s home bytes end in the arena. Ids are
-//!   dense, so the id *is* the index: `get` is O(1).
-//! - `moved`, `away`, `away_set`: a pet whose status is not the one it
-//!   was created with is *away*: its JSON now lies in a slot of its own
-//!   in `moved` (sized for its longest status, so later changes rewrite
-//!   it in place and the bytes held stay under twice the arena's), and
-//!   its home bytes stay where they are, so that its neighbours stay one
-//!   copy. A page copies runs of neighbours around the pets away; a page
-//!   with none away (every page while no pet ever changed) is the one
-//!   copy it always was, after one look at an empty set. A pet whose
-//!   status comes back to its first is home again.
-//! - `statuses[i]`: pet `i + 1`'s status, one byte each.
-//! - `by_status[s]`: the pets with status `s` ([`IdSet`]): a transition
-//!   moves a pet between two of them in a few word writes, whatever the
-//!   inventory's size, and a filtered page finds each next pet of its
-//!   status in a few steps however far it is, so a page of a rare status
-//!   never scans the pets of other statuses.
-//!
-//! - `final_pages`: the first page of each status filter (or none) and
-//!   limit, encoded once more pets match than it holds, so that no create
-//!   can change it (ids only grow), and kept until a transition reaches it
-//!   (`final_pages.rs`). A client polling the first page gets it without a
-//!   copy ([`Inventory::final_page`]). At most 4 x 100 pages (about 1.3 MB
-//!   with 10-character names).
-//!
-//! `get` reads name and category back out of the pet's JSON, whose layout
-//! `pet/json.rs` alone writes. That keeps a pet at its JSON plus a few bytes of
-//! index (docs/performance.md has the resident size at a million pets)
-//! instead of holding every pet twice.
-//!
-//! [`Inventory::final_page`]: crate::Inventory::final_page
+//! Every pet's JSON as created lies back to back in one arena, so a page
+//! is one copy per run of neighbours; the id is the index; a pet whose
+//! status changed has its JSON in a slot of its own; each status's pets
+//! are a bitmap ([`IdSet`]). The layout, field by field, and why:
+//! docs/performance.md, "The inventory's layout".
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use super::id_set::IdSet;
-use super::query::{JsonPage, ListQuery, PageSize};
 use crate::pet::json::{decode, encode, status_of_json, LONGEST_STATUS};
+use super::query::{JsonPage, ListQuery, PageSize};
 use crate::pet::{Pet, PetId, PetStatus};
 
 #[derive(Debug, Default)]
 pub(crate) struct Records {
+    /// Every pet's JSON as created, back to back, each followed by a `,`:
+    /// a page of consecutive ids is one copy, with no encoding.
     pub(super) arena: Vec<u8>,
     /// Where each pet's JSON as created (its *home*) ends, comma included.
+    /// Ids are dense, so the id is the index: `get` is O(1).
     pub(super) ends: Vec<u64>,
+    /// Each pet's status, one byte each.
     pub(super) statuses: Vec<PetStatus>,
+    /// The pets of each status: a transition moves a pet between two sets
+    /// in a few word writes, and a filtered page never scans the pets of
+    /// other statuses.
     pub(super) by_status: [IdSet; 3],
     /// Pets whose status is not the one of their home bytes, by index.
     /// Empty while no pet ever changed.
     away_set: IdSet,
     /// The JSON of pets away from home, each in a slot of its own: apart
-    /// from `arena`, whose pets must stay back to back.
+    /// from `arena`, whose pets must stay back to back. A slot is sized
+    /// for the pet's longest status, so later changes rewrite it in place
+    /// and the bytes held stay under twice the arena's.
     moved: Vec<u8>,
     /// The slot in `moved` of each pet that was ever away: its start and
     /// its JSON's length now (comma excluded). Kept when the pet goes
@@ -341,7 +313,7 @@ impl Records {
     }
 }
 
-/// The arena's bytes of at most a page of pets ([`PageSize::MAX`]), as runs:
+/// The arena's bytes of at most a page of pets ([`Limit::MAX`]), as runs:
 /// pets next to each other in the arena (consecutive ids, a run of one
 /// status) become one range and one copy, and the page's length is known
 /// before its body grows, so that it grows once, exactly.

@@ -1,35 +1,12 @@
 //! The rate-limit values that will not come again are sent never-indexed
-//! in HTTP/2's header compression, except when a connection asks for them
-//! to be indexed ([`index_changing`]).
-//!
-//! Why: HTTP/2 compresses a response's header fields against a table
-//! that both ends keep (HPACK, RFC 7541). A field that is indexed goes
-//! into the table, so that the same name and value later cost a byte.
-//! While a key's bucket is between its ends, every admitted request takes
-//! a token, so `X-RateLimit-Remaining`, and with it `RateLimit` and
-//! mostly `X-RateLimit-Reset`, are new on each response, and a value
-//! that never comes again gains nothing from the table. It only costs:
-//! - the encoder's work: h2 finds a name's stored values by walking all
-//!   of them and comparing each, then inserts the new one and evicts the
-//!   oldest entries to make room (`scripts/profile`'s `list_h2`: about a
-//!   tenth of an HTTP/2 list request);
-//! - the entries it evicts, which held the fixed headers and must be
-//!   sent as literals again;
-//! - the same in every proxy on the way, which RFC 7541's never-indexed
-//!   form tells not to index them either.
-//!
-//! At a bucket's ends (full but for this request's token, as for a client
-//! below its rate; or empty) the values do come again (`last_values.rs`),
-//! and are indexed as any other.
-//!
-//! A never-indexed value still refers to its name by the table's index
-//! when the name is there, and the three names are not in HPACK's static
-//! table. So an HTTP/2 connection lets one response index its values now
-//! and then (the first, then at most every so often: `net/hpack.rs`):
-//! that puts the names in the table, and the never-indexed values of the
-//! other responses refer to them.
-//!
-//! HTTP/1.1 ignores the mark.
+//! in HTTP/2's header compression (HPACK, RFC 7541), except when a
+//! connection asks for them to be indexed ([`index_changing`]): a value
+//! that never comes again gains nothing from the table, and costs the
+//! encoder's work and the entries it evicts. At a bucket's ends the values
+//! do come again (`last_values.rs`) and are indexed as any other; HTTP/1.1
+//! ignores the mark. Why, and why a connection indexes one response now
+//! and then (`net/hpack.rs`): docs/http.md, "HTTP/2 and TLS" ("Header
+//! compression").
 
 use hyper::header::{HeaderMap, HeaderValue};
 

@@ -1,36 +1,12 @@
 //! The keys presented lately on this worker thread, by their whole
 //! `Authorization` header: the entry of a valid key without its SHA-256,
-//! when the connection's own memory (`connection.rs`) holds another.
+//! when the connection's own memory (`connection.rs`) holds another, as
+//! behind a proxy that pools its connections.
 //!
-//! Why: a connection remembers the last key it carried, which serves a
-//! client that keeps its connection. Behind a proxy that pools its
-//! connections to the replicas (HAProxy's `http-reuse`, on by default),
-//! one connection carries many clients' requests, and every request whose
-//! key differs from the one before paid the digest, the largest single
-//! cost of such a request (`scripts/redis-cost`'s traffic: many keys
-//! taken in turn over pooled connections).
-//!
-//! What keeps this safe, as the connection's memory:
-//! - Only headers with a valid key are remembered (a client cannot fill
-//!   it with guesses); a header is compared with the remembered one in
-//!   constant time.
-//! - The cache belongs to one key generation: the first request after a
-//!   reload empties it, so a revoked key stops working at once and no
-//!   header of an older table stays in memory (the thread's headers are
-//!   held as long as a connection holds its last one, or until another
-//!   header takes the slot).
-//! - Bounded: [`SLOTS`] headers per worker thread, in sets of [`WAYS`]:
-//!   a header's set is chosen by its last bytes (the key's random tail),
-//!   and a header that finds its set full replaces the one used least
-//!   lately. No lock: each thread has its own.
-//!
-//! Why sets: with one slot per header, keys that land on one slot take
-//! it from each other on every turn: with a few dozen keys over a few
-//! hundred single slots, a good share of them share one, and each of
-//! their requests pays the digest again (`scripts/profile-keys`). Keys
-//! that take turns on more headers than their set holds miss every time
-//! (each replaces the one used least lately, which is the next to come),
-//! so a set must rarely get more keys than it has slots: see [`SLOTS`].
+//! Under the connection's rules: valid keys only, compared in constant
+//! time, emptied by a reload; bounded ([`SLOTS`] headers in sets of
+//! [`WAYS`]), with no lock. Why, and what keeps it safe: docs/http.md,
+//! "Keys".
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -55,6 +31,14 @@ pub const SLOTS: usize = 4096;
 
 /// Slots per set: a header is looked for in the [`WAYS`] slots of its
 /// set, the one used last first.
+///
+/// Why sets: with one slot per header, keys that land on one slot take
+/// it from each other on every turn: with a few dozen keys over a few
+/// hundred single slots, a good share of them share one, and each of
+/// their requests pays the digest again (`scripts/profile-keys`). Keys
+/// that take turns on more headers than their set holds miss every time
+/// (each replaces the one used least lately, which is the next to come),
+/// so a set must rarely get more keys than it has slots: see [`SLOTS`].
 pub const WAYS: usize = 4;
 
 // Every set lies whole inside the slots (`set_of`).

@@ -2,14 +2,12 @@
 //! request in their documented order, the rate limit asked of its seam,
 //! the answer from the store, and the one place that maps an error to its
 //! status, code and body. Synchronous where it can be and free of
-//! sockets: the network layer (`net/`) reads the request and its body
-//! and awaits what must be awaited; everything a client sees is decided
-//! here.
-//!
-//! A request goes [`admit()`] (no body needed) → [`Admitted::finish`] (with
-//! the body) → a response; or, when a shared limiter decides, [`admit()`] →
-//! [`Admission::Charge`] → [`admit_decided`] → …; or, when the store must
-//! be awaited, [`Finished::Waiting`] → [`Waiting::finish`].
+//! sockets: `net/` reads the request and its body and awaits what must be
+//! awaited; everything a client sees is decided here: [`admit()`] before
+//! the body, [`Admitted::finish`] with it ([`Admission::Charge`] then
+//! [`admit_decided`] when a shared limiter decides, [`Finished::Waiting`]
+//! then [`Waiting::finish`] when the store must be awaited). The walk:
+//! docs/architecture.md, "The walk", steps 3 to 6.
 //!
 //! | file | holds |
 //! |---|---|

@@ -1,43 +1,14 @@
-//! HTTP/2 connections: the limits hyper's HTTP/2 server has, and a
-//! watchdog for the ones it has not.
-//!
-//! hyper's HTTP/1 server closes an idle or slow connection with its
-//! header timeout, and a stalled write fails through `WriteTimeout`. An
-//! HTTP/2 connection has neither: a client may open it and never send a
-//! request, and a client that grants no flow-control window (no
-//! `WINDOW_UPDATE`) stalls the server's writes without the socket ever
-//! blocking. So each connection runs beside a [`Watchdog`] that counts
-//! its streams, and its task looks at the counts now and then ([`Look`]):
-//! - no stream open for the header timeout: GOAWAY (the HTTP/1 idle
-//!   keep-alive close);
-//! - streams open and none moving (none opened, no response frame
-//!   written, none finished) for the write timeout plus the body timeout:
-//!   the connection is dropped, as a stalled HTTP/1 write would be. The
-//!   sum, because a stream may legitimately wait that long for its body;
-//! - more than [`MAX_CANCELLED`] streams cancelled by the client before
-//!   their response was written, and more cancelled than completed:
-//!   GOAWAY (rapid reset, CVE-2023-44487: each cancelled stream cost an
-//!   admission, and a connection must not make that work unbounded);
-//! - a response marked `Connection: close` (the drain before stopping):
-//!   GOAWAY, which lets the streams in flight finish. (A body left
-//!   unread closes an HTTP/1.1 connection, whose framing it breaks; an
-//!   HTTP/2 stream is reset alone, so the driver does not mark it.)
-//!
-//! Why counters and looks, not a clock and a wake per stream: the
-//! timeouts are seconds long, and a stream lives for microseconds. A
-//! stream only bumps counters (no lock, no clock read, no wake of the
-//! connection's task); the connection's task dates a change of the counts
-//! when it sees it, at looks at most a [`LOOKS`]th of the shorter timeout
-//! apart. So a deadline is never early (a change is dated no earlier than
-//! it happened) and at most that fraction late. Only what must be acted
-//! on at once, a `Connection: close` and the cancel budget spent, wakes
-//! the task (an alarm: a flag, and its waker kept in a lock taken only
-//! then and when the task's waker changes).
-//!
-//! hyper's own limits, set in [`builder`]: at most [`MAX_STREAMS`]
-//! concurrent streams, a 16 KiB header list (as HTTP/1's head), hyper's
-//! bound on streams reset before they were accepted, and h2's bound on
-//! CONTINUATION frames (the header list limit covers them too).
+//! HTTP/2 connections: the limits hyper's HTTP/2 server has, set in
+//! [`builder`] (at most [`MAX_STREAMS`] concurrent streams, a 16 KiB
+//! header list, its bounds on streams reset before they were accepted and
+//! on CONTINUATION frames), and a [`Watchdog`] per connection for those
+//! it has not: GOAWAY to a connection idle for the header timeout, to one
+//! whose client cancelled more than [`MAX_CANCELLED`] streams (rapid
+//! reset) and after a response marked `Connection: close`; the connection
+//! dropped when its streams stop moving for the write timeout plus the
+//! body timeout. Each limit and why: docs/http.md, "HTTP/2 and TLS"
+//! ("Limits of an HTTP/2 connection"); why counters and looks, not a
+//! clock per stream: [`Watchdog`].
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -101,7 +72,19 @@ pub(super) enum WatchdogAction {
 }
 
 /// The streams of one connection, as its streams report them: counters
-/// only, bumped without a lock.
+/// only, bumped without a lock. The connection's task looks at them now
+/// and then ([`Look`]).
+///
+/// Why counters and looks, not a clock and a wake per stream: the
+/// timeouts are seconds long, and a stream lives for microseconds. A
+/// stream only bumps counters (no lock, no clock read, no wake of the
+/// connection's task); the connection's task dates a change of the counts
+/// when it sees it, at looks at most a [`LOOKS`]th of the shorter timeout
+/// apart. So a deadline is never early (a change is dated no earlier than
+/// it happened) and at most that fraction late. Only what must be acted
+/// on at once, a `Connection: close` and the cancel budget spent, wakes
+/// the task (an alarm: a flag, and its waker kept in a lock taken only
+/// then and when the task's waker changes).
 #[derive(Debug)]
 pub(super) struct Watchdog {
     opened: AtomicU64,

@@ -2,43 +2,11 @@
 //! HTTP/2 connection per client, the limits that keep hostile clients
 //! cheap, and graceful shutdown.
 //!
-//! Limits, and why each:
-//! - `header_read_timeout` with a timer: a client trickling headers one byte
-//!   at a time would otherwise hold a connection forever (hyper ignores the
-//!   timeout unless a timer is set).
-//! - `max_header_size` 16 KiB (hyper answers 431), and hyper's default
-//!   limit of 100 header fields (431 too).
-//! - a body timeout (408) and the 64 KiB body cap (413), in `driver.rs`.
-//! - at most `max_connections` open connections: past that the loop stops
-//!   accepting, so the kernel's backlog queues new clients until one closes,
-//!   instead of the process running out of file descriptors or memory.
-//! - at most `max_connections_per_address` of them from one address
-//!   ([`PerAddress`]): a connection over it is closed as soon as it is
-//!   accepted, so one address cannot take every slot.
-//! - with `--proxy-protocol`, the client's address is the one its load
-//!   balancer's PROXY header names (`proxy_protocol.rs`), read in the
-//!   connection's own task within the header timeout, counted meanwhile
-//!   under the socket's address (with the same cap); a connection
-//!   without the header is closed.
-//! - a write timeout (`write_timeout.rs`): a connection whose client stops
-//!   reading is closed when a write makes no progress for that long.
-//! - idle keep-alive connections are closed by the header timeout: hyper
-//!   starts it as soon as a response is written and the connection waits
-//!   for the next request's head (hyper 1.x, `Conn::poll_read_head`), so
-//!   no timer of our own is needed for them.
-//! - the TLS handshake and, in plaintext, the HTTP/2 preface are read
-//!   within the same header timeout (`protocol.rs`): a client that
-//!   connects and sends nothing is closed.
-//! - HTTP/2 (`h2.rs`): at most 100 concurrent streams per connection, a
-//!   16 KiB header list, a bound on streams reset before they are
-//!   accepted and on streams a client cancels (rapid reset), GOAWAY to an
-//!   idle connection after the header timeout, and a connection whose
-//!   streams make no progress (no flow-control window granted) dropped.
-//!   The body cap and body timeout are per stream, in `driver.rs`, as
-//!   per HTTP/1 request.
-//! - every handler runs under `catch_unwind`: a bug becomes a logged 500
-//!   `internal`, never a dropped connection or a dead worker
-//!   (`driver.rs`).
+//! Every wait a client can make is bounded (header, body and write
+//! timeouts, HTTP/2's watchdog), connections are capped in total and per
+//! address, and every handler runs under `catch_unwind`. Each limit and
+//! why: docs/operating.md, "Limits that keep hostile clients cheap", and
+//! for HTTP/2, docs/http.md, "HTTP/2 and TLS".
 //!
 //! | file | holds |
 //! |---|---|

@@ -5,39 +5,13 @@
 //! is the state outliving the process (docs/contract.md, "Rate limits"):
 //! a restart or a deploy neither refills a day quota nor lifts a ban.
 //!
-//! # The seam
-//!
-//! Every backend holds the same state, named the same way:
-//! - **What:** the core's plain-data state, `KeyLimiterState` per key
-//!   (each bucket's theoretical arrival time as an integer, strikes, the
-//!   end of a ban, all in absolute Unix time) and `AnonymousState` per
-//!   client address.
-//! - **Under which name:** a [`StateId`](crate::keys::StateId), the key's
-//!   SHA-256 plus a fingerprint of its quota. Never the raw key; and a
-//!   changed quota names another state, so it starts fresh, while an
-//!   unchanged one keeps its state across an edit of the keys file or a
-//!   restart.
-//! - **When:** a backend decides each request on the state as it stands.
-//!
-//! The backends:
-//! - [`RateLimits::Local`]: the state in the process, in each key's
-//!   `KeyLimiter` (the request path is the core's `check`, under one
-//!   short lock; no lookup beyond the key's entry the connection
-//!   remembers), made durable by [`snapshot_file`]: a background thread
-//!   writes a [`Snapshot`] to `DIR/limits.state` at least every second
-//!   when it changed, and at shutdown; the server restores it at start.
-//! - [`RateLimits::Redis`] (`--redis URL`, for replicas): the same names
-//!   as Redis keys and the same numbers in a script that decides and
-//!   charges in one round trip, with the local state as its fallback.
-//!
-//! How a request meets the seam: the HTTP contract asks
-//! [`RateLimits::charge_key`] (or [`RateLimits::charge_anonymous`]) and
-//! gets [`Charged::Now`], a decision made right there, synchronously (no
-//! allocation, lock or await beyond the core's own: the local backend),
-//! or [`Charged::Later`], a decision to await ([`Later::decide`]). Either
-//! way the headers are made from the same `Decision`, and the contract
-//! does not know which backend gave it. Static dispatch: an enum, no
-//! `dyn` on the request path.
+//! Every backend holds the same state under the same name (a
+//! [`StateId`](crate::keys::StateId)): in the process, written to
+//! `DIR/limits.state` ([`RateLimits::Local`], [`snapshot_file`]), or in
+//! Redis for replicas ([`RateLimits::Redis`]). A request gets
+//! [`Charged::Now`] or [`Charged::Later`], and the contract never knows
+//! which backend decided. The seam in full: docs/architecture.md, "The
+//! walk", step 5.
 //!
 //! | file | holds |
 //! |---|---|
@@ -71,7 +45,8 @@ pub use snapshot_take_restore::{restore, snapshot, Restored};
 use crate::keys::KeyEntry;
 use in_redis::RedisLimits;
 
-/// Where the rate limits are decided.
+/// Where the rate limits are decided. An enum, not a trait object: static
+/// dispatch, no `dyn` on the request path.
 #[derive(Clone, Debug)]
 pub enum RateLimits {
     /// In this process, by each key's own limiter.
@@ -83,7 +58,8 @@ pub enum RateLimits {
 /// A request's rate limit: decided at once, or to be awaited.
 #[derive(Debug)]
 pub enum Charged {
-    /// Decided in process.
+    /// Decided in process, right there, synchronously: no allocation,
+    /// lock or await beyond the core's own.
     Now(Decision),
     /// Decided elsewhere: await [`Later::decide`].
     Later(Later),

@@ -5,18 +5,13 @@
 //! |---|---|---|---|
 //! | in memory | `--in-memory` | the core's [`Inventory::create`] and [`Inventory::transition`], at once | the inventory |
 //! | journal | `--data DIR` (default) | a committer task for each: a group commit per batch, on one blocking thread ([`journal`]) | the inventory |
-//! | PostgreSQL | `--postgres URL` | one batcher task: a transaction per batch ([`postgres`]) | an in-memory read copy of the table |
+//! | PostgreSQL | `--postgres URL` | a committer task for each: a transaction per batch ([`postgres`]) | an in-memory read copy of the table |
 //!
-//! Why reads always come from the core's in-memory [`Inventory`], whatever
-//! the backend: a list or a get is then a copy out of memory, answered
-//! inside hyper's call with no await and no allocation beyond the body
-//! (the hot path, `net/driver.rs`). Only a create, a transition, and a get
-//! of an id the PostgreSQL read copy may not have yet, have to wait; the
-//! contract (`http/finish.rs`) asks the store whether they must
-//! ([`Store::create_now`], [`Store::transition_now`],
-//! [`Store::may_catch_up`]) and awaits [`Store::create`],
-//! [`Store::transition`] or [`Store::catch_up`] only then. It never knows
-//! which backend answers.
+//! Reads always come from the core's in-memory [`Inventory`], whatever
+//! the backend, with no await; only a create, a transition, or a get the
+//! PostgreSQL copy may not hold yet waits, when [`Store::create_now`],
+//! [`Store::transition_now`] or [`Store::may_catch_up`] say it must. Why:
+//! docs/architecture.md, "The walk", step 7.
 //!
 //! | file | holds |
 //! |---|---|

@@ -1,42 +1,17 @@
 //! `GET /metrics`: Prometheus metrics in the OpenMetrics text format, with
-//! the Prometheus project's Rust client (`prometheus-client`).
+//! the Prometheus project's Rust client (`prometheus-client`). Every
+//! metric, its type, labels and meaning: docs/operating.md, "Operating
+//! it" (`GET /metrics`).
 //!
-//! | metric | type | labels |
-//! |---|---|---|
-//! | `petstore_requests` | counter | `route`, `method`, `status` |
-//! | `petstore_request_duration_seconds` | histogram | `route` |
-//! | `petstore_rate_limit_refusals` | counter | `reason` (`rate_limited`, `key_banned`) |
-//! | `petstore_pets` | gauge | |
-//! | `petstore_storage_writable` | gauge: 1 while pets can be stored, 0 once they cannot | |
-//! | `petstore_journal_fsync_duration_seconds` | histogram | |
-//! | `petstore_journal_batch_size` | histogram (pets per group commit) | |
-//! | `petstore_connections_refused` | counter (over `--max-connections-per-address`) | |
-//! | `petstore_redis_fallbacks` | counter (`--redis`: requests decided in process because Redis failed or the breaker was open) | |
-//! | `petstore_redis_decisions` | counter (`--redis`: requests decided in Redis; over the histogram's count, the mean batch) | |
-//! | `petstore_redis_state_errors` | counter (`--redis`: calls that failed on one limiter state alone; a state of another type is reset) | |
-//! | `petstore_redis_breakers_open` | gauge (`--redis`: shards whose breaker is open, their limits decided in process) | |
-//! | `petstore_redis_duration_seconds` | histogram (`--redis`: one script call's round trip, deciding the requests queued for one shard) | |
-//! | `petstore_postgres_up` | gauge: 1 while PostgreSQL answers (`--postgres`) | |
-//! | `petstore_postgres_commit_duration_seconds` | histogram: one batch's transaction, connection included | |
-//! | `petstore_postgres_tail_duration_seconds` | histogram: one query of new pets for the read copy | |
-//! | `petstore_postgres_batch_size` | histogram (creates per transaction) | |
-//! | `petstore_postgres_copy_behind` | gauge: committed pets the read copy does not hold yet, as far as known | |
-//! | `petstore_postgres_transition_duration_seconds` | histogram: one batch of transitions' transaction, connection included | |
-//! | `petstore_postgres_transition_batch_size` | histogram (transitions per transaction) | |
-//! | `petstore_postgres_copy_changes_behind` | gauge: committed status changes the read copy has not applied yet, as far as known | |
-//! | `petstore_postgres_errors` | counter | `op` (`commit`, `transition`, `tail`, `queue_full`) |
-//! | `petstore_build_info` | info: 1 | `version` |
-//! | `petstore_reload_failures` | counter (SIGHUP reloads that failed; `reloads.rs`) | `file` (`keys`, `tls`) |
-//! | `petstore_tls_certificate_expiry_timestamp_seconds` | gauge (`--tls-cert`: the chain's earliest notAfter, Unix seconds; `certificate.rs`) | |
-//! | `process_resident_memory_bytes`, `process_cpu_seconds_total`, `process_open_fds`, `process_start_time_seconds` | the usual process figures, unprefixed (`process.rs`) | |
-//!
-//! The metrics are registered by their owners: the requests, refusals
-//! and anonymous clients here; the store's (pets, journal, PostgreSQL)
-//! by `store/`, Redis's by `ratelimit/in_redis/`, the refused connections by
-//! `net/`. The first three are counted by a [`Recorder`] (per-thread shards of
-//! plain atomics, cheap on the hot path) and summed at scrape time; the
-//! last four are read from the inventory at scrape time, so the write
-//! path pays nothing for them.
+//! The metrics are registered by their owners: the requests, refusals,
+//! anonymous clients and build here, with the reload failures
+//! (`reloads.rs`), the certificate's expiry (`certificate.rs`) and the
+//! unprefixed process figures (`process.rs`); the store's (pets, journal,
+//! kept keys, PostgreSQL) by `store/`, Redis's by `ratelimit/in_redis/`,
+//! the connections' by `net/`. The requests and refusals are counted by a
+//! [`Recorder`] (per-thread shards of plain atomics, cheap on the hot
+//! path) and summed at scrape time; the store's are read from the
+//! inventory at scrape time, so the write path pays nothing for them.
 
 use std::fmt::Write as _;
 use std::sync::Arc;

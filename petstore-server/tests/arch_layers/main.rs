@@ -1,28 +1,9 @@
 //! The architecture test: the top-level folders (and files) of a crate's
-//! `src/` are rooms, each with one line saying what it may import, and
-//! no import runs in a circle, between rooms or between files.
-//!
-//! The rules are not written here: each room's `mod.rs` (or the file
-//! itself, for a one-file room) carries one line of its `//!` overview,
-//! ``May use: `util`, `keys/mod.rs`.``, whose entries are a room
-//! (`util`: any file in it), a file relative to `src/` (`keys/mod.rs`:
-//! that file only, which is how "from outside, only `mod.rs` is visible"
-//! is written), or `*`; or the words `nothing.`.
-//!
-//! The sources are parsed with `syn`. An import is a `use` or a path in
-//! code (macro arguments included) that starts with `crate`, `super` or
-//! `self`, or a `use` of a child module, resolved to the file of the
-//! deepest module it names; an exported macro resolves to the file that
-//! defines it. Test code (`#[cfg(test)]` items and modules, `tests/`) may
-//! use anything.
-//!
-//! Checked in `petstore-server/src`: every room has its line and keeps
-//! it; rooms and files form no circle; `http/` names no socket and no
-//! runtime; backends are named only in `store/`, `ratelimit/` and `cli/`;
-//! `main.rs` uses only `cli`. In `petstore-core/src`: the same rules and
-//! circles, where a folder room must carry its line and a one-file room
-//! may; and the clock is a room of its own (`clock.rs`) that no room has
-//! to reach through the rate limiter's.
+//! `src/` are rooms, each with one line of its `//!` overview saying what
+//! it may import (``May use: `util`, `keys/mod.rs`.``), and no import runs
+//! in a circle, between rooms or between files. The rules, what counts as
+//! an import, and every check made in each crate: docs/architecture.md,
+//! "The rooms and their rules".
 //!
 //! | file | holds |
 //! |---|---|

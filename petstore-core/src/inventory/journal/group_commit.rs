@@ -1,7 +1,7 @@
 //! [`Journal`]: the open journal and its group commit. A create or a
 //! transition appends its line to a pending buffer; one thread at a time
-//! leads a batch to disk and wakes the others (see the room's overview in
-//! `mod.rs`).
+//! leads a batch to disk and wakes the others (docs/durability.md, "Group
+//! commit").
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -257,6 +257,11 @@ impl Journal {
     /// Turns the journal failed, unless it already is; the first failure
     /// is the one kept and reported (once, through the hook, with the
     /// lock released).
+    ///
+    /// For good: a failed write or sync is never retried, because after
+    /// an fsync error the kernel may already have dropped the dirty pages
+    /// and reported the error once, so a retry that "succeeds" proves
+    /// nothing.
     fn fail(&self, state: &mut MutexGuard<'_, CommitState>, failure: StorageFailure) {
         if state.failed.is_some() {
             return;

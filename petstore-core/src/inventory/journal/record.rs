@@ -1,6 +1,8 @@
 //! The record format: one JSON line per created pet, or per transition
 //! of a pet, with the CRC-32 of its bytes; how a record is written, and
-//! how one is checked and decoded.
+//! how one is checked and decoded. The format, byte for byte, and why a
+//! transition record names the transition: docs/durability.md, "Record
+//! format".
 
 use crate::clock::Timestamp;
 use crate::idempotency::{Fingerprint, IdempotencyKey, Keyed, Scope};

@@ -3,33 +3,13 @@
 //! [`OpenError::Corrupt`].
 //!
 //! [`check_journal`] reads the journal and lists every line that does not
-//! check out; [`repair_journal`] moves the damaged part into a side file
+//! check out; [`repair_journal`] moves the first damaged line and every
+//! line after it, byte for byte, into a side file
 //! (`pets.journal.removed-<unix-seconds>`) and cuts the journal so that it
-//! opens again.
-//!
-//! # What a repair removes, and why
-//!
-//! Pet ids are dense and given in file order: the *n*-th pet record holds
-//! pet *n*, and an acknowledged id must never come to name another pet;
-//! a transition record holds for the status its pet has by then.
-//! Removing one damaged line from the middle would either leave a gap
-//! (which the inventory does not have), renumber every later pet, or
-//! apply a later transition to a status it was not decided against. So a repair cuts
-//! the journal at the first damaged line: that line and every line after
-//! it, damaged or not, go to the side file, byte for byte, and the report
-//! says how many of the moved lines were intact. When the damage is the
-//! last line (the common case: a bad sector, a torn write), exactly that
-//! line moves.
-//!
-//! A line longer than any record can be (a multi-gigabyte run of garbage
-//! with no newline, a sparse file) is damage like any other and moves the
-//! same way, byte for byte: it may hide acknowledged pets after a lost
-//! newline, so it is the operator's to look at, not the repair's to drop.
-//! Both functions read the journal as a stream and the copy is streamed
-//! too, so memory stays bounded by the file's pets (one byte each, to
-//! check each transition against its pet's status), whatever its bytes; the copy needs
-//! disk for the moved bytes (a run of zeros is left a hole), and
-//! [`check_journal`] says how many first ([`JournalCheck::bytes_after_bad`]).
+//! opens again. Both read the journal as a stream, memory bounded by the
+//! file's pets (one byte each), whatever its bytes. What a repair removes
+//! and why, and a line longer than any record: docs/durability.md,
+//! "Repair".
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
@@ -128,10 +108,13 @@ pub fn check_journal(dir: impl AsRef<Path>) -> Result<JournalCheck, OpenError> {
 }
 
 /// Repairs the journal in `dir`: the first bad line and everything after
-/// it move to a side file (see the module documentation for why the
-/// intact lines after it move too), and the journal is cut before it,
-/// durably. Holds the data directory's lock meanwhile, so it refuses to
-/// run beside a server.
+/// it move to a side file, and the journal is cut before it, durably. The
+/// intact lines after it move too because pet ids are dense and given in
+/// file order and a transition holds only against the records before it:
+/// removing one line from the middle would leave a gap in the ids,
+/// renumber the later pets, or apply a later transition to a status it
+/// was not decided against (docs/durability.md, "Repair"). Holds the
+/// data directory's lock meanwhile, so it refuses to run beside a server.
 ///
 /// # Errors
 ///

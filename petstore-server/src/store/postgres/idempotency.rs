@@ -3,48 +3,12 @@
 //! answer kept in `petstore_idempotency` (schema version 4), looked up by
 //! every replica, and the expired rows pruned in the background.
 //!
-//! Why it is built this way:
-//! - **The claim is the write's own.** The key's row is inserted by the
-//!   transaction that inserts the pet or changes the status
-//!   (`petstore_create_keyed`, `petstore_transition_keyed`, `schema.rs`),
-//!   so a key is kept exactly when its answer is committed: a batch that
-//!   fails keeps nothing, and a commit whose outcome is unknown (a 503)
-//!   left either both or neither.
-//! - **Exactly one winner across replicas.** `INSERT ... ON CONFLICT`
-//!   on the primary key `(scope, key)` waits for a transaction that
-//!   inserted the same key and has not ended, then sees its row: the
-//!   loser writes nothing and answers with the winner's kept answer (a
-//!   replay), or 422 when its request differs. Two replicas given the
-//!   same key at once therefore never both write, whichever commits
-//!   first. A loser in a batch of creates takes no id (ids go to the
-//!   claimed items only, after the claims), so it neither rolls back nor
-//!   leaves a gap in the batch's other creates; it delays them only by
-//!   that wait.
-//! - **One replica's own concurrency stops earlier.** A key is held in
-//!   memory ([`InFlight`](super::keyed::InFlight)) from the moment a keyed write is queued until
-//!   it is answered: a second request with the key on the same replica is
-//!   409 `idempotency_key_in_use` at once, and one batch never holds a
-//!   key twice (which `ON CONFLICT DO UPDATE` would refuse).
-//! - **Unkeyed creates are untouched.** Keyed creates and transitions go
-//!   to committers of their own: the unkeyed batch stays one set-based
-//!   statement, and the keyed path pays for its claims alone.
-//! - **The lookup reads PostgreSQL, and only when the claim cannot.**
-//!   A valid body goes straight to the keyed write, whose claim finds
-//!   what the key holds; [`Postgres::seen`] is asked for an invalid body
-//!   (whose 400 a kept or busy key overrules), and by a write refused
-//!   before it reached PostgreSQL (the copy cannot apply a row), so that
-//!   a kept answer is still given then. It must find a
-//!   key another replica kept: the lookups waiting at once go to
-//!   PostgreSQL as one query (a committer of their own, as the writes),
-//!   on one connection they share, with the same timeouts as the rest; a
-//!   failure is a 503.
-//! - **Retention.** A row counts for [`RETENTION`] from its first
-//!   request's `created_at`, the server's wall clock (injected in tests);
-//!   an expired row is ignored by the lookup and taken over by a claim.
-//!   The prune task deletes expired rows in statements of at most
-//!   [`PRUNE_BATCH`] rows, each locking only rows no writer holds (`FOR
-//!   UPDATE SKIP LOCKED`), so it never blocks a write for long and two
-//!   replicas pruning at once do not wait for each other.
+//! The claim is the write's own, in `petstore_create_keyed` or
+//! `petstore_transition_keyed` (`schema.rs`), so a key is kept exactly
+//! when its answer commits and one of two replicas given it wins; a key
+//! is also held in memory on its replica while in flight
+//! ([`InFlight`](super::keyed::InFlight)). Why each, the lookup, and
+//! retention: docs/replicas.md, "Idempotency keys across replicas".
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -98,6 +62,9 @@ const LOOKUP: &str = "SELECT p.n, k.fingerprint, k.answer, k.pet_id, k.name, k.c
      FROM unnest($1::text[], $2::text[], $3::timestamptz[]) WITH ORDINALITY AS p(scope, key, at, n) \
      JOIN petstore_idempotency k ON k.scope = p.scope AND k.key = p.key \
      WHERE k.answer <> 0 AND k.created_at > p.at - make_interval(secs => $4::int8)";
+/// Expired rows, at most a batch, skipping the rows a writer holds: a
+/// prune never holds up a write for long, and replicas pruning at once
+/// do not wait for each other.
 const PRUNE: &str = "DELETE FROM petstore_idempotency WHERE ctid IN ( \
      SELECT ctid FROM petstore_idempotency WHERE created_at <= $1::timestamptz \
      LIMIT $2::int8 FOR UPDATE SKIP LOCKED)";

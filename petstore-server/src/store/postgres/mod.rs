@@ -1,46 +1,20 @@
 //! The PostgreSQL backend (`--postgres URL`): the table is the truth, and
 //! every replica keeps the whole inventory in the core's in-memory
-//! [`Inventory`] as a read copy of it.
+//! [`Inventory`] as a read copy of it. Creates and transitions each go to
+//! a committer task that writes a batch (at most
+//! [`MAX_BATCH`](write::MAX_BATCH)) in one transaction, pipelined in one
+//! round trip; PostgreSQL decides each transition, never the copy. The
+//! copy is loaded at start and kept current by a tail that `LISTEN` wakes
+//! and a poll every [`POLL`] backs up; a batch shows in it before its
+//! answers. A failure answers 503 (never retried when a commit's outcome
+//! is unknown) while reads go on from the copy.
 //!
-//! - **Creates** go to one committer task through a bounded queue; each
-//!   waits on a oneshot channel (no thread held). The committer takes
-//!   every pending create (up to [`MAX_BATCH`](write::MAX_BATCH)) and writes them in one
-//!   transaction, pipelined in one round trip: `BEGIN`, one statement in
-//!   which the counter's `UPDATE ... RETURNING` feeds an
-//!   `INSERT ... SELECT ... FROM unnest(...)` and `pg_notify` tells the
-//!   other replicas, then `COMMIT`. The counter row serialises the
-//!   replicas' commits, so ids commit in order with no gap; the batch is
-//!   what makes that fast. The batch enters the copy before its 201s.
-//! - **Transitions** go to a committer of their own, the same way; each
-//!   batch is one call of `petstore_transition` (`schema.rs`), which
-//!   locks the change counter and decides each transition in order by a
-//!   conditional update. PostgreSQL decides, never the copy (which may be
-//!   behind another replica), so of concurrent transitions of one pet
-//!   from any replicas exactly one wins. The copy shows the batch before
-//!   its 200s.
-//! - **The copy** is loaded at start (id ranges, several queries in
-//!   flight), then kept current by tailing `WHERE id > local_max ORDER BY
-//!   id` (exact, because ids commit in order) and, in the same statement,
-//!   the rows changed after the last change number applied (exact,
-//!   because changes commit in the order of their numbers). A
-//!   `LISTEN` connection wakes the tail on every other replica's commit,
-//!   and a poll every [`POLL`] backs it up (a lost connection, a missed
-//!   notification), so lists show another replica's pet within 100 ms. A
-//!   get of an id above the copy's maximum first catches up (one query),
-//!   so a 201's `Location` answers 200 on every replica at once.
-//! - **Failures:** any failed operation marks PostgreSQL down (logged once,
-//!   and once when it ends); creates and transitions then answer 503 and `/healthz` 503,
-//!   reads go on from the copy. The pool hands out only connections that
-//!   answered a query just now (deadpool's `Verified` recycling), and a
-//!   connection that failed or timed out mid-transaction is thrown away,
-//!   never put back. A batch whose `COMMIT` outcome is unknown (an error
-//!   or a timeout after it was sent) is answered 503 and never retried:
-//!   retrying could store the pets twice. The tail retries with backoff,
-//!   which is also how a recovery is noticed. Every wait has a timeout.
+//! What each guarantees and why, and the failures: docs/replicas.md, "The
+//! inventory in PostgreSQL".
 //!
 //! | file | holds |
 //! |---|---|
-//! | `mod.rs` | these notes, [`Postgres`] and what the seam reads of it |
+//! | `mod.rs` | [`Postgres`] and what the seam reads of it |
 //! | `open.rs` | connecting, the pool, the start of the tasks ([`Postgres::open`]) |
 //! | `connect.rs` | the hosts of the connection string, and the server each new connection reached (for the log) |
 //! | `schema.rs` | the schema, created and migrated at start |

@@ -1,88 +1,15 @@
 //! The PostgreSQL schema, created and migrated at start.
 //!
-//! `petstore_schema` holds one row, the version the database is at. At
-//! start a server takes a transaction-level advisory lock (two replicas
-//! starting at once migrate one after the other), reads the version, runs
-//! the migrations after it, and records the new version, all in one
-//! transaction: a migration is done whole or not at all. A database at a
-//! version newer than this binary knows is refused: an older binary could
-//! write rows the newer schema does not expect.
+//! `petstore_schema` holds the version the database is at (one row);
+//! [`migrate`] runs the migrations after it, in one transaction under an
+//! advisory lock, and refuses a database newer than [`VERSION`]. Version
+//! 1: the id counter and the pets with the contract's CHECKs; 2: the
+//! name's characters as the core checks them; 3: the change counter,
+//! `last_change` and `petstore_transition`; 4: the kept answers of
+//! idempotency keys and the two keyed functions.
 //!
-//! Version 1:
-//! - `petstore_counter`: one row, the last id given. A create's
-//!   transaction updates it, so creates commit one after the other, in id
-//!   order, with no gap (a sequence or identity column gives neither:
-//!   aborts leave holes, and a lower id can commit after a higher one).
-//! - `petstore_pets`: typed columns with the contract's CHECKs
-//!   (docs/contract.md, "Pets": a name of 1 to 100 characters, a category from 1 to
-//!   2^63 - 1 (`bigint`'s maximum), one of the three statuses), plus the
-//!   pet's JSON exactly as the core encodes it, the bytes served.
-//! - one partial index per status, for a reader filtering by status with
-//!   the status as a literal (`WHERE status = 'sold'`): a composite
-//!   `(status, id)` index lets the planner walk the primary key and filter
-//!   instead. The server itself never asks PostgreSQL for a list (lists
-//!   come from its read copy).
-//!
-//! Version 2: the name's characters as the contract has them (a CHECK
-//! built from the core's own tables, [`petstore_core::pet::name_rules`]): no
-//! control character, bidirectional control or noncharacter, and at least
-//! one character that is neither White_Space nor default-ignorable. So
-//! the read copy can apply every row PostgreSQL holds (a row written by
-//! hand with a control character passes version 1's CHECKs, and no
-//! replica could apply it). A database holding such a row
-//! refuses the migration, and the server its start, naming the
-//! constraint: fix or delete the row, then start again.
-//!
-//! Version 3: pets change status (reserve, release, sell), and every
-//! read copy must see each change, in commit order.
-//! - `petstore_changes`: one row, the number of the last status change.
-//!   A transition's transaction locks it first, so status changes commit
-//!   one after the other in the order of their numbers, with no gap: the
-//!   same reasoning as the id counter, and a row of its own so that
-//!   transitions and creates do not wait for each other.
-//! - `petstore_pets.last_change`: the number of the row's last change (0:
-//!   never changed), indexed where above 0, so a copy asks for the rows
-//!   changed after the last number it applied. A row shows only its last
-//!   change; a copy needs no more, since a status is set, not added to.
-//! - `petstore_transition(ids, tos, froms)`: a batch of transitions,
-//!   decided in order (a later one sees an earlier one's effect) by a
-//!   conditional update, `WHERE id = ids[i] AND status = ANY(froms[i])`,
-//!   which also rewrites the status at the end of the stored JSON. Each
-//!   item's row says what became of it: its change number, name and
-//!   category when it moved; otherwise the status that refused it, or
-//!   none (no such pet). A function, so that a batch is one statement
-//!   and one round trip, whatever its size, and the per-item statements
-//!   it runs read the latest rows (each takes a new snapshot, after the
-//!   counter's lock).
-//!
-//! Version 4: every POST may carry an `Idempotency-Key`, and its answer
-//! is kept 24 hours in PostgreSQL, so that a retry reaching any replica
-//! finds it (`idempotency.rs` has the why of the write path).
-//! - `petstore_idempotency`: one row per kept key, `(scope, key)` its
-//!   primary key (the scope is the API key's name, never the key). The
-//!   request's fingerprint (SHA-256, 32 bytes), when it was first made
-//!   (`created_at`, the server's wall clock), and the kept answer:
-//!   `answer` is its status (201 a create, 200 a transition, 409 a
-//!   conflict; 0 only inside the transaction that claims the key, never
-//!   committed), then what rebuilds its body and `Location`: the pet's id,
-//!   name, category and status, and the transition. Indexed on
-//!   `created_at`, so that pruning the expired rows reads only them.
-//! - `petstore_create_keyed(...)`: a batch of keyed creates in one
-//!   statement. It takes the id counter's lock first, claims every key
-//!   (`INSERT ... ON CONFLICT DO UPDATE ... WHERE` expired: a live row is
-//!   left alone, an expired one is taken over), each with its answer and
-//!   the id it would take if all won; when some lost, the claimed ones
-//!   are renumbered to the next ids in the batch's order. Then it inserts
-//!   their pets: a key lost to another transaction takes no id, so ids
-//!   keep no gap. It returns, per item, its id or the kept row it lost
-//!   to.
-//! - `petstore_transition_keyed(...)`: `petstore_transition`'s loop with
-//!   the claim before each transition and the answer written after it
-//!   (a 404 keeps nothing: its claim is deleted).
-//!
-//! A status changed by hand must set `last_change` too (the counter's
-//! next number, in the same transaction that takes it), or no copy sees
-//! it until its replica restarts.
+//! Every table, index and function, and why each is as it is:
+//! docs/replicas.md, "PostgreSQL's schema".
 
 use petstore_core::pet::name_rules;
 use tokio_postgres::Client;
@@ -102,6 +29,12 @@ fn migrations() -> [String; VERSION as usize] {
     ]
 }
 
+/// The id counter, the pets with the contract's CHECKs, a partial index
+/// per status. A counter row, not a sequence: creates then commit in id
+/// order with no gap (a sequence's aborts leave holes, and a lower id can
+/// commit after a higher one). An index per status, not one on
+/// `(status, id)`, which lets the planner walk the primary key and filter
+/// instead.
 const VERSION_1: &str = r#"
 CREATE TABLE petstore_counter (
     only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
@@ -120,8 +53,12 @@ CREATE INDEX petstore_pets_pending ON petstore_pets (id) WHERE status = 'pending
 CREATE INDEX petstore_pets_sold ON petstore_pets (id) WHERE status = 'sold';
 "#;
 
-/// Status changes, numbered in commit order; see the module's notes.
-/// `froms[i]` is the statuses transition `i` needs, comma-separated.
+/// Status changes, numbered in commit order by a counter row of their own
+/// (so that transitions and creates do not wait for each other), and
+/// `petstore_transition`: a function, so that a batch is one statement
+/// and one round trip whatever its size (docs/replicas.md, "PostgreSQL's
+/// schema"). `froms[i]` is the statuses transition `i` needs,
+/// comma-separated.
 const VERSION_3: &str = r#"
 CREATE TABLE petstore_changes (
     only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
@@ -169,7 +106,8 @@ END
 $$;
 "#;
 
-/// Kept answers of keyed POSTs; see the module's notes. Each function
+/// Kept answers of keyed POSTs (docs/replicas.md, "PostgreSQL's schema",
+/// version 4). Each function
 /// takes the batch as arrays, one element per item, and `keep_secs`, the
 /// retention: a row whose `created_at` is that long before the new
 /// request's is expired, and the key is free again.
@@ -332,7 +270,8 @@ $$;
 ALTER FUNCTION petstore_transition_keyed SET plan_cache_mode = force_custom_plan;
 "#;
 
-/// The name's characters as the core checks them.
+/// The name's characters as the core checks them, so that the read copy
+/// can apply every row PostgreSQL holds.
 fn version_2() -> String {
     let rules = name_rules();
     format!(
@@ -393,7 +332,9 @@ pub enum SchemaError {
 }
 
 /// Creates or migrates the schema to [`VERSION`]; returns the version the
-/// database was at (0: new).
+/// database was at (0: new). All in one transaction under a
+/// transaction-level advisory lock: replicas starting at once migrate one
+/// after the other, and a migration is done whole or not at all.
 pub async fn migrate(client: &mut Client) -> Result<i32, SchemaError> {
     let db = |e: tokio_postgres::Error| SchemaError::Database(describe(&e));
     let tx = client.transaction().await.map_err(db)?;
