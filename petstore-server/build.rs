@@ -1,16 +1,16 @@
 //! Embeds the docs page's assets (`GET /docs`, `http/docs.rs`): the files
-//! of the npm package swagger-ui-dist that `scripts/docs-assets` fetched
-//! into `docs-page/vendor/` (checked against the version and SHA-512
-//! pinned in `docs-page/swagger-ui-dist.pin`), with their gzip copies,
-//! and the page's own `docs-page/init.js`.
+//! of the npm package swagger-ui-dist in `docs-page/vendor/`, committed as
+//! `scripts/docs-assets` made them from the version and SHA-512 pinned in
+//! `docs-page/swagger-ui-dist.pin` (CI's `scripts/docs-assets --check`
+//! makes them again and compares), with their gzip copies, and the page's
+//! own `docs-page/init.js`. No download at build time.
 //!
 //! Writes `$OUT_DIR/docs_assets.rs`: the table of assets, each by
 //! `include_bytes!`, and the fingerprint of their bytes that versions
-//! their URL (so a browser may cache them forever). Without the fetched
-//! files, or with files of another version than the pin, the build still
-//! succeeds, with a warning: the table is empty and says why, and `/docs`
-//! answers 404 saying so. Everything else of the server, and its tests
-//! but the docs page's, needs no download.
+//! their URL (so a browser may cache them forever). A checkout whose
+//! vendor/ is missing, incomplete, or of another version than the pin
+//! still builds, with a warning: the table is empty and says why, and
+//! `/docs` answers 404 saying so (and the docs page's tests fail).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -33,20 +33,28 @@ fn main() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
     let page = manifest.join("docs-page");
     let vendor = page.join("vendor");
-    for watched in ["swagger-ui-dist.pin", "init.js", "vendor"] {
-        println!("cargo:rerun-if-changed=docs-page/{watched}");
+    // Cargo runs this again when a watched path is newer than its last
+    // run, and on every build when a watched path does not exist: so no
+    // watching of vendor/ itself, which a broken checkout may lack, but
+    // of the whole of docs-page/, which cargo scans to the bottom. It
+    // holds all that is embedded, and its own time moves when vendor/
+    // goes or comes back. It is there whenever this crate compiles (the
+    // page's template is in it); if not, nothing is named, and cargo's
+    // default (any change in the package) applies.
+    if page.is_dir() {
+        println!("cargo:rerun-if-changed=docs-page");
     }
     let out = PathBuf::from(env::var_os("OUT_DIR").unwrap_or_default()).join("docs_assets.rs");
     let code = match assets(&page, &vendor) {
         Ok(code) => code,
         Err(Missing { why, detail }) => {
-            println!("cargo:warning=the docs page is not built in: {why}{detail}; run scripts/docs-assets, then build again (GET /docs answers 404 until then)");
+            println!("cargo:warning=the docs page is not built in: {why}{detail}; docs-page/vendor/ is committed: `git checkout -- petstore-server/docs-page/vendor` restores it, or scripts/docs-assets makes it again (GET /docs answers 404 until then)");
             format!(
                 "/// Why this build has no docs page.\n\
                  pub(super) const NOT_BUILT_IN: Option<&str> = Some({why:?});\n\
-                 /// No assets: nothing was fetched.\n\
+                 /// No assets: they were not there.\n\
                  pub(super) const FINGERPRINT: &str = \"\";\n\
-                 /// No assets: nothing was fetched.\n\
+                 /// No assets: they were not there.\n\
                  pub(super) static ASSETS: &[Asset] = &[];\n"
             )
         }
@@ -84,14 +92,18 @@ fn assets(page: &Path, vendor: &Path) -> Result<String, Missing> {
             .to_owned()
     };
     let (version, integrity) = (pinned("version"), pinned("integrity"));
-    // Its first line: what scripts/docs-assets fetched and checked.
+    // Its first line: what scripts/docs-assets fetched and checked. A
+    // vendor/ made from another version than the pin (the pin moved and
+    // vendor/ did not) is refused here rather than served as the pin's.
     let stamp = fs::read_to_string(vendor.join("fetched")).unwrap_or_default();
     let wanted = format!("swagger-ui-dist@{version} {integrity}");
     if stamp.lines().next() != Some(&wanted) {
         let why = if stamp.is_empty() {
-            format!("the files of swagger-ui-dist@{version} were not fetched before it was built")
+            format!("the files of swagger-ui-dist@{version} were missing when it was built")
         } else {
-            format!("the files fetched before it was built are not those of the pinned swagger-ui-dist@{version}")
+            format!(
+                "the files it was built with are not those of the pinned swagger-ui-dist@{version}"
+            )
         };
         return Err(Missing {
             why,

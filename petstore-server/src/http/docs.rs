@@ -4,9 +4,10 @@
 //! no key, no rate limit, like `/v1/openapi.json`; `--no-docs` turns it
 //! off (404, as no route).
 //!
-//! The assets are the npm package swagger-ui-dist's, fetched and checked
-//! by `scripts/docs-assets` and embedded by `build.rs` with their gzip
-//! copies, and the page's own `docs-page/init.js`. Their URL carries a
+//! The assets are the npm package swagger-ui-dist's, committed as
+//! `scripts/docs-assets` makes them from the pinned tarball and embedded
+//! by `build.rs` with their gzip copies, and the page's own
+//! `docs-page/init.js`. Their URL carries a
 //! fingerprint of their bytes, so they are cached for good
 //! (`immutable`); the page itself, which names that URL, is revalidated
 //! (`no-cache`). Every response of the page and its assets carries a
@@ -89,7 +90,7 @@ pub(super) fn page(try_it_out: bool) -> Bytes {
 pub(super) fn page_response(page: &Bytes) -> HttpResponse {
     if let Some(why) = NOT_BUILT_IN {
         return ApiError::NotFound(format!(
-            "this build has no docs page: {why} (scripts/docs-assets fetches them)"
+            "this build has no docs page: {why} (the repository holds them; scripts/docs-assets makes them again)"
         ))
         .to_response();
     }

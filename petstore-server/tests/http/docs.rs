@@ -4,8 +4,8 @@
 //! rate limit, its own route label). What the page does in a browser is
 //! scripts/docs-browser's.
 //!
-//! The assets are fetched by scripts/docs-assets (scripts/test runs it):
-//! a binary built without them answers `/docs` 404, and these tests fail
+//! The assets are committed in docs-page/vendor/: a binary built from a
+//! checkout without them answers `/docs` 404, and these tests fail
 //! saying so.
 
 use crate::common;
@@ -20,14 +20,14 @@ use serde_json::json;
 /// The CSP of the page and of every asset: this origin only.
 const CSP: &str = "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
-/// `/docs`, checked to be the page (with a message naming the fetch
-/// script when this binary was built without the assets).
+/// `/docs`, checked to be the page (with a message naming what to check
+/// when this binary was built without the assets).
 fn page(server: &Server) -> Response {
     let resp = server.get("/docs", None);
     assert_eq!(
         resp.status,
         200,
-        "no docs page (were the assets fetched, scripts/docs-assets, before the build?): {}",
+        "no docs page (was petstore-server/docs-page/vendor missing or damaged at the build? scripts/docs-assets --check): {}",
         resp.describe()
     );
     resp
