@@ -1,5 +1,5 @@
-//! The rulers of the load benchmarks (`scripts/load`, `scripts/load-h2`,
-//! `scripts/profile`): hyper answering every request with one fixed,
+//! The rulers of the load benchmarks (`scripts/bench/load`, `scripts/bench/load-h2`,
+//! `scripts/bench/profile`): hyper answering every request with one fixed,
 //! pre-encoded response and doing no other work but reading a request's
 //! body when it has one (as any server must). They are the physical limit
 //! the server is measured against, not a product. Two kinds:
@@ -32,7 +32,7 @@
 //! (prints `listening on http://IP:PORT` like the server).
 //!
 //! - With `RESPONSE`, a file holding one HTTP/1.1 response (status line,
-//!   header lines, a blank line, the body; `scripts/load` captures the
+//!   header lines, a blank line, the body; `scripts/bench/load` captures the
 //!   server's own `GET /v1/pets?limit=20`), it answers every request with
 //!   exactly that status, those headers and that body: raw hyper answering
 //!   the same bytes as the server, with no work at all. `Content-Length`
@@ -322,7 +322,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         // The load generator is one address: its cap is lifted here as
-        // scripts/load lifts the server's (PETSTORE_MAX_CONNECTIONS_PER_ADDRESS).
+        // scripts/bench/load lifts the server's (PETSTORE_MAX_CONNECTIONS_PER_ADDRESS).
         // Every accept still goes through the per-address table, as the
         // server's do.
         let limits = ConnLimits::default();

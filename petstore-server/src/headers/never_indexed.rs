@@ -11,7 +11,7 @@
 //! that never comes again gains nothing from the table. It only costs:
 //! - the encoder's work: h2 finds a name's stored values by walking all
 //!   of them and comparing each, then inserts the new one and evicts the
-//!   oldest entries to make room (`scripts/profile`'s `list_h2`: about a
+//!   oldest entries to make room (`scripts/bench/profile`'s `list_h2`: about a
 //!   tenth of an HTTP/2 list request);
 //! - the entries it evicts, which held the fixed headers and must be
 //!   sent as literals again;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Helper of scripts/load (Python 3 standard library only).
+"""Helper of scripts/bench/load (Python 3 standard library only).
 
 Subcommands:
   seed BASE KEY N THREADS      POST N pets (a third of each status, or all
@@ -139,7 +139,7 @@ def request_parts(key, method):
 
 def drive(args):
     """N requests, one at a time, on one keep-alive connection (for
-    scripts/profile, where the server runs under callgrind and the
+    scripts/bench/profile, where the server runs under callgrind and the
     requests' order and content must be the same every run). `{id}` in
     PATH becomes a pseudo-random id in 1..--ids (a fixed LCG sequence);
     POST sends a fixed valid pet. Any status but 2xx fails the run."""
@@ -925,7 +925,7 @@ def replica_report(rows, batches_path=None, redis_batches_path=None):
               "single node, baseline, page only, then the replica targets), "
               "and the median is the verdict's. pgbench runs the committer's "
               "own statement with a batch of one, each in its own "
-              "transaction (scripts/load.d/create.pgbench), 64 clients; "
+              "transaction (scripts/bench/load.d/create.pgbench), 64 clients; "
               "redis-benchmark sends the EVALSHA a lone list request sends "
               "(captured from Redis's MONITOR: same script, key and "
               "arguments, one request per call), 64 connections, 2 threads, "

@@ -1,12 +1,12 @@
-# LOAD_KEYED=1 scripts/load: keyed POST /v1/pets against unkeyed, and what
-# a kept key costs. Sourced by scripts/load once its binaries, helpers and
+# LOAD_KEYED=1 scripts/bench/load: keyed POST /v1/pets against unkeyed, and what
+# a kept key costs. Sourced by scripts/bench/load once its binaries, helpers and
 # clean-up are ready; runs instead of its other scenarios.
 #
 # Targets, at LOAD_CONNECTIONS' first count (64 by default):
 #   durable  petstore-server --data DIR --fsync always (the journal: a
 #            kept key rides in its pet's record, in the same group commit)
 #   replica  petstore-server --postgres on a private PostgreSQL (fsync
-#            on, as scripts/load's replicas; a kept key is a row in the
+#            on, as scripts/bench/load's replicas; a kept key is a row in the
 #            pet's transaction)
 # Each round runs, per target, post_keyed.lua `plain` and `keyed` one
 # after the other (their order swapped every round): the same request
@@ -84,7 +84,7 @@ report_status=0
 {
     echo "## petstore load benchmark: keyed POST"
     echo
-    echo "- command: \`$(env | grep -E '^LOAD_' | sort | tr '\n' ' ')scripts/load\`"
+    echo "- command: \`$(env | grep -E '^LOAD_' | sort | tr '\n' ' ')scripts/bench/load\`"
     echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "- machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')), load average $LOADAVG before the run, $(cut -d' ' -f1-3 /proc/loadavg) at its end"
     echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- 2>/dev/null || echo ' + uncommitted changes')"
