@@ -20,8 +20,8 @@
 # row after the replica's runs.
 KEYED_N="${LOAD_KEYED_N:-50000}"
 KEYED_CONNS="${CONNS%% *}"
-PG_BIN="$(dirname "$(ls -d /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n1)")"
-[ -x "$PG_BIN/initdb" ] || die "LOAD_KEYED=1 needs PostgreSQL's server binaries (Debian: apt-get install postgresql)"
+PG_BIN="$(find_pg_bin)"
+[ -n "$PG_BIN" ] || die "LOAD_KEYED=1 needs PostgreSQL's server binaries (Debian: apt-get install postgresql)"
 export PETSTORE_MAX_CONNECTIONS_PER_ADDRESS=1024
 T0=$SECONDS
 LOADAVG="$(cut -d' ' -f1-3 /proc/loadavg)"
@@ -33,18 +33,7 @@ start durable "$SERVER" --addr 127.0.0.1:0 --keys "$WORK/keys.json" \
 DPID=$STARTED_PID DBASE=$STARTED_BASE
 
 PG_DIR="$(mktemp -d "${TMPDIR:-/tmp}/petstore-load-pg.XXXXXX")"
-mkdir -p "$PG_DIR/data" "$PG_DIR/socket"
-if [ "$(id -u)" = 0 ]; then
-    chown postgres "$PG_DIR/data" "$PG_DIR/socket"
-    chmod 755 "$PG_DIR"
-fi
-PG_PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
-as_postgres "$PG_BIN/initdb" -D "$PG_DIR/data" -U postgres --auth=trust -E UTF8 \
-    >"$PG_DIR/initdb.log" 2>&1 || die "initdb failed: $(tail -n3 "$PG_DIR/initdb.log")"
-as_postgres "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/socket/postgres.log" -w -t 60 \
-    -o "-p $PG_PORT -k $PG_DIR/socket -c listen_addresses=127.0.0.1" \
-    start >/dev/null || die "PostgreSQL did not start: $(tail -n3 "$PG_DIR/socket/postgres.log")"
-PG_URL="postgres://postgres@127.0.0.1:$PG_PORT/postgres"
+start_postgres "$PG_DIR"
 start replica "$SERVER" --addr 127.0.0.1:0 --keys "$WORK/keys.json" --postgres "$PG_URL"
 PPID_R=$STARTED_PID PBASE=$STARTED_BASE
 log "durable at $DBASE, replica at $PBASE (PostgreSQL at 127.0.0.1:$PG_PORT)"
