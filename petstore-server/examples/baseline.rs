@@ -1,5 +1,5 @@
-//! The rulers of the load benchmarks (`scripts/load`, `scripts/load-h2`,
-//! `scripts/profile`): hyper answering every request with one fixed,
+//! The rulers of the load benchmarks (`scripts/bench/load`, `scripts/bench/load-h2`,
+//! `scripts/bench/profile`): hyper answering every request with one fixed,
 //! pre-encoded response and doing no other work but reading a request's
 //! body. The default mode runs through the server's own runtime and
 //! connection layer ([`petstore_server::net::runtime`],
@@ -290,7 +290,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         // The load generator is one address: its cap is lifted here as
-        // scripts/load lifts the server's (PETSTORE_MAX_CONNECTIONS_PER_ADDRESS).
+        // scripts/bench/load lifts the server's (PETSTORE_MAX_CONNECTIONS_PER_ADDRESS).
         // Every accept still goes through the per-address table, as the
         // server's do.
         let limits = ConnLimits::default();

@@ -25,7 +25,7 @@ pub(super) struct Changing {
 /// (`Admitted`) is moved by value several times on its way there (into
 /// and out of the driver's `catch_unwind`, through the admission's and
 /// the answer's enums); each move of the whole decision was a call to
-/// `memcpy` (`scripts/profile`).
+/// `memcpy` (`scripts/bench/profile`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Binding {
     pub(super) changing: Changing,

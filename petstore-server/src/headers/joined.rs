@@ -27,7 +27,7 @@ impl AsRef<[u8]> for Inline {
 /// Why an array and `#[inline]`: inlined where its parts are known, the
 /// loop is unrolled and a literal part (`";r="`) is copied by a store or
 /// two of known size, not by a call to `memcpy`; and the length is not
-/// summed in a pass of its own first (`scripts/profile`).
+/// summed in a pass of its own first (`scripts/bench/profile`).
 #[inline]
 pub(super) fn joined<const N: usize>(parts: [&[u8]; N]) -> Bytes {
     let mut inline = Inline {

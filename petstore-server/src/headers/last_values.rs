@@ -26,7 +26,7 @@ thread_local! {
     /// client polling the first page gets the same next `Link`. Handing
     /// out a clone of the last values (a reference count) skips their
     /// digits, their validation as header values and their allocation,
-    /// a good share of a list response (`scripts/profile`).
+    /// a good share of a list response (`scripts/bench/profile`).
     /// A miss (a draining bucket, another page) costs a comparison, and
     /// the clones kept here when the values may come again
     /// ([`at_an_end`]). One entry each, per worker thread: bounded, and
@@ -70,10 +70,10 @@ pub(super) fn changing_values(binding: &Binding, slots: [&mut HeaderValue; 3]) {
 /// come again: a client below its rate finds its bucket full each time,
 /// and a client refused finds it empty, with the same reset time, until
 /// a token is back. In between every admitted request takes a token, so
-/// `Remaining` is new each time (a busy key, as under `scripts/load`),
+/// `Remaining` is new each time (a busy key, as under `scripts/bench/load`),
 /// and keeping those values for [`LAST_CHANGING`] was three reference
 /// counts up and three down again per request for nothing
-/// (`scripts/profile`).
+/// (`scripts/bench/profile`).
 fn at_an_end(binding: &Binding) -> bool {
     let remaining = binding.changing.remaining;
     remaining == 0 || remaining.saturating_add(1) >= binding.limit

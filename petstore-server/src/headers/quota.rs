@@ -46,7 +46,7 @@ struct PolicyValues {
 /// clones one and sets the values that change by position: no header
 /// name is hashed on the way. Building them by insertion took nine hashed
 /// inserts per `getPet` response, the largest cost left in a request after
-/// the key digest (`scripts/profile`).
+/// the key digest (`scripts/bench/profile`).
 ///
 /// Every map is, in this order: `Content-Type`, `X-RateLimit-Limit`,
 /// `X-RateLimit-Remaining`, `X-RateLimit-Reset`, `RateLimit`,
@@ -154,10 +154,10 @@ impl QuotaHeaders {
         };
         // The values are written into the template's slots by position
         // (see `Templates`): no name is hashed, and no value moved through
-        // an array of its own (copied twice, `scripts/profile`). Slot by
+        // an array of its own (copied twice, `scripts/bench/profile`). Slot by
         // slot, not an array's values zipped with the slots: that
         // iterator's account of what was left to drop cost more than the
-        // writes (`scripts/profile`).
+        // writes (`scripts/bench/profile`).
         let mut slots = map.values_mut();
         let _content_type = slots.next();
         // Every template has these slots (`Templates::new`).

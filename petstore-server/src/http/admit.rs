@@ -58,7 +58,7 @@ pub struct Served {
 ///
 /// Why not hyper's `Parts`: taking those out of the request
 /// (`Request::into_parts`) moves 224 bytes, a `memcpy` on every request
-/// (`scripts/profile`); the driver lends the head of the request it holds
+/// (`scripts/bench/profile`); the driver lends the head of the request it holds
 /// instead.
 #[derive(Clone, Copy, Debug)]
 pub struct Head<'a> {
@@ -289,7 +289,7 @@ fn answered(
 /// value starts or ends with whitespace, in one pass over its headers.
 ///
 /// Why one pass and not two lookups: a lookup by name hashes the name and
-/// probes the map, each time (`scripts/profile` shows it), while a
+/// probes the map, each time (`scripts/bench/profile` shows it), while a
 /// request's head holds a handful of headers whose names compare as
 /// small integers. The pass is
 /// bounded by hyper's cap on the number of headers (100).

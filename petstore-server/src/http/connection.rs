@@ -5,7 +5,7 @@
 //! Why remember the key: finding a key's entry takes a SHA-256 of the
 //! presented key (the table is indexed by digest, so the keys file can
 //! hold digests only). That was the largest single cost of a request
-//! (`scripts/profile`; docs/performance.md has the figures). A
+//! (`scripts/bench/profile`; docs/performance.md has the figures). A
 //! keep-alive client sends the same key on
 //! every request of its connection, so the connection remembers it and
 //! pays the digest once. It remembers the whole header value, so that a

@@ -18,7 +18,7 @@ const EXPOSED: &str = "Location, Link, Retry-After, Deprecation, Sunset, RateLim
 /// buffer. A request that waits (its body, a shared rate limit, the
 /// store) and kept any of them would keep that buffer shared, and hyper's
 /// read-ahead then allocates a fresh 8 KiB buffer for the connection
-/// (`scripts/profile`: `BytesMut::reserve_inner`). So a waiting request
+/// (`scripts/bench/profile`: `BytesMut::reserve_inner`). So a waiting request
 /// keeps this instead of the head. Boxed: 8 bytes in every request, and
 /// an allocation only for an allowed origin.
 #[derive(Clone, Debug, Default)]

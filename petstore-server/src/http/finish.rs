@@ -224,7 +224,7 @@ impl Admitted {
     ///
     /// Why `wrap`, and the response built where it stays: each move of
     /// the 144-byte response (out of a `match`, into a tuple, into the
-    /// caller's enum) was a `memcpy` (`scripts/profile`).
+    /// caller's enum) was a `memcpy` (`scripts/bench/profile`).
     fn answer<T>(
         self,
         api: &Api,

@@ -20,7 +20,7 @@ use crate::util::same_bytes::same_bytes;
 /// thread.
 ///
 /// Why 4,096 in sets of 4: with 1,024 slots in pairs, 1,000 keys in turn
-/// (a proxy's pooled connections, `scripts/profile-keys` with
+/// (a proxy's pooled connections, `scripts/bench/profile-keys` with
 /// `PROFILE_KEYS=1000`) left so many pairs with three keys or more that
 /// a large share of the requests paid the digest, and even 64 keys over
 /// 512 pairs often had a pair of three. Over 1,024 sets of 4, 1,000 keys
@@ -35,7 +35,7 @@ pub const SLOTS: usize = 4096;
 /// Why sets: with one slot per header, keys that land on one slot take
 /// it from each other on every turn: with a few dozen keys over a few
 /// hundred single slots, a good share of them share one, and each of
-/// their requests pays the digest again (`scripts/profile-keys`). Keys
+/// their requests pays the digest again (`scripts/bench/profile-keys`). Keys
 /// that take turns on more headers than their set holds miss every time
 /// (each replaces the one used least lately, which is the next to come),
 /// so a set must rarely get more keys than it has slots: see [`SLOTS`].

@@ -60,7 +60,7 @@ pub fn pairs(query: &str) -> Pairs<'_> {
 /// boundary. `str::split` and `split_once` with their char searchers,
 /// and then a decoder's own scan per component, cost about three times
 /// as much on a query as short as `status=sold&limit=20`, which every
-/// list request parses (`scripts/profile`).
+/// list request parses (`scripts/bench/profile`).
 #[derive(Clone, Debug)]
 pub struct Pairs<'a> {
     rest: &'a str,
@@ -117,7 +117,7 @@ impl<'a> Iterator for Pairs<'a> {
 /// Refuses any query parameter: for operations that define none.
 pub fn expect_none(query: Option<&str>) -> Result<(), ApiError> {
     // Most requests send none: no pair iterator to build and ask, as
-    // every get did (`scripts/profile`).
+    // every get did (`scripts/bench/profile`).
     let Some(query) = query.filter(|q| !q.is_empty()) else {
         return Ok(());
     };
@@ -199,7 +199,7 @@ fn any_list_query(query: Option<&str>) -> Result<ListQuery, ApiError> {
 ///
 /// Why: the general way scans the query into pairs and then matches each
 /// name and value on every list request, a visible share of its cost
-/// (`scripts/profile`); these prefixes cost a few comparisons. Equal results are checked
+/// (`scripts/bench/profile`); these prefixes cost a few comparisons. Equal results are checked
 /// against the general parse (`the_common_shapes_parse_as_the_general_way`).
 fn common_list_query(query: &str) -> Option<ListQuery> {
     let mut list = ListQuery::new();
@@ -228,7 +228,7 @@ fn common_list_query(query: &str) -> Option<ListQuery> {
 ///
 /// One pass that checks and adds up the digits together: `str::parse`
 /// after a check of its own read each digit twice, on every list request
-/// (`limit`) and every get (`petId`; `scripts/profile`).
+/// (`limit`) and every get (`petId`; `scripts/bench/profile`).
 fn digits(s: &str) -> Option<u64> {
     let bytes = s.as_bytes();
     if bytes.len() > 1 && bytes.first() == Some(&b'0') {

@@ -92,7 +92,7 @@ enum Made {
 /// so that reserve allocated a fresh 8 KiB buffer on every request, and
 /// the split of the next head another shared header: two allocations and
 /// cold memory per request that raw hyper, which drops its request in the
-/// call, never pays (`scripts/profile`: `BytesMut::reserve_inner`).
+/// call, never pays (`scripts/bench/profile`: `BytesMut::reserve_inner`).
 pub(super) fn reply(
     connection: &Arc<Connection>,
     request: Request<Incoming>,
@@ -127,7 +127,7 @@ pub(super) fn reply(
         |response, served| Made::Answered(response, served, body_empty),
     );
     // The request is dropped in place on the way out (`drop(request)`
-    // moved its 256 bytes first: a `memcpy`, `scripts/profile`).
+    // moved its 256 bytes first: a `memcpy`, `scripts/bench/profile`).
     let step = match made {
         Made::Answered(response, served, read_to_the_end) => {
             return now(response, &served, read_to_the_end)
@@ -239,7 +239,7 @@ async fn drive(
 /// listener's `Strict-Transport-Security` (TLS only), and records it.
 /// Every answer passes here, whether at once or after a wait. By
 /// reference: a response is 144 bytes, and each move of it in and out
-/// was a `memcpy` (`scripts/profile`).
+/// was a `memcpy` (`scripts/bench/profile`).
 fn answered(
     connection: &Connection,
     version: Version,
@@ -367,7 +367,7 @@ fn unpanicked<T>(
 /// Everything of a request that needs no wait: [`http::admit`], and for
 /// a request without a body [`Admitted::finish`] as well. One function,
 /// so that one `catch_unwind` covers both (each was a call and a copy of
-/// the answer out of it, `scripts/profile`).
+/// the answer out of it, `scripts/bench/profile`).
 fn at_once(connection: &Connection, head: Head<'_>, now: Timestamp) -> Made {
     match http::admit(connection, head, now) {
         Admission::Answered(response, served) => Made::Answered(response, served, head.body_empty),

@@ -6,7 +6,7 @@
 //! entry made, inserted into the runtime's wheel, removed again, and a
 //! worker that parks with a timeout computed from the wheel: a visible
 //! share of every request, in the server and the raw-hyper ruler alike
-//! (`scripts/profile`), for a deadline seconds away that almost never
+//! (`scripts/bench/profile`), for a deadline seconds away that almost never
 //! passes.
 //!
 //! Here a sleep is a deadline and, once polled, a slot in one table with
@@ -16,7 +16,7 @@
 //! deadline (never early); it is woken at most one tick late. The ticker
 //! is a thread, not a tokio task: a tokio interval would keep an entry
 //! in the runtime's timer wheel, and a worker parks more cheaply when
-//! the wheel is empty (`scripts/profile`). It holds the table weakly and
+//! the wheel is empty (`scripts/bench/profile`). It holds the table weakly and
 //! ends once the server's timer and every sleep are gone.
 
 use std::future::Future;

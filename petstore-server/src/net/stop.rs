@@ -8,7 +8,7 @@
 //! the cost of asking: a connection's task polls every branch of its
 //! `select!` each time it wakes (every read, every write), and a poll of
 //! the channel's `wait_for` takes the channel's lock, reads the value and
-//! registers its waiter again, on every request (`scripts/profile`, the
+//! registers its waiter again, on every request (`scripts/bench/profile`, the
 //! server and the baseline alike). The signal
 //! changes once in the life of a process, so [`Stop`] polls the channel
 //! only when it may have something new for it: on the first poll, when

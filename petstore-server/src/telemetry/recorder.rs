@@ -7,7 +7,7 @@
 //! `Histogram` takes a mutex, on every request; with every worker thread
 //! writing the same lock words and counters, their cache lines bounce
 //! between cores, which costs list throughput measurably
-//! (`scripts/load`; docs/performance.md has the figures).
+//! (`scripts/bench/load`; docs/performance.md has the figures).
 //! Here the labels are indices into fixed tables (the routes, methods and
 //! statuses the server can answer are known), and each thread writes only
 //! its own shard, so a request costs three uncontended increments.

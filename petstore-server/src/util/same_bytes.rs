@@ -9,7 +9,7 @@ use subtle::ConstantTimeEq;
 /// whole into an early exit). Why not a barrier per byte (`subtle`'s own
 /// slice comparison) or per word: each barrier is an opaque step the
 /// compiler cannot merge, so their cost grows with the value's length
-/// (`scripts/profile`); one barrier costs the same for any length.
+/// (`scripts/bench/profile`); one barrier costs the same for any length.
 pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;

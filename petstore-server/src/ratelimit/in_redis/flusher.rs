@@ -22,7 +22,7 @@ impl RedisLimits {
     /// carry a twelfth of the queue. Sent from one task in one go, the
     /// calls of the groups one master holds reach it in one read and are
     /// answered in one turn; each group's flusher on its own sent them
-    /// at moments of their own, a turn each (`scripts/redis-cost` measures
+    /// at moments of their own, a turn each (`scripts/bench/redis-cost` measures
     /// both: several calls a turn cost Redis much less a state than one).
     /// The price: a round lasts as long as its slowest
     /// call, so a master that stops answering holds the others' next

@@ -30,7 +30,7 @@ const SLOTS: usize = 4096;
 /// life of its key table (`KeyEntry::state_name`), so its address is
 /// its identity, and a slot is found by a multiplication where hashing
 /// the name (80 bytes, SipHash, twice a request) was a visible share of
-/// the replica's work per request (`scripts/profile-keys`). Each slot holds
+/// the replica's work per request (`scripts/bench/profile-keys`). Each slot holds
 /// its `Arc`, so no other name can take its address while it is
 /// remembered. An anonymous state's name is one `Arc` per address and
 /// worker thread (`anonymous.rs`): found when the request's thread

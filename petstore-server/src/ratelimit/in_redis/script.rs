@@ -263,7 +263,7 @@ pub enum StateReply {
 /// requests, and collecting each state's decisions into a `Vec` of its
 /// own (128 bytes a decision, an allocation a state, then moved again
 /// into each waiter's channel) cost the replica about as much as
-/// decoding them (`PROFILE_REDIS=1 scripts/profile-keys`). Read this
+/// decoding them (`PROFILE_REDIS=1 scripts/bench/profile-keys`). Read this
 /// way, a decision goes from the reply straight to its waiter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Requests {

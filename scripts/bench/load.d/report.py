@@ -1,395 +1,54 @@
-#!/usr/bin/env python3
-"""Helper of scripts/load (Python 3 standard library only).
-
-Subcommands:
-  seed BASE KEY N THREADS      POST N pets (a third of each status, or all
-                               of --status), keep-alive; with --keyed
-                               PREFIX, each with Idempotency-Key PREFIX-i
-  statuses BASE KEY FIRST LAST OUT
-                               write `id status` lines of pets FIRST..LAST
-  background ...               paced transitions on pets spread over the
-                               whole inventory while a scenario runs
-  journal PATH N               write a durable journal of N pets
-  count BASE KEY AFTER         print how many pets have an id above AFTER
-  drive BASE KEY METHOD PATH N send N requests on one keep-alive connection
-  capture BASE KEY PATH OUT    write one GET's response as sent (the ruler's)
-  record ...                   turn one wrk run (or, with --kind, a pgbench
-                               or redis-benchmark run) into a JSON line
-  evalsha MONITOR              print the arguments of the first EVALSHA in
-                               redis-cli MONITOR output, one a line
-  csv-rps                      print the req/s of redis-benchmark --csv (stdin)
-  batches BASE KEY             print petstore_postgres_batch_size's sum and
-                               count from /metrics (creates, transactions)
-  memwatch ...                 sample VmRSS and the pet count while a load runs
-  report RESULTS [MEMORY]      print the Markdown tables; exit 3 on any error
-  keyed-report RESULTS         keyed POST against unkeyed (LOAD_KEYED=1)
-
-Everything talks to 127.0.0.1 only (the bash script refuses any other base).
+"""The load benchmark's records and report: a run's wrk, pgbench and
+redis-benchmark output turned into rows (one JSON line per run), and the
+rows into the Markdown report, its ratios and its verdicts against the
+targets of thresholds.py. Python's standard library only; no I/O but
+the files named and stdout, so that test_load.py can run it on rows of
+its own.
 """
 
-import argparse
 import csv
-import re
-import http.client
 import json
 import os
+import re
 import statistics
-import sys
-import threading
-import time
-import urllib.parse
-import zlib
 
-STATUSES = ("available", "pending", "sold")
+import thresholds
 
 
-# --- HTTP -------------------------------------------------------------------
+# --- one run ----------------------------------------------------------------
 
-def connect(base):
-    url = urllib.parse.urlsplit(base)
-    if url.hostname != "127.0.0.1":
-        raise SystemExit(f"refusing a non-loopback address: {base}")
-    return http.client.HTTPConnection(url.hostname, url.port, timeout=30)
-
-
-def seed(args):
-    """POST N pets over THREADS keep-alive connections; pet i (0-based) gets
-    status STATUSES[i % 3], so each status gets a third, or --status."""
-    errors = []
-    counter = {"done": 0}
-    lock = threading.Lock()
-
-    def worker(first):
-        conn = connect(args.base)
-        headers = {
-            "Authorization": f"Bearer {args.key}",
-            "Content-Type": "application/json",
-        }
-        for i in range(first, args.n, args.threads):
-            body = json.dumps(
-                {"name": f"seed-{i + 1:06}", "categoryId": i % 10 + 1,
-                 "status": args.status or STATUSES[i % 3]},
-                separators=(",", ":"))
-            if args.keyed:
-                headers["Idempotency-Key"] = f"{args.keyed}-{i}"
-            conn.request("POST", "/v1/pets", body=body, headers=headers)
-            response = conn.getresponse()
-            response.read()
-            if response.status != 201:
-                with lock:
-                    errors.append(response.status)
-                if len(errors) > 10:
-                    return
-        with lock:
-            counter["done"] += 1
-        conn.close()
-
-    started = time.monotonic()
-    threads = [threading.Thread(target=worker, args=(t,), daemon=True)
-               for t in range(args.threads)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise SystemExit(f"seeding failed: statuses {errors[:10]}")
-    elapsed = time.monotonic() - started
-    print(f"seeded {args.n} pets in {elapsed:.1f} s "
-          f"({args.n / elapsed:.0f} pets/s)")
-
-
-def count_after(conn, key, after):
-    """Pets with an id above AFTER, paging with `after` (ids ascend)."""
-    total = 0
-    last = after
-    while True:
-        path = "/v1/pets?limit=100" + (f"&after={last}" if last > 0 else "")
-        conn.request("GET", path,
-                     headers={"Authorization": f"Bearer {key}"})
-        response = conn.getresponse()
-        body = response.read()
-        if response.status != 200:
-            raise RuntimeError(f"GET /v1/pets?after={last}: {response.status}")
-        page = json.loads(body)
-        total += len(page)
-        if not page or response.getheader("Link") is None:
-            return total, (page[-1]["id"] if page else last)
-        last = page[-1]["id"]
-
-
-def count(args):
-    conn = connect(args.base)
-    n, _ = count_after(conn, args.key, args.after)
-    print(n)
-
-
-# The pet every profiled POST sends (drive, capture).
-PROFILED_PET = b'{"name":"profiled","categoryId":3,"status":"sold"}'
-
-
-def request_parts(key, method):
-    """The headers and body of a profiled request: the key, and for POST
-    the fixed pet."""
-    headers = {"Authorization": f"Bearer {key}"}
-    if method != "POST":
-        return headers, None
-    headers["Content-Type"] = "application/json"
-    return headers, PROFILED_PET
-
-
-def drive(args):
-    """N requests, one at a time, on one keep-alive connection (for
-    scripts/profile, where the server runs under callgrind and the
-    requests' order and content must be the same every run). `{id}` in
-    PATH becomes a pseudo-random id in 1..--ids (a fixed LCG sequence);
-    POST sends a fixed valid pet. Any status but 2xx fails the run."""
-    conn = connect(args.base)
-    headers, body = request_parts(args.key, args.method)
-    state = 12345
-    for _ in range(args.n):
-        path = args.path
-        if "{id}" in path:
-            state = (state * 1103515245 + 12345) % 2**31
-            path = path.replace("{id}", str(state % args.ids + 1))
-        conn.request(args.method, path, body=body, headers=headers)
-        response = conn.getresponse()
-        response.read()
-        if not 200 <= response.status < 300:
-            raise SystemExit(f"{args.method} {path}: {response.status}")
-    conn.close()
-
-
-def capture(args):
-    """GET (or, with --method POST, POST the profiled pet to) PATH once
-    and write the response as the server sent it: status line, header
-    lines (names, order and values as received), a blank line, the body.
-    The baseline answers every request with exactly this
-    (examples/baseline.rs), so that the ruler sends the same bytes as the
-    server."""
-    conn = connect(args.base)
-    headers, body = request_parts(args.key, args.method)
-    conn.request(args.method, args.path, body=body, headers=headers)
-    response = conn.getresponse()
-    body = response.read()
-    conn.close()
-    if not 200 <= response.status < 300:
-        raise SystemExit(f"{args.method} {args.path}: {response.status}, not 2xx")
-    lines = [f"HTTP/1.1 {response.status} {response.reason}"]
-    lines += [f"{name}: {value}" for name, value in response.getheaders()]
-    with open(args.out, "wb") as f:
-        f.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
-    print(f"captured {args.method} {args.path}: {len(lines) - 1} headers, {len(body)} bytes of body")
-
-
-# --- journal ----------------------------------------------------------------
-
-def journal(args):
-    """The durable journal format: one line per pet, ids 1..N in order,
-    `{"pet":{...},"crc32":"xxxxxxxx"}` with the CRC-32 of the pet bytes."""
-    started = time.monotonic()
-    os.makedirs(os.path.dirname(os.path.abspath(args.path)), exist_ok=True)
-    with open(args.path, "wb") as f:
-        chunk = []
-        for pid in range(1, args.n + 1):
-            pet = ('{"id":%d,"name":"pet-%06d","categoryId":%d,"status":"%s"}'
-                   % (pid, pid, pid % 10 + 1, STATUSES[pid % 3])).encode()
-            chunk.append(b'{"pet":%s,"crc32":"%08x"}\n'
-                         % (pet, zlib.crc32(pet)))
-            if len(chunk) == 50_000:
-                f.write(b"".join(chunk))
-                chunk = []
-        f.write(b"".join(chunk))
-    size = os.path.getsize(args.path)
-    print(f"wrote {args.n} pets ({size / 1e6:.1f} MB) in "
-          f"{time.monotonic() - started:.1f} s")
-
-
-# --- transitions ------------------------------------------------------------
-
-def all_statuses(conn, key, first=1, last=None):
-    """{id: status} of the pets with ids FIRST..LAST (all when LAST is
-    None), paging the list with `after`."""
-    found = {}
-    after = first - 1
-    while True:
-        path = "/v1/pets?limit=100" + (f"&after={after}" if after > 0 else "")
-        conn.request("GET", path, headers={"Authorization": f"Bearer {key}"})
-        response = conn.getresponse()
-        body = response.read()
-        if response.status != 200:
-            raise SystemExit(f"GET {path}: {response.status}")
-        page = json.loads(body)
-        for pet in page:
-            if last is not None and pet["id"] > last:
-                return found
-            found[pet["id"]] = pet["status"]
-        if not page or response.getheader("Link") is None:
-            return found
-        after = page[-1]["id"]
-
-
-def statuses_cmd(args):
-    """The pets FIRST..LAST as `id status` lines, for transitions.lua to
-    start each run from the statuses the previous run left."""
-    found = all_statuses(connect(args.base), args.key, args.first, args.last)
-    missing = args.last - args.first + 1 - len(found)
-    if missing:
-        raise SystemExit(f"{missing} of the pets {args.first}..{args.last} are missing")
-    with open(args.out, "w", encoding="ascii") as f:
-        f.writelines(f"{pid} {status}\n" for pid, status in sorted(found.items()))
-
-
-# What a transition needs and leaves (the contract's table).
-NEXT_STATUS = {"reserve": "pending", "release": "available", "sell": "sold"}
-CONFLICT = re.compile(r"pet (\d+) is (available|pending|sold);")
-
-
-def background(args):
-    """Transitions at a paced RATE per second, on THREADS keep-alive
-    connections, until STOP_FILE appears or DURATION s have passed (it
-    stops by itself). Every pet of the inventory takes part: the statuses
-    are read first, thread t owns the pets whose position in id order is
-    t modulo THREADS (so no two requests race for a pet and nearly every
-    request is an allowed step), and each request picks one of its
-    pets uniformly, as a store's customers would: an available pet is
-    reserved, a pending one released, either sold with SELL_SHARE (sold is
-    final, so a small share keeps pets in play for the whole run).
-    Writes OUT: the totals, and the 200s per tenth of a second (Unix
-    time), from which the report takes the rate during each wrk run."""
-    import random
-
-    conn = connect(args.base)
-    state = all_statuses(conn, args.key)
-    conn.close()
-    ids = sorted(state)
-    if not ids:
-        raise SystemExit("no pets to drive")
-    owned = [[pid for pid in ids[t::args.threads] if state[pid] != "sold"]
-             for t in range(args.threads)]
-    lock = threading.Lock()
-    totals = {"ok": 0, "conflicts": 0, "other": 0, "errors": 0, "late": 0}
-    ok_by_tenth = {}
-    other_statuses = []
-    started = time.monotonic()
-    deadline = started + args.duration
-    interval = args.threads / args.rate
-
-    def stopped():
-        return time.monotonic() >= deadline or os.path.exists(args.stop_file)
-
-    def worker(t):
-        rng = random.Random(1000 + t)
-        mine = owned[t]
-        headers = {"Authorization": f"Bearer {args.key}"}
-        c = connect(args.base)
-        # Threads start a fraction of an interval apart: the requests
-        # spread over each interval rather than leaving together.
-        next_at = time.monotonic() + interval * t / args.threads
-        while mine and not stopped():
-            now = time.monotonic()
-            if next_at > now:
-                time.sleep(next_at - now)
-            elif now - next_at > 0.2:
-                # Far behind (the host was busy): catch up at most 0.2 s
-                # of requests, not a burst of everything missed.
-                with lock:
-                    totals["late"] += 1
-                next_at = now - 0.2
-            next_at += interval
-            k = rng.randrange(len(mine))
-            pid = mine[k]
-            status = state[pid]
-            if rng.random() < args.sell_share:
-                action = "sell"
-            else:
-                action = "reserve" if status == "available" else "release"
-            try:
-                c.request("POST", f"/v1/pets/{pid}/{action}", headers=headers)
-                response = c.getresponse()
-                body = response.read()
-            except (OSError, http.client.HTTPException):
-                c.close()
-                c = connect(args.base)
-                with lock:
-                    totals["errors"] += 1
-                continue
-            if response.status == 200:
-                state[pid] = NEXT_STATUS[action]
-                tenth = int(time.time() * 10)
-                with lock:
-                    totals["ok"] += 1
-                    ok_by_tenth[tenth] = ok_by_tenth.get(tenth, 0) + 1
-            elif response.status == 409:
-                m = CONFLICT.search(body.decode("utf-8", "replace"))
-                if m and int(m.group(1)) == pid:
-                    state[pid] = m.group(2)
-                with lock:
-                    totals["conflicts"] += 1
-            else:
-                with lock:
-                    totals["other"] += 1
-                    other_statuses.append(response.status)
-            if state[pid] == "sold":
-                mine[k] = mine[-1]
-                mine.pop()
-        c.close()
-
-    threads = [threading.Thread(target=worker, args=(t,), daemon=True)
-               for t in range(args.threads)]
-    for t in threads:
-        t.start()
-    with open(args.ready_file, "w", encoding="ascii") as f:
-        f.write("ready\n")
-    for t in threads:
-        t.join()
-    elapsed = time.monotonic() - started
-    summary = dict(totals, rate=args.rate, secs=round(elapsed, 2),
-                   pets=len(ids), sell_share=args.sell_share,
-                   threads=args.threads,
-                   other_statuses=sorted(set(other_statuses)),
-                   ok_by_tenth=sorted(ok_by_tenth.items()))
-    with open(args.out, "w", encoding="utf-8") as f:
-        json.dump(summary, f)
-    print(f"background: {totals['ok']} transitions in {elapsed:.1f} s "
-          f"({totals['ok'] / elapsed:.0f}/s, target {args.rate:.0f}/s) over "
-          f"{len(ids)} pets; 409s {totals['conflicts']}, other statuses "
-          f"{totals['other']}, connection errors {totals['errors']}")
-    if totals["other"] or totals["errors"]:
-        sys.exit(3)
-
-
-# --- one wrk run ------------------------------------------------------------
-
-def record(args):
-    """Read the LOADSTATS line of report.lua from the wrk log (or the
-    summary of pgbench or redis-benchmark, --kind) and append one JSON line
-    of results; print a one-line summary."""
+def record(kind, log, scenario, conns, target, rnd, cpu_ticks, clk_tck,
+           wrk_status, started=None, ended=None):
+    """One run's results: the LOADSTATS line of report.lua in the wrk log
+    (or, KIND pgbench or redis, the summary of pgbench or
+    redis-benchmark), as the row the report reads and a one-line
+    summary."""
     stats = {"wrk": wrk_stats, "pgbench": pgbench_stats,
-             "redis": redis_stats}[args.kind](args.log)
+             "redis": redis_stats}[kind](log)
     row = {
-        "scenario": args.scenario, "conns": args.conns, "target": args.target,
-        "round": args.round, "log": args.log, "wrk_status": args.wrk_status,
-        "kind": args.kind,
+        "scenario": scenario, "conns": conns, "target": target,
+        "round": rnd, "log": log, "wrk_status": wrk_status,
+        "kind": kind,
     }
-    if args.started is not None:
-        row.update(started=args.started, ended=args.ended)
-    if stats is None or (args.kind != "wrk" and args.wrk_status != 0):
+    if started is not None:
+        row.update(started=started, ended=ended)
+    if stats is None or (kind != "wrk" and wrk_status != 0):
         row["missing"] = True
         row.update(requests=0, rps=0.0, p50_ms=0.0, p99_ms=0.0,
                    non2xx=0, socket_errors=0, cpu_s=0.0, cpu_per_100k=None)
-        summary = f"NO RESULT (exit {args.wrk_status}; see {args.log})"
-    elif args.kind != "wrk":
-        cpu_s = args.cpu_ticks / args.clk_tck
+        summary = f"NO RESULT (exit {wrk_status}; see {log})"
+    elif kind != "wrk":
+        cpu_s = cpu_ticks / clk_tck
         row.update(stats, cpu_s=cpu_s, socket_errors=0,
                    cpu_per_100k=(cpu_s / stats["requests"] * 100_000
-                                 if args.cpu_ticks and stats["requests"] else None))
+                                 if cpu_ticks and stats["requests"] else None))
         summary = (f"{row['rps']:>9.0f} /s  p50 {fmt(row['p50_ms'])} ms  "
                    f"p99 {fmt(row['p99_ms'])} ms  latency avg "
                    f"{fmt(row.get('avg_ms'))} ms  errors {row['non2xx']}")
     else:
         secs = stats["duration_us"] / 1e6
         requests = stats["requests"]
-        cpu_s = args.cpu_ticks / args.clk_tck
+        cpu_s = cpu_ticks / clk_tck
         row.update(
             requests=requests,
             rps=requests / secs if secs > 0 else 0.0,
@@ -415,10 +74,7 @@ def record(args):
                        ok_per_s=stats["ok"] / secs if secs > 0 else 0.0)
             summary += (f"  transitions {row['ok_per_s']:.0f}/s, "
                         f"409s {row['conflicts']}, other {row['other_status']}")
-    with open(args.results, "a", encoding="utf-8") as f:
-        f.write(json.dumps(row) + "\n")
-    print(f"{args.scenario:<13} c={args.conns:<4} {args.target:<8} "
-          f"r{args.round}: {summary}")
+    return row, f"{scenario:<13} c={conns:<4} {target:<8} r{rnd}: {summary}"
 
 
 def wrk_stats(path):
@@ -467,132 +123,9 @@ def redis_stats(path):
             "p99_ms": float(r["p99_latency_ms"])}
 
 
-def csv_rps(_args):
-    r = redis_csv(sys.stdin)
-    if r is None:
-        raise SystemExit("no redis-benchmark --csv result on stdin")
-    print(r["rps"])
-
-
-def metrics_values(base, key, names):
-    """The values of the metric lines `names` in BASE's /metrics."""
-    conn = connect(base)
-    conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {key}"})
-    response = conn.getresponse()
-    body = response.read().decode("utf-8", "replace")
-    if response.status != 200:
-        raise SystemExit(f"GET /metrics: {response.status}")
-    values = {}
-    for line in body.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[0] in names:
-            values[parts[0]] = float(parts[1])
-    missing = [n for n in names if n not in values]
-    if missing:
-        raise SystemExit(f"no {', '.join(missing)} in /metrics")
-    return [values[n] for n in names]
-
-
-def batches(args):
-    """A replica's creates (or, --transitions, transitions decided) and
-    the PostgreSQL transactions that wrote them, so far."""
-    name = ("petstore_postgres_transition_batch_size" if args.transitions
-            else "petstore_postgres_batch_size")
-    items, transactions = metrics_values(
-        args.base, args.key, [name + "_sum", name + "_count"])
-    print(f"{items:.0f} {transactions:.0f}")
-
-
-def redis_batches(args):
-    """Requests decided in Redis and script calls so far (--redis)."""
-    decided, calls = metrics_values(
-        args.base, args.key,
-        ["petstore_redis_decisions_total", "petstore_redis_duration_seconds_count"])
-    print(f"{decided:.0f} {calls:.0f}")
-
-
-def evalsha(args):
-    """The first EVALSHA of a `redis-cli monitor` capture, its words one a
-    line (the command name first): `"EVALSHA" "sha" "1" "key" "" ...`."""
-    with open(args.monitor, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if '"EVALSHA"' not in line:
-                continue
-            words = re.findall(r'"((?:[^"\\]|\\.)*)"', line)
-            words = words[words.index("EVALSHA"):]
-            if any("\\" in w or "\n" in w for w in words):
-                raise SystemExit(f"an escaped argument in {line!r}")
-            for w in words:
-                print(w)
-            return
-    raise SystemExit("no EVALSHA in the capture")
-
-
-# --- memory -----------------------------------------------------------------
-
-def vmrss_kib(pid):
-    with open(f"/proc/{pid}/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmRSS")
-
-
-def memwatch(args):
-    """VmRSS of PID and the pets added since START_ID: once before the load
-    (then READY_FILE is written), every INTERVAL s while it runs, and once
-    after it stopped (STOP_FILE appears)."""
-    conn = connect(args.base)
-    added = 0
-    last = args.start_id
-    started = time.monotonic()
-
-    def sample(recount=False):
-        nonlocal added, last, conn
-        rss = vmrss_kib(args.pid)
-        if recount:
-            added, last = 0, args.start_id
-        try:
-            n, last = count_after(conn, args.key, last)
-        except (OSError, http.client.HTTPException):
-            conn.close()
-            conn = connect(args.base)
-            n, last = count_after(conn, args.key, last)
-        added += n
-        s = {"t": round(time.monotonic() - started, 1), "rss_kib": rss,
-             "added": added}
-        with open(args.out, "a", encoding="utf-8") as f:
-            f.write(json.dumps(s) + "\n")
-        print(f"  t={s['t']:5.1f} s  VmRSS {rss / 1024:8.1f} MiB  "
-              f"pets added {added}", flush=True)
-
-    def stopped():
-        return os.path.exists(args.stop_file)
-
-    sample()
-    # The first sample is the one before the load: tell the script to start.
-    with open(args.ready_file, "w", encoding="ascii") as f:
-        f.write("ready\n")
-    k = 1
-    # A sample every INTERVAL s while the load runs; none at or after its
-    # end: the last one is taken once the load has stopped (exact count).
-    while not stopped() and k * args.interval < args.duration:
-        deadline = started + k * args.interval
-        while time.monotonic() < deadline and not stopped():
-            time.sleep(0.05)
-        if stopped():
-            break
-        sample()
-        k += 1
-    while not stopped() and time.monotonic() < started + args.duration + 60:
-        time.sleep(0.05)
-    # Count from the start again: exact even if a pet became visible after
-    # one with a higher id (the cursor would have stepped over it).
-    sample(recount=True)
-
-
 # --- the report -------------------------------------------------------------
 
+# Every scenario's label, as the report's rows name it.
 SCENARIOS = {
     "list": "GET /v1/pets?limit=20",
     "list_sold": "GET /v1/pets?status=sold&limit=20",
@@ -608,19 +141,6 @@ SCENARIOS = {
     "list_available_tx": "GET /v1/pets?status=available&limit=20, 1,000 transitions/s beside",
     "mixed": "mixed (memory check)",
 }
-# scenario: (minimum req/s ratio, maximum p99 ratio or None)
-TARGETS = {
-    "list": (0.85, 1.5),
-    "list_sold": (0.85, 1.5),
-    "get_id": (0.9, None),
-    "post_mem": (0.7, None),
-}
-# The transitions' lists (LOAD_TRANSITIONS) are judged in their own
-# section, against targets of their own (TX_QUIET_MIN, TX_BUSY_MIN).
-# Steady-state RSS growth per added pet above this is called a leak: a pet
-# costs ~100 bytes (its JSON in the arena plus its index entries); the
-# margin covers allocator slack and vector growth.
-LEAK_BYTES_PER_PET = 400
 
 
 def fmt(x, digits=2):
@@ -648,10 +168,17 @@ def paired(a, b, field="rps"):
             if n in b and a[n].get(field) and b[n].get(field)]
 
 
-def report(args):
-    rows = []
-    with open(args.results, encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f if line.strip()]
+def read_rows(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def report(results, memory=None, memory_meta=None, batches=None,
+           redis_batches=None, backgrounds=None, tx_batches=None):
+    """The Markdown report of a run, on stdout: the single node's table,
+    then each section whose runs RESULTS holds. Returns 3 when a run had
+    errors (or gave no result), else 0."""
+    rows = read_rows(results)
     failures = []
     for r in rows:
         if r.get("missing"):
@@ -695,17 +222,10 @@ def report(args):
         p99_ratio = median(paired(srv, base, "p99_ms"))
         cpu_ratio = median(paired(srv, base, "cpu_per_100k"))
         page_ratio = median(paired(srv, page))
-        target = TARGETS.get(scenario)
-        if target is None:
-            target_text, verdict = "(none)", "-"
+        target_text, verdict = thresholds.single_node_verdict(scenario, ratio, p99_ratio)
+        if verdict is None:
+            verdict = "-"
         else:
-            min_ratio, max_p99 = target
-            target_text = f"ratio >= {min_ratio}"
-            ok = ratio is not None and ratio >= min_ratio
-            if max_p99 is not None:
-                target_text += f", p99 ratio <= {max_p99}"
-                ok = ok and p99_ratio is not None and p99_ratio <= max_p99
-            verdict = "MET" if ok else "MISSED"
             verdicts.append((SCENARIOS[scenario], conns, verdict))
         rounds_text = " ".join(f"{x:.2f}" for x in per_round) or "n/a"
         print(f"| {SCENARIOS[scenario]} | {conns} | {fmt(rps, 0)} | {fmt(b_rps, 0)} "
@@ -746,9 +266,8 @@ def report(args):
                   f"| {fmt(median(paired(srv, base)))} | {fmt(median(gain))} "
                   f"| {' '.join(f'{x:.2f}' for x in gain)} |")
         print()
-    replica_verdicts = replica_report(rows, args.batches, args.redis_batches)
-    tx_verdicts, tx_failures = transitions_report(rows, args.backgrounds,
-                                                  args.tx_batches)
+    replica_verdicts = replica_report(rows, batches, redis_batches)
+    tx_verdicts, tx_failures = transitions_report(rows, backgrounds, tx_batches)
     failures += tx_failures
     # The cost of the observability features: the same list scenario on
     # servers that differ only in one flag, each as a ratio to its own
@@ -766,9 +285,7 @@ def report(args):
                   f"throughput (ratio to baseline {logged:.2f} with, {on:.2f} without).")
     print()
     met = sum(1 for v in verdicts if v[2] == "MET")
-    print(f"Targets: {met} of {len(verdicts)} MET: list (with and without "
-          "filter) >= 0.85 of baseline req/s and p99 <= 1.5x baseline's; "
-          "get by id >= 0.9; POST in memory >= 0.7; POST durable: no target.")
+    print(f"Targets: {met} of {len(verdicts)} MET: {thresholds.single_node_summary()}")
     for name, conns, verdict in verdicts:
         if verdict != "MET":
             print(f"- MISSED: {name} at {conns} connections")
@@ -787,8 +304,8 @@ def report(args):
             if verdict != "MET":
                 print(f"- {verdict}: {name}")
 
-    if args.memory and os.path.exists(args.memory):
-        failures += memory_report(args.memory, args.memory_meta)
+    if memory and os.path.exists(memory):
+        failures += memory_report(memory, memory_meta)
 
     print()
     if failures:
@@ -796,34 +313,12 @@ def report(args):
             print(f"FAIL: {f}")
         print(f"FAIL: {len(failures)} run(s) with errors: every run must have "
               "zero non-2xx responses and zero socket errors")
-        sys.exit(3)
+        return 3
     print("No errors: every run had zero non-2xx responses and zero socket "
           "errors.")
+    return 0
 
 
-# LOAD_REPLICAS: (label, numerator (scenario, target), denominator
-# (scenario, target), minimum or None). The two ran in the same round.
-REPLICA_RATIOS = [
-    ("replica list / single-node list", ("list", "replica"), ("list", "server"), 0.9),
-    ("replica get / single-node get", ("get_id", "replica"), ("get_id", "server"), 0.9),
-    ("replica POST / pgbench, one transaction per create", ("post_mem", "replica"),
-     ("post_mem", "pgbench"), 10.0),
-    ("durable POST (fsync always) / in-memory POST", ("post_mem", "durable"),
-     ("post_mem", "server"), 0.5),
-    ("replica + Redis list / single-node list", ("list", "replica_redis"),
-     ("list", "server"), 0.4),
-    ("replica + Redis list / Redis ceiling (redis-benchmark, the same EVALSHA)",
-     ("list", "replica_redis"), ("list", "redis_ceiling"), None),
-    ("replica + Redis list / Redis ceiling pipelined by 16 (-P 16)",
-     ("list", "replica_redis"), ("list", "redis_ceiling_p16"), None),
-    ("replica list / baseline", ("list", "replica"), ("list", "baseline"), None),
-    ("replica + Redis list / replica list", ("list", "replica_redis"),
-     ("list", "replica"), None),
-    ("cluster (scripts/cluster, through HAProxy) list / single-node list",
-     ("list", "cluster"), ("list", "server"), None),
-    ("replica + Redis list, 64 keys in turn / single-node list, 64 keys",
-     ("list_keys", "replica_redis"), ("list_keys", "server"), None),
-]
 REPLICA_TARGETS = [
     ("list", "server", "single node, GET /v1/pets?limit=20"),
     ("list", "replica", "replica (--postgres), GET /v1/pets?limit=20"),
@@ -896,7 +391,7 @@ def replica_report(rows, batches_path=None, redis_batches_path=None):
         print()
         print("| ratio | per-round ratios | median | target | verdict |")
         print("|---|---|---:|---|---|")
-        for label, (sa, ta), (sb, tb), minimum in REPLICA_RATIOS:
+        for label, (sa, ta), (sb, tb), minimum in thresholds.REPLICA_RATIOS:
             per_round = paired(by_round(rows, sa, c, ta), by_round(rows, sb, c, tb))
             if not per_round:
                 continue
@@ -905,7 +400,7 @@ def replica_report(rows, batches_path=None, redis_batches_path=None):
                 target_text, verdict = "(none)", "-"
             else:
                 target_text = f">= {minimum:g}"
-                verdict = "MET" if ratio >= minimum else "MISSED"
+                verdict = thresholds.at_least(ratio, minimum)
                 verdicts.append((f"{label}, {c} connections", verdict))
             print(f"| {label} | {' '.join(f'{x:.2f}' for x in per_round)} "
                   f"| {fmt(ratio)} | {target_text} | **{verdict}** |")
@@ -925,7 +420,7 @@ def replica_report(rows, batches_path=None, redis_batches_path=None):
               "single node, baseline, page only, then the replica targets), "
               "and the median is the verdict's. pgbench runs the committer's "
               "own statement with a batch of one, each in its own "
-              "transaction (scripts/load.d/create.pgbench), 64 clients; "
+              "transaction (scripts/bench/load.d/create.pgbench), 64 clients; "
               "redis-benchmark sends the EVALSHA a lone list request sends "
               "(captured from Redis's MONITOR: same script, key and "
               "arguments, one request per call), 64 connections, 2 threads, "
@@ -943,9 +438,6 @@ def replica_report(rows, batches_path=None, redis_batches_path=None):
 # LOAD_TRANSITIONS: (quiet scenario, the same list under transitions).
 TX_LISTS = [("list", "list_tx"), ("list_sold", "list_sold_tx"),
             ("list_available", "list_available_tx")]
-TX_QUIET_MIN, TX_BUSY_MIN, TX_DURABLE_MIN = 0.95, 0.8, 0.5
-# The background's pace counts as kept at this share of its rate.
-TX_PACE_KEPT = 0.9
 
 
 def background_rate(summary, run):
@@ -963,13 +455,13 @@ def tx_against_post(rows, c, scenario, post_target, tx_target, post_label,
                     latency_label, intro, why):
     """Prints the table of transitions made (200s) a second against the
     POST's req/s of the same rounds, and its median; returns the verdict
-    against TX_DURABLE_MIN. A durable server's and a replica's runs are
-    reported alike."""
+    against thresholds.TX_DURABLE_MIN. A durable server's and a replica's
+    runs are reported alike."""
     post = by_round(rows, scenario, c, post_target)
     made = by_round(rows, scenario, c, tx_target)
     rounds = [n for n in sorted(made) if n in post and post[n]["rps"]]
     ratio = median([made[n]["ok_per_s"] / post[n]["rps"] for n in rounds])
-    verdict = "MET" if ratio is not None and ratio >= TX_DURABLE_MIN else "MISSED"
+    verdict = thresholds.at_least(ratio, thresholds.TX_DURABLE_MIN)
     conflicts = sum(r["conflicts"] for r in made.values())
     requests = sum(r["requests"] for r in made.values())
     print(intro)
@@ -981,7 +473,7 @@ def tx_against_post(rows, c, scenario, post_target, tx_target, post_label,
               f"| {made[n]['conflicts']} "
               f"| {made[n]['ok_per_s'] / post[n]['rps']:.2f} |")
     print()
-    print(f"Median ratio **{fmt(ratio)}** (target >= {TX_DURABLE_MIN}): "
+    print(f"Median ratio **{fmt(ratio)}** (target >= {thresholds.TX_DURABLE_MIN}): "
           f"**{verdict}**. Conflicts: {conflicts:,} of {requests:,} "
           f"transition requests{why}. Transition "
           f"p50/p99 {fmt(median([r['p50_ms'] for r in made.values()]))}/"
@@ -1057,17 +549,17 @@ def transitions_report(rows, backgrounds_dir, tx_batches_path=None):
             rates = ([background_rate(summary, r) for r in srv.values()]
                      if summary else [])
             rates = [x for x in rates if x is not None]
-            paced = bool(rates) and min(rates) >= TX_PACE_KEPT * summary["rate"]
-            qv = "MET" if q is not None and q >= TX_QUIET_MIN else "MISSED"
-            bv = "MET" if b is not None and b >= TX_BUSY_MIN else "MISSED"
+            paced = bool(rates) and min(rates) >= thresholds.TX_PACE_KEPT * summary["rate"]
+            qv = thresholds.at_least(q, thresholds.TX_QUIET_MIN)
+            bv = thresholds.at_least(b, thresholds.TX_BUSY_MIN)
             if not paced:
                 # Below pace, the figure would flatter the server.
                 bv = "NOT MEASURED (background below pace)"
             verdicts.append((f"{SCENARIOS[quiet]} quiet, {c} connections", qv))
             verdicts.append((f"{SCENARIOS[busy]}, {c} connections", bv))
-            print(f"| {SCENARIOS[quiet]} | {c} | {fmt(q)} | >= {TX_QUIET_MIN} **{qv}** "
+            print(f"| {SCENARIOS[quiet]} | {c} | {fmt(q)} | >= {thresholds.TX_QUIET_MIN} **{qv}** "
                   f"| {fmt(b)} | {' '.join(f'{x:.2f}' for x in per_round)} "
-                  f"| >= {TX_BUSY_MIN} **{bv}** "
+                  f"| >= {thresholds.TX_BUSY_MIN} **{bv}** "
                   f"| {' '.join(f'{x:.0f}' for x in rates) or 'n/a'} |")
     print()
     for _, busy in TX_LISTS:
@@ -1150,40 +642,40 @@ def memory_report(path, meta_path):
         d_rss = (last["rss_kib"] - s1["rss_kib"]) * 1024
         per_pet = d_rss / d_pets
         verdict = ("FLAT (growth explained by the added pets)"
-                   if per_pet <= LEAK_BYTES_PER_PET
+                   if per_pet <= thresholds.LEAK_BYTES_PER_PET
                    else "GROWING FASTER THAN THE PETS: possible leak")
         print(f"Steady state (t={s1['t']:.0f} s to the end): "
               f"{d_rss / 2**20:+.1f} MiB for {d_pets} pets = "
               f"{per_pet:.0f} bytes per added pet (~100 expected, "
-              f"<= {LEAK_BYTES_PER_PET} called flat): **{verdict}**")
+              f"<= {thresholds.LEAK_BYTES_PER_PET} called flat): **{verdict}**")
     elif added == 0:
         print("No pets were added: the growth is not explained by pets.")
     return failures
 
 
-def keyed_report(args):
+def keyed_report(results, memory):
     """LOAD_KEYED=1: per target, keyed POST's req/s over plain POST's in
-    the same round (median of the rounds; target >= 0.8), and the cost of
-    a kept key. Exit 3 when a run had errors or gave no result."""
-    with open(args.results, encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f if line.strip()]
+    the same round (median of the rounds; target thresholds.KEYED_MIN),
+    and the cost of a kept key, on stdout. Returns 3 when a run had errors
+    or gave no result, else 0."""
+    rows = read_rows(results)
     bad = [r for r in rows if r.get("missing") or r["non2xx"] or r["socket_errors"]]
     conns = rows[0]["conns"] if rows else 0
     print("| target | plain req/s | keyed req/s | keyed / plain (median of rounds) | "
-          "plain p99 ms | keyed p99 ms | target >= 0.8 |")
+          f"plain p99 ms | keyed p99 ms | target >= {thresholds.KEYED_MIN} |")
     print("|---|---|---|---|---|---|---|")
     for target in ("durable", "replica"):
         plain = by_round(rows, "post_plain", conns, target)
         keyed = by_round(rows, "post_keyed", conns, target)
         ratios = paired(keyed, plain)
         ratio = median(ratios)
-        verdict = "n/a" if ratio is None else ("MET" if ratio >= 0.8 else "MISSED")
+        verdict = "n/a" if ratio is None else thresholds.at_least(ratio, thresholds.KEYED_MIN)
         print(f"| {target} | {fmt(median([r['rps'] for r in plain.values()]), 0)} | "
               f"{fmt(median([r['rps'] for r in keyed.values()]), 0)} | "
               f"{fmt(ratio)} ({', '.join(fmt(x) for x in ratios)}) | "
               f"{fmt(median([r['p99_ms'] for r in plain.values()]))} | "
               f"{fmt(median([r['p99_ms'] for r in keyed.values()]))} | {verdict} |")
-    with open(args.memory, encoding="utf-8") as f:
+    with open(memory, encoding="utf-8") as f:
         mem = json.load(f)
     n = mem["n"]
     plain_growth = (mem["rss1_kib"] - mem["rss0_kib"]) * 1024
@@ -1202,138 +694,5 @@ def keyed_report(args):
         print()
         print(f"ERRORS in {len(bad)} run(s): " + ", ".join(
             f"{r['scenario']} {r['target']} r{r['round']}" for r in bad))
-        sys.exit(3)
-
-
-def main():
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawTextHelpFormatter)
-    sub = p.add_subparsers(dest="cmd", required=True)
-
-    s = sub.add_parser("seed")
-    s.add_argument("base")
-    s.add_argument("key")
-    s.add_argument("n", type=int)
-    s.add_argument("threads", type=int)
-    s.add_argument("--status", choices=STATUSES)
-    s.add_argument("--keyed", metavar="PREFIX")
-    s.set_defaults(func=seed)
-
-    s = sub.add_parser("keyed-report")
-    s.add_argument("results")
-    s.add_argument("--memory", required=True)
-    s.set_defaults(func=keyed_report)
-
-    s = sub.add_parser("journal")
-    s.add_argument("path")
-    s.add_argument("n", type=int)
-    s.set_defaults(func=journal)
-
-    s = sub.add_parser("count")
-    s.add_argument("base")
-    s.add_argument("key")
-    s.add_argument("after", type=int)
-    s.set_defaults(func=count)
-
-    s = sub.add_parser("drive")
-    s.add_argument("base")
-    s.add_argument("key")
-    s.add_argument("method", choices=["GET", "POST"])
-    s.add_argument("path")
-    s.add_argument("n", type=int)
-    s.add_argument("--ids", type=int, default=10000)
-    s.set_defaults(func=drive)
-
-    s = sub.add_parser("capture")
-    s.add_argument("base")
-    s.add_argument("key")
-    s.add_argument("path")
-    s.add_argument("out")
-    s.add_argument("--method", choices=["GET", "POST"], default="GET")
-    s.set_defaults(func=capture)
-
-    s = sub.add_parser("record")
-    s.add_argument("--results", required=True)
-    s.add_argument("--log", required=True)
-    s.add_argument("--scenario", required=True)
-    s.add_argument("--conns", type=int, required=True)
-    s.add_argument("--target", required=True)
-    s.add_argument("--round", type=int, required=True)
-    s.add_argument("--cpu-ticks", type=int, required=True)
-    s.add_argument("--clk-tck", type=int, required=True)
-    s.add_argument("--wrk-status", type=int, default=0)
-    s.add_argument("--kind", choices=["wrk", "pgbench", "redis"], default="wrk")
-    s.add_argument("--started", type=float, help="the run's start, Unix time")
-    s.add_argument("--ended", type=float, help="the run's end, Unix time")
-    s.set_defaults(func=record)
-
-    s = sub.add_parser("statuses")
-    s.add_argument("base")
-    s.add_argument("key")
-    s.add_argument("first", type=int)
-    s.add_argument("last", type=int)
-    s.add_argument("out")
-    s.set_defaults(func=statuses_cmd)
-
-    s = sub.add_parser("background")
-    s.add_argument("--base", required=True)
-    s.add_argument("--key", required=True)
-    s.add_argument("--rate", type=float, required=True)
-    s.add_argument("--threads", type=int, default=8)
-    s.add_argument("--sell-share", type=float, default=0.02)
-    s.add_argument("--duration", type=float, required=True)
-    s.add_argument("--ready-file", required=True)
-    s.add_argument("--stop-file", required=True)
-    s.add_argument("--out", required=True)
-    s.set_defaults(func=background)
-
-    s = sub.add_parser("evalsha")
-    s.add_argument("monitor")
-    s.set_defaults(func=evalsha)
-
-    s = sub.add_parser("batches")
-    s.add_argument("base")
-    s.add_argument("key")
-    s.add_argument("--transitions", action="store_true")
-    s.set_defaults(func=batches)
-
-    s = sub.add_parser("redis-batches")
-    s.add_argument("base")
-    s.add_argument("key")
-    s.set_defaults(func=redis_batches)
-
-    s = sub.add_parser("csv-rps")
-    s.set_defaults(func=csv_rps)
-
-    s = sub.add_parser("memwatch")
-    s.add_argument("--pid", type=int, required=True)
-    s.add_argument("--base", required=True)
-    s.add_argument("--key", required=True)
-    s.add_argument("--start-id", type=int, required=True)
-    s.add_argument("--interval", type=float, default=5)
-    s.add_argument("--duration", type=float, required=True)
-    s.add_argument("--stop-file", required=True)
-    s.add_argument("--ready-file", required=True)
-    s.add_argument("--out", required=True)
-    s.set_defaults(func=memwatch)
-
-    s = sub.add_parser("report")
-    s.add_argument("results")
-    s.add_argument("--batches", help="replica POST's creates and transactions (LOAD_REPLICAS)")
-    s.add_argument("--redis-batches",
-                   help="replica + Redis: requests decided in Redis and calls (LOAD_REPLICAS)")
-    s.add_argument("--memory")
-    s.add_argument("--memory-meta")
-    s.add_argument("--backgrounds",
-                   help="the directory of background-*.json (LOAD_TRANSITIONS)")
-    s.add_argument("--tx-batches",
-                   help="the replica's transitions decided and transactions "
-                        "(LOAD_REPLICAS with LOAD_TRANSITIONS)")
-    s.set_defaults(func=report)
-
-    args = p.parse_args()
-    args.func(args)
-
-
-if __name__ == "__main__":
-    main()
+        return 3
+    return 0

@@ -3,7 +3,7 @@
 
     excess.py [--inclusive] [--ruler=NAME] [--subject=NAME] SERVER_PREFIX BASELINE_PREFIX N [ROWS]
 
-Reads PREFIX.N and PREFIX.3N (callgrind output files of scripts/profile),
+Reads PREFIX.N and PREFIX.3N (callgrind output files of scripts/bench/profile),
 takes each function's self cost per request as (cost at 3N - cost at N) /
 2N, and prints a Markdown table of the functions by how many more
 instructions a request spends in them in the server than in the baseline.

@@ -1,4 +1,4 @@
--- Shared by every scenario of scripts/load (prepended to each scenario
+-- Shared by every scenario of scripts/bench/load (prepended to each scenario
 -- script): at the end of a wrk run, print one machine-readable line with
 -- the numbers the benchmark keeps. Times are microseconds.
 --

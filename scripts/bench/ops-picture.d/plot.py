@@ -1,5 +1,5 @@
 """Plots the dashboard's own queries (ops/grafana/petstore.json), asked of
-the private Prometheus that scraped the server during scripts/ops-picture's
+the private Prometheus that scraped the server during scripts/bench/ops-picture's
 run, and the throughput/latency curve of its phases.
 
     plot.py PROMETHEUS_URL DASHBOARD PHASES_JSON OUT_DASHBOARD_PNG OUT_CURVE_PNG
@@ -104,7 +104,7 @@ def main():
             ax.legend(fontsize=6, loc="upper left")
         for phase in phases:
             ax.axvline(phase["start"] - phases[0]["start"], color="grey", lw=0.4, alpha=0.5)
-    fig.suptitle("petstore dashboard queries over scripts/ops-picture's run "
+    fig.suptitle("petstore dashboard queries over scripts/bench/ops-picture's run "
                  "(GET by id at 1, 2, 4, ... connections, creates and a banned key beside)",
                  fontsize=11)
     fig.tight_layout()

@@ -6,7 +6,7 @@
 -- it owns pets (far more than its connections): its previous transition
 -- has been answered by then, and nearly every request is an allowed
 -- step. A conflict counts for nothing: only 200s are transitions made.
--- STATUSES is a file of `id status` lines (helper.py statuses): where
+-- STATUSES is a file of `id status` lines (clients.py, statuses): where
 -- the previous run left each pet. A 409 names the pet's current status,
 -- which the next step then starts from; a sold pet (final) leaves the
 -- ring.
