@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use super::id_set::IdSet;
-use crate::pet::json::{decode, encode, status_of_json, LONGEST_STATUS};
 use super::query::{JsonPage, ListQuery, PageSize};
+use crate::pet::json::{decode, encode, status_of_json, LONGEST_STATUS};
 use crate::pet::{Pet, PetId, PetStatus};
 
 #[derive(Debug, Default)]

@@ -187,7 +187,9 @@ fn readers_of_a_copy_that_changes_get_well_formed_pages() {
                         0 => None,
                         n => Some(PetStatus::ALL[(n - 1) as usize]),
                     };
-                    let after = (round % 3 == 0).then(|| PetId::new(1 + round % PETS).unwrap());
+                    let after = round
+                        .is_multiple_of(3)
+                        .then(|| PetId::new(1 + round % PETS).unwrap());
                     let query = ListQuery {
                         limit,
                         status,

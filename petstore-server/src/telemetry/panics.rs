@@ -62,12 +62,22 @@ fn log_panic(info: &PanicHookInfo<'_>) {
     );
     let thread = std::thread::current();
     let thread = thread.name().unwrap_or("unnamed");
-    log_error!("{}", line(&place, thread, message(info.payload_as_str())));
+    log_error!("{}", line(&place, thread, message(payload_text(info))));
     let _ = LAST_PLACE.try_with(|last| {
         if let Ok(mut last) = last.try_borrow_mut() {
             *last = Some(place);
         }
     });
+}
+
+/// A panic's message, when it is text: `panic!` with arguments carries a
+/// `String`, with a literal a `&str`.
+fn payload_text<'a>(info: &'a PanicHookInfo<'_>) -> Option<&'a str> {
+    let payload = info.payload();
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
 }
 
 /// The text of a panic's log line.
