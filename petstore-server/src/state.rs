@@ -11,7 +11,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use petstore_core::{Clock, Inventory};
 
-use crate::keys::{Keys, KeysError, Rerun};
+use crate::keys::{KeyExpiry, Keys, KeysError, Rerun};
 use crate::ratelimit::RateLimits;
 use crate::store::Store;
 use crate::telemetry::reloads::{reload_failed, Reloaded};
@@ -37,7 +37,7 @@ pub struct AppState {
     /// (a connection's first request with a key, or one without a valid
     /// key); a reload builds the new table outside the lock and swaps it
     /// in.
-    keys: RwLock<Arc<Keys>>,
+    keys: Arc<RwLock<Arc<Keys>>>,
     /// Bumped after every reload, so that connections know the key entry
     /// they remember may be stale (`http/connection.rs`).
     keys_generation: AtomicU64,
@@ -67,7 +67,9 @@ impl AppState {
         metrics: Option<Metrics>,
     ) -> Self {
         let inventory = store.inventory().clone();
+        let keys = Arc::new(RwLock::new(Arc::new(keys)));
         let metrics = metrics.map(|mut metrics| {
+            metrics.register(Box::new(KeyExpiry::new(keys.clone(), clock.clone())));
             for collector in store.collectors() {
                 metrics.register(collector);
             }
@@ -82,7 +84,7 @@ impl AppState {
             inventory,
             clock,
             limits,
-            keys: RwLock::new(Arc::new(keys)),
+            keys,
             keys_generation: AtomicU64::new(0),
             keys_path,
             reloads: Rerun::default(),

@@ -8,11 +8,13 @@
 //! refuses.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use petstore_core::{FsyncPolicy, Plan};
 
 use crate::http::DEFAULT_HSTS_MAX_AGE;
+use crate::keys::{parse_duration, Scope};
 use crate::telemetry::log::Format as LogFormat;
 
 /// Where the server listens, its TLS, and what it tells clients about
@@ -289,20 +291,44 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Print a new random API key and the keys-file entry (with its
-    /// SHA-256, not the key) to paste into the keys file.
+    /// SHA-256, not the key) to paste into the keys file; or, with
+    /// --rotate, add a new key to an entry of a keys file in place.
     Keygen {
         /// The plan: free, pro, business or enterprise.
-        #[arg(long, value_parser = parse_plan)]
-        plan: Plan,
+        #[arg(long, value_parser = parse_plan, required_unless_present = "rotate",
+              conflicts_with = "rotate")]
+        plan: Option<Plan>,
         /// The entry's name, logged instead of the key.
-        #[arg(long)]
-        name: String,
+        #[arg(long, required_unless_present = "rotate", conflicts_with = "rotate")]
+        name: Option<String>,
         /// The entry's own per-minute limit (required with enterprise).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "rotate")]
         per_minute: Option<u32>,
         /// The entry's own per-day limit (required with enterprise).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "rotate")]
         per_day: Option<u32>,
+        /// A scope of the new entry: pets:read, pets:write, orders,
+        /// orders:all or events (repeatable; without any, all of them).
+        #[arg(long = "scope", value_name = "SCOPE", value_parser = parse_scope,
+              conflicts_with = "rotate")]
+        scopes: Vec<Scope>,
+        /// The entry's key expires after this long (90d, 12h, 30m, 45s):
+        /// its expiresAt. With --rotate, sets the rotated entry's.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        expires_in: Option<Duration>,
+        /// Add a new key to the entry NAME of the keys file --keys, in
+        /// place (both keys valid until the old one is removed), and
+        /// print the new key once.
+        #[arg(long, value_name = "NAME", requires = "keys_file")]
+        rotate: Option<String>,
+        /// The keys file of --rotate (written atomically).
+        #[arg(
+            long = "keys",
+            id = "keys_file",
+            value_name = "FILE",
+            requires = "rotate"
+        )]
+        keys_file: Option<PathBuf>,
     },
     /// Check or repair the journal of a data directory, for when the
     /// server refuses to start on a damaged one.
@@ -365,6 +391,13 @@ pub enum JournalAction {
         #[arg(long, env = "PETSTORE_DATA", default_value = "./petstore-data")]
         data: PathBuf,
     },
+}
+
+fn parse_scope(s: &str) -> Result<Scope, String> {
+    Scope::parse(s).ok_or_else(|| {
+        let known: Vec<&str> = Scope::ALL.iter().map(|s| s.as_str()).collect();
+        format!("not a scope (the scopes are {})", known.join(", "))
+    })
 }
 
 fn parse_plan(s: &str) -> Result<Plan, String> {
@@ -462,7 +495,7 @@ mod tests {
         assert!(matches!(
             gen.command,
             Some(Command::Keygen {
-                plan: Plan::Pro,
+                plan: Some(Plan::Pro),
                 ..
             })
         ));

@@ -49,8 +49,21 @@ pub fn main() -> ExitCode {
         name,
         per_minute,
         per_day,
+        scopes,
+        expires_in,
+        rotate,
+        keys_file,
     }) = &cli.command
     {
+        let expires_at = expires_in.map(keygen::expires_after);
+        if let (Some(entry_name), Some(path)) = (rotate, keys_file) {
+            return keygen::rotate_in_file(path, entry_name, expires_at);
+        }
+        // clap requires both without --rotate.
+        let (Some(plan), Some(name)) = (plan, name) else {
+            eprintln!("keygen: --plan and --name are needed (or --rotate NAME --keys FILE)");
+            return ExitCode::from(2);
+        };
         let key = match keygen::new_key() {
             Ok(key) => key,
             Err(e) => {
@@ -58,7 +71,14 @@ pub fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        return match keygen::entry(&key, name, *plan, *per_minute, *per_day) {
+        let new = keygen::NewEntry {
+            per_minute: *per_minute,
+            per_day: *per_day,
+            scopes,
+            expires_at,
+            ..keygen::NewEntry::new(name, *plan)
+        };
+        return match keygen::entry(&key, &new) {
             Ok(entry) => {
                 println!("key: {key}");
                 println!("entry: {entry}");
@@ -66,7 +86,7 @@ pub fn main() -> ExitCode {
             }
             Err(message) => {
                 eprintln!(
-                    "keygen: the server would refuse this entry: {message} (--per-minute, --per-day)"
+                    "keygen: the server would refuse this entry: {message} (--per-minute, --per-day, --scope, --expires-in)"
                 );
                 ExitCode::from(2)
             }

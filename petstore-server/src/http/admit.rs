@@ -38,6 +38,7 @@ use super::reply::{decorate, empty, json, refusal};
 use super::route::{pet_segment, Operation, Route};
 use super::{cors, docs, health, query_string};
 use crate::headers::{Binding, QuotaHeaders, IDEMPOTENCY_KEY};
+use crate::keys::Scopes;
 use crate::paths::UNKNOWN;
 use crate::ratelimit::{Charged, Later};
 use crate::state::AppState;
@@ -159,14 +160,23 @@ impl Pending {
 
 /// What the checks before the rate limit found: the operation, what the
 /// access log records so far, and the charged limiter's quota headers and
-/// caller (the key's entry name, or why there is no valid key).
+/// caller (the key's entry, or why there is no valid key).
 #[derive(Debug)]
 struct Found {
     op: Operation,
     served: Served,
     quota: QuotaHeaders,
-    caller: Result<&'static str, ApiError>,
+    caller: Result<Caller, ApiError>,
     origin: Origin,
+}
+
+/// Who a request with a valid key is: its entry's name and scopes, copied
+/// out of the entry where it was looked up (a byte and a pointer: the
+/// scope check needs no second lookup).
+#[derive(Clone, Copy, Debug)]
+struct Caller {
+    name: &'static str,
+    scopes: Scopes,
 }
 
 /// A request to an operation that passed route, method, key, rate limit,
@@ -450,7 +460,7 @@ fn limited(
         }
         Outcome::Banned { retry_after } => {
             if decision.ban_started {
-                let name = caller.as_ref().map_or("?", |name| *name);
+                let name = caller.as_ref().map_or("?", |caller| caller.name);
                 crate::log_info!(
                     "key {name:?} banned for {} s: too many requests came back before their Retry-After",
                     super::error::secs(retry_after)
@@ -462,10 +472,15 @@ fn limited(
         }
         Outcome::Allowed => match &caller {
             Err(error) => Err(error.clone()),
+            // Charged like any request, before the operation's own checks:
+            // a key without the scope learns nothing of them.
+            Ok(caller) if !caller.scopes.allows(op.scope()) => {
+                Err(ApiError::InsufficientScope(op.scope()))
+            }
             Ok(_) => check(),
         },
     };
-    served.key = caller.ok();
+    served.key = caller.ok().map(|caller| caller.name);
     match checked {
         Ok(op) => Decided::Admitted(Admitted {
             op,
@@ -568,35 +583,41 @@ fn authorize(
     connection: &Connection,
     authorization: Authorization<'_>,
     now: Timestamp,
-) -> (Charged, QuotaHeaders, Result<&'static str, ApiError>) {
+) -> (Charged, QuotaHeaders, Result<Caller, ApiError>) {
     let state = &*connection.state;
-    let key_sent = match authorization {
+    let refused = match authorization {
         Authorization::Value(header) => {
             let charged = connection.with_key(header, |entry| {
-                (
+                // An expired key is no key: it is charged as a request
+                // without one, per address, as a guessed key is.
+                if entry.access.expired(now) {
+                    return None;
+                }
+                let caller = Caller {
+                    name: entry.name,
+                    scopes: entry.access.scopes,
+                };
+                Some((
                     state.limits.charge_key(entry, now),
                     entry.quota_headers,
-                    entry.name,
-                )
+                    caller,
+                ))
             });
             match charged {
-                Some((charged, quota, name)) => return (charged, quota, Ok(name)),
+                Some(Some((charged, quota, caller))) => return (charged, quota, Ok(caller)),
+                Some(None) => ApiError::KeyExpired,
                 // Malformed, or not a key of ours: the same 401.
-                None => true,
+                None => ApiError::Unauthorized { key_sent: true },
             }
         }
-        Authorization::Several => true,
-        Authorization::Missing => false,
+        Authorization::Several => ApiError::Unauthorized { key_sent: true },
+        Authorization::Missing => ApiError::Unauthorized { key_sent: false },
     };
     let keys = state.keys();
     let charged = state
         .limits
         .charge_anonymous(&keys.anonymous, connection.peer, now);
-    (
-        charged,
-        keys.anonymous_headers,
-        Err(ApiError::Unauthorized { key_sent }),
-    )
+    (charged, keys.anonymous_headers, Err(refused))
 }
 
 /// 415 first (docs/http.md, "Routing and order of checks"): a body of the wrong type is

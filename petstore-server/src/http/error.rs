@@ -9,6 +9,8 @@ use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTIC
 use hyper::{Response, StatusCode};
 use serde::Serialize;
 
+use crate::keys::Scope;
+
 /// The response type of every handler.
 pub type HttpResponse = Response<Full<Bytes>>;
 
@@ -39,6 +41,14 @@ pub enum ApiError {
         /// A key (or something in the Authorization header) was sent.
         key_sent: bool,
     },
+    /// 401 `unauthorized`: a key of the table whose `expiresAt` has
+    /// passed.
+    #[error("the API key expired")]
+    KeyExpired,
+    /// 403 `insufficient_scope`: the key's scopes do not cover the
+    /// operation; names the scope it needs.
+    #[error("this API key's scopes do not include {0}, which this operation needs")]
+    InsufficientScope(Scope),
     /// 404 `not_found`.
     #[error("{0}")]
     NotFound(String),
@@ -102,6 +112,24 @@ pub enum ApiError {
     Unconfirmed,
 }
 
+/// The `WWW-Authenticate` value of a 403 for `scope`: one static text
+/// per scope, no formatting on the way.
+fn insufficient_scope(scope: Scope) -> &'static str {
+    match scope {
+        Scope::PetsRead => {
+            r#"Bearer realm="petstore", error="insufficient_scope", scope="pets:read""#
+        }
+        Scope::PetsWrite => {
+            r#"Bearer realm="petstore", error="insufficient_scope", scope="pets:write""#
+        }
+        Scope::Orders => r#"Bearer realm="petstore", error="insufficient_scope", scope="orders""#,
+        Scope::OrdersAll => {
+            r#"Bearer realm="petstore", error="insufficient_scope", scope="orders:all""#
+        }
+        Scope::Events => r#"Bearer realm="petstore", error="insufficient_scope", scope="events""#,
+    }
+}
+
 /// Whole seconds, rounded up, at least 1: the `Retry-After` value.
 pub fn secs(d: Duration) -> u64 {
     (d.as_nanos().div_ceil(1_000_000_000) as u64).max(1)
@@ -123,7 +151,8 @@ impl ApiError {
             | ApiError::InvalidPath(_)
             | ApiError::InvalidHeader(_)
             | ApiError::InvalidIdempotencyKey(_) => StatusCode::BAD_REQUEST,
-            ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            ApiError::Unauthorized { .. } | ApiError::KeyExpired => StatusCode::UNAUTHORIZED,
+            ApiError::InsufficientScope(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
@@ -150,7 +179,8 @@ impl ApiError {
             ApiError::InvalidIdempotencyKey(_) => "invalid_idempotency_key",
             ApiError::IdempotencyKeyInUse => "idempotency_key_in_use",
             ApiError::IdempotencyKeyReused => "idempotency_key_reused",
-            ApiError::Unauthorized { .. } => "unauthorized",
+            ApiError::Unauthorized { .. } | ApiError::KeyExpired => "unauthorized",
+            ApiError::InsufficientScope(_) => "insufficient_scope",
             ApiError::NotFound(_) => "not_found",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::RequestTimeout(_) => "request_timeout",
@@ -196,6 +226,21 @@ impl ApiError {
                 };
                 headers.insert(WWW_AUTHENTICATE, HeaderValue::from_static(value));
             }
+            ApiError::KeyExpired => {
+                headers.insert(
+                    WWW_AUTHENTICATE,
+                    HeaderValue::from_static(
+                        r#"Bearer realm="petstore", error="invalid_token", error_description="the key expired""#,
+                    ),
+                );
+            }
+            // RFC 6750 3.1: the scope the request needs.
+            ApiError::InsufficientScope(scope) => {
+                headers.insert(
+                    WWW_AUTHENTICATE,
+                    HeaderValue::from_static(insufficient_scope(*scope)),
+                );
+            }
             _ => {}
         }
         response
@@ -217,6 +262,8 @@ mod tests {
             ApiError::IdempotencyKeyInUse,
             ApiError::IdempotencyKeyReused,
             ApiError::Unauthorized { key_sent: false },
+            ApiError::KeyExpired,
+            ApiError::InsufficientScope(Scope::Orders),
             ApiError::NotFound("n".into()),
             ApiError::MethodNotAllowed { allow: "GET" },
             ApiError::RequestTimeout(10),

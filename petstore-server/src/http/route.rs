@@ -5,6 +5,7 @@
 use petstore_core::Transition;
 
 use super::docs::{self, Asset};
+use crate::keys::Scope;
 use crate::paths::{
     DOCS, DOCS_ASSET, DOCS_PREFIX, HEALTH, METRICS, OPENAPI_JSON, ORDERS, PET, PETS, PET_PREFIX,
     RELEASE, RESERVE, SELL,
@@ -99,6 +100,17 @@ pub(super) enum Operation {
     /// `reservePet`, `releasePet`, `sellPet`.
     Transition(Transition),
     ListOrders,
+}
+
+impl Operation {
+    /// The scope a key needs for it (docs/contract.md, "Keys and plans").
+    pub(super) fn scope(self) -> Scope {
+        match self {
+            Operation::ListPets | Operation::GetPet => Scope::PetsRead,
+            Operation::CreatePet => Scope::PetsWrite,
+            Operation::Transition(_) | Operation::ListOrders => Scope::Orders,
+        }
+    }
 }
 
 /// The `{petId}` segment of a `/v1/pets/{petId}` path, or of a

@@ -2,17 +2,21 @@
 //! safely, and checking every entry with a message that names the entry
 //! and never a key.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::num::NonZeroU32;
 use std::path::Path;
 use std::sync::Arc;
 
-use petstore_core::{limit::AnonymousLimiter, BanPolicy, KeyLimiter, Plan, Plans, Quota};
+use petstore_core::{
+    limit::AnonymousLimiter, BanPolicy, KeyLimiter, Plan, Plans, Quota, Timestamp,
+};
 use serde_json::error::Category;
 use serde_json::{Map, Value};
 
+use super::expiry::parse_rfc3339;
+use super::scope::{Scope, Scopes};
 use super::table::{
-    anonymous_headers, digest, key_headers, KeyEntry, Keys, ANONYMOUS_CAPACITY,
+    anonymous_headers, digest, key_headers, Access, KeyEntry, Keys, ANONYMOUS_CAPACITY,
     ANONYMOUS_PER_MINUTE,
 };
 use crate::log_error;
@@ -53,18 +57,34 @@ pub enum KeysError {
 
 /// The fields of the file, of an entry, of a plan and of `ban`.
 const FILE_FIELDS: &[&str] = &["keys", "plans", "ban", "anonymousPerMinute"];
-const ENTRY_FIELDS: &[&str] = &["name", "key", "sha256", "plan", "perMinute", "perDay"];
+const ENTRY_FIELDS: &[&str] = &[
+    "name",
+    "key",
+    "sha256",
+    "plan",
+    "perMinute",
+    "perDay",
+    "scopes",
+    "expiresAt",
+];
 const PLAN_FIELDS: &[&str] = &["perMinute", "perDay"];
 const BAN_FIELDS: &[&str] = &["strikes", "windowSeconds", "banSeconds"];
 
 struct KeyFileEntry {
     name: String,
     key: Option<String>,
-    sha256: Option<String>,
+    /// One digest, or the two of a key being rotated.
+    sha256: Vec<String>,
     plan: String,
     per_minute: Option<u32>,
     per_day: Option<u32>,
+    scopes: Scopes,
+    expires_at: Option<Timestamp>,
 }
+
+/// The secrets an entry may hold at once: the key in use and, while it
+/// is rotated, its successor (docs/operating.md, "Rotating a key").
+pub const MAX_SECRETS: usize = 2;
 
 // Why the file is walked by hand rather than with `serde` derives:
 // serde's messages quote the value at fault (`invalid type: string
@@ -164,6 +184,71 @@ fn whole<T: TryFrom<u64>>(
     }
 }
 
+/// `sha256`: one digest, or an array of the digests of a key being
+/// rotated.
+fn digests(obj: &Map<String, Value>, at: &str) -> Result<Vec<String>, String> {
+    let many = |v: &Value| {
+        format!(
+            "{at}: sha256 must be a string or an array of strings, found {}",
+            kind(v)
+        )
+    };
+    match obj.get("sha256") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::String(s)) => Ok(vec![s.clone()]),
+        Some(v @ Value::Array(items)) => items
+            .iter()
+            .map(|item| item.as_str().map(str::to_owned).ok_or_else(|| many(v)))
+            .collect(),
+        Some(v) => Err(many(v)),
+    }
+}
+
+/// `scopes`: an array of scope names; all of them when absent. An
+/// unknown one is named (a scope name is no secret) with the known ones.
+fn scopes(obj: &Map<String, Value>, at: &str) -> Result<Scopes, String> {
+    let known = || {
+        Scope::ALL
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match obj.get("scopes") {
+        None | Some(Value::Null) => Ok(Scopes::ALL),
+        Some(Value::Array(items)) => items.iter().try_fold(Scopes::NONE, |set, item| {
+            let name = item.as_str().ok_or_else(|| {
+                format!("{at}: scopes must be an array of strings, found {} in it", kind(item))
+            })?;
+            // Not printed: a value one line off could be a key.
+            let scope = Scope::parse(name).ok_or_else(|| {
+                format!(
+                    "{at}: scopes holds an unknown scope (the scopes are {}; an unknown one is not printed, it could be a key)",
+                    known()
+                )
+            })?;
+            Ok(set.with(scope))
+        }),
+        Some(v) => Err(format!(
+            "{at}: scopes must be an array of strings, found {}",
+            kind(v)
+        )),
+    }
+}
+
+/// `expiresAt`: an RFC 3339 date-time.
+fn expires_at(obj: &Map<String, Value>, at: &str) -> Result<Option<Timestamp>, String> {
+    string(obj, at, "expiresAt")?
+        .map(|text| {
+            parse_rfc3339(&text).ok_or_else(|| {
+                format!(
+                    "{at}: expiresAt must be an RFC 3339 date-time such as 2027-02-26T10:00:00Z"
+                )
+            })
+        })
+        .transpose()
+}
+
 fn required<T>(v: Option<T>, at: &str, field: &str) -> Result<T, String> {
     v.ok_or_else(|| format!("{at}: {field} is missing"))
 }
@@ -180,10 +265,12 @@ fn entry(obj: &Map<String, Value>, at: &str) -> Result<KeyFileEntry, String> {
     Ok(KeyFileEntry {
         name: required(string(obj, at, "name")?, at, "name")?,
         key: string(obj, at, "key")?,
-        sha256: string(obj, at, "sha256")?,
+        sha256: digests(obj, at)?,
         plan: required(string(obj, at, "plan")?, at, "plan")?,
         per_minute: whole(obj, at, "perMinute", quota_max)?,
         per_day: whole(obj, at, "perDay", quota_max)?,
+        scopes: scopes(obj, at)?,
+        expires_at: expires_at(obj, at)?,
     })
 }
 
@@ -307,16 +394,26 @@ impl Keys {
             if !names.insert(entry.name.clone()) {
                 return Err(format!("{at}: duplicate name"));
             }
-            let digest = match (&entry.key, &entry.sha256) {
-                (Some(key), None) if !key.is_empty() => digest(key),
-                (None, Some(hash)) => parse_digest(hash)
-                    .ok_or_else(|| format!("{at}: sha256 must be 64 hex digits"))?,
-                _ => {
-                    return Err(format!(
-                        "{at}: give exactly one of key or sha256 (non-empty)"
-                    ))
+            // Its secrets, in their order: the first names the entry's
+            // limiter state outside the process (`state_id.rs`).
+            let mut secrets = Vec::with_capacity(MAX_SECRETS);
+            if let Some(key) = &entry.key {
+                if key.is_empty() {
+                    return Err(format!("{at}: key must not be empty"));
                 }
-            };
+                secrets.push(digest(key));
+            }
+            for hash in &entry.sha256 {
+                secrets.push(
+                    parse_digest(hash)
+                        .ok_or_else(|| format!("{at}: sha256 must be 64 hex digits"))?,
+                );
+            }
+            if secrets.is_empty() || secrets.len() > MAX_SECRETS {
+                return Err(format!(
+                    "{at}: give one secret (key or sha256), or two while the key is rotated"
+                ));
+            }
             // The value is not printed: it could be a key.
             let plan = parse_plan_name(&entry.plan)
                 .ok_or_else(|| format!("{at}: plan is not {PLAN_NAMES}"))?;
@@ -343,32 +440,50 @@ impl Keys {
             // ban policy is set on the limiter in force below, once the
             // whole file is known to be valid, so that an edit of the
             // `ban` section refills no key.
+            // An entry keeps its limiter under its name too: a rotation
+            // that drops the old secret (the one that was first) changes
+            // no bucket of the entry.
             let limiter = previous
-                .and_then(|p| p.by_digest.get(&digest))
+                .and_then(|p| {
+                    secrets
+                        .iter()
+                        .find_map(|d| p.by_digest.get(d))
+                        .or_else(|| p.entries().find(|e| e.name == entry.name))
+                })
                 .filter(|old| old.limiter.quota() == quota)
                 .map(|old| old.limiter.clone())
                 .unwrap_or_else(|| Arc::new(KeyLimiter::new(quota, ban)));
-            if !digests.insert(digest) {
-                return Err(format!(
-                    "{at}: duplicate key (same key as an earlier entry)"
-                ));
+            for secret in &secrets {
+                if !digests.insert(*secret) {
+                    return Err(format!(
+                        "{at}: duplicate key (same key as an earlier entry, or twice in this one)"
+                    ));
+                }
             }
-            staged.push((entry.name, digest, plan, quota, limiter));
+            let access = Access {
+                scopes: entry.scopes,
+                expires_at: entry.expires_at,
+            };
+            staged.push((entry.name, secrets, plan, quota, limiter, access));
         }
         // Only a file that is valid as a whole interns its names and
         // policies (interned text lives as long as the process), and
         // changes the ban policy of limiters still shared with the table
         // in force.
-        let by_digest = staged
-            .into_iter()
-            .map(|(name, digest, plan, quota, limiter)| {
-                if limiter.ban_policy() != ban {
-                    limiter.set_ban_policy(ban);
-                }
-                let entry = KeyEntry::new(&name, plan, limiter, key_headers(quota, ban), digest);
-                (digest, Arc::new(entry))
-            })
-            .collect();
+        let mut by_digest = HashMap::new();
+        for (name, secrets, plan, quota, limiter, access) in staged {
+            if limiter.ban_policy() != ban {
+                limiter.set_ban_policy(ban);
+            }
+            let entry = KeyEntry::new(&name, plan, limiter, key_headers(quota, ban), secrets[0])
+                .with_access(access);
+            // Every secret of the entry finds the one entry: one
+            // identity, one set of buckets.
+            let entry = Arc::new(entry);
+            for secret in secrets {
+                by_digest.insert(secret, entry.clone());
+            }
+        }
         let capacity = previous.map_or(ANONYMOUS_CAPACITY, |p| p.anonymous.capacity());
         let anonymous = previous
             .map(|p| p.anonymous.clone())
@@ -436,7 +551,7 @@ mod tests {
             ),
             (
                 r#"{"keys":[{"name":"a","key":"k","plan":"free","colour":1}]}"#,
-                "keys[0] (name \"a\") has an unknown field (the fields are name, key, sha256, plan, perMinute, perDay;",
+                "keys[0] (name \"a\") has an unknown field (the fields are name, key, sha256, plan, perMinute, perDay, scopes, expiresAt;",
             ),
             (
                 r#"{"keys":[],"anonymousPerMinutes":1}"#,
@@ -447,8 +562,28 @@ mod tests {
                 "keys[0] (name \"a\"): sha256 must be 64 hex digits",
             ),
             (
-                r#"{"keys":[{"name":"a","key":"k","sha256":"abc","plan":"free"}]}"#,
-                "keys[0] (name \"a\"): give exactly one",
+                r#"{"keys":[{"name":"a","plan":"free"}]}"#,
+                "keys[0] (name \"a\"): give one secret (key or sha256), or two while the key is rotated",
+            ),
+            (
+                r#"{"keys":[{"name":"a","key":"k","sha256":["0000000000000000000000000000000000000000000000000000000000000001","0000000000000000000000000000000000000000000000000000000000000002"],"plan":"free"}]}"#,
+                "keys[0] (name \"a\"): give one secret (key or sha256), or two while the key is rotated",
+            ),
+            (
+                r#"{"keys":[{"name":"a","sha256":["0000000000000000000000000000000000000000000000000000000000000001","0000000000000000000000000000000000000000000000000000000000000001"],"plan":"free"}]}"#,
+                "keys[0] (name \"a\"): duplicate key (same key as an earlier entry, or twice in this one)",
+            ),
+            (
+                r#"{"keys":[{"name":"a","key":"k","plan":"free","scopes":["pets:read","ps_live_secret"]}]}"#,
+                "keys[0] (name \"a\"): scopes holds an unknown scope (the scopes are pets:read, pets:write, orders, orders:all, events; an unknown one is not printed",
+            ),
+            (
+                r#"{"keys":[{"name":"a","key":"k","plan":"free","scopes":"orders"}]}"#,
+                "keys[0] (name \"a\"): scopes must be an array of strings, found a string",
+            ),
+            (
+                r#"{"keys":[{"name":"a","key":"k","plan":"free","expiresAt":"next week"}]}"#,
+                "keys[0] (name \"a\"): expiresAt must be an RFC 3339 date-time",
             ),
             (
                 r#"{"keys":[{"name":"a","key":"k","plan":"free","perMinute":0}]}"#,

@@ -9,6 +9,7 @@ use petstore_core::{limit::AnonymousLimiter, BanPolicy, KeyLimiter, Plan, Quota,
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use super::scope::Scopes;
 use super::state_id::StateId;
 use crate::headers::QuotaHeaders;
 use crate::util::intern::intern;
@@ -22,6 +23,28 @@ pub const ANONYMOUS_CAPACITY: usize = 100_000;
 /// keys file says otherwise (`anonymousPerMinute`).
 pub const ANONYMOUS_PER_MINUTE: u32 = 60;
 
+/// What a key may do, and until when.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Access {
+    /// The scopes its requests may use.
+    pub scopes: Scopes,
+    /// From when its key is refused (`expiresAt`); `None`: never.
+    pub expires_at: Option<Timestamp>,
+}
+
+impl Access {
+    /// Every scope, no expiry: an entry that says neither.
+    pub const UNLIMITED: Access = Access {
+        scopes: Scopes::ALL,
+        expires_at: None,
+    };
+
+    /// Whether the key is refused at `now`.
+    pub fn expired(&self, now: Timestamp) -> bool {
+        self.expires_at.is_some_and(|at| now >= at)
+    }
+}
+
 /// One key's entry: who it is, its plan, and its limiter.
 #[derive(Debug)]
 pub struct KeyEntry {
@@ -34,8 +57,11 @@ pub struct KeyEntry {
     pub limiter: Arc<KeyLimiter>,
     /// Its quota's rate-limit header values.
     pub quota_headers: QuotaHeaders,
-    /// The SHA-256 of the key: how the key is named anywhere outside the
-    /// process (the limiter state), never the key itself.
+    /// Its scopes and expiry.
+    pub access: Access,
+    /// The SHA-256 of the key (the first of its secrets, while it is
+    /// rotated): how the key is named anywhere outside the process (the
+    /// limiter state), never the key itself.
     pub(super) digest: [u8; 32],
     /// The external name of its limiter state
     /// ([`StateId::external_name`]), made once here rather than per
@@ -60,9 +86,16 @@ impl KeyEntry {
             plan,
             limiter,
             quota_headers,
+            access: Access::UNLIMITED,
             digest,
             state_name: Arc::from(id.external_name()),
         }
+    }
+
+    /// The entry with these scopes and expiry.
+    pub(super) fn with_access(mut self, access: Access) -> KeyEntry {
+        self.access = access;
+        self
     }
 
     /// The name of the key's limiter state outside the process: its
@@ -147,19 +180,26 @@ impl Keys {
     /// The entry of a presented key.
     pub fn lookup(&self, key: &str) -> Option<&Arc<KeyEntry>> {
         let presented = digest(key);
+        // Compared with the secret it is filed under (an entry rotating
+        // its key is filed under both of its secrets).
         self.by_digest
-            .get(&presented)
-            .filter(|entry| bool::from(entry.digest.ct_eq(&presented)))
+            .get_key_value(&presented)
+            .filter(|(secret, _)| bool::from(secret.ct_eq(&presented)))
+            .map(|(_, entry)| entry)
     }
 
-    /// Every entry, in no particular order.
+    /// Every entry once (an entry rotating its key is found by two
+    /// secrets), in no particular order.
     pub fn entries(&self) -> impl Iterator<Item = &Arc<KeyEntry>> {
-        self.by_digest.values()
+        self.by_digest
+            .iter()
+            .filter(|(secret, entry)| **secret == entry.digest)
+            .map(|(_, entry)| entry)
     }
 
-    /// How many keys are in force.
+    /// How many entries are in force.
     pub fn len(&self) -> usize {
-        self.by_digest.len()
+        self.entries().count()
     }
 
     /// Whether no key is in force.
