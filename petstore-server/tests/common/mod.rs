@@ -84,7 +84,8 @@ pub fn default_keys() -> Value {
             {"name": "main", "key": KEY, "plan": "enterprise",
              "perMinute": 1_000_000, "perDay": 100_000_000},
             {"name": "free", "key": FREE_KEY, "plan": "free"},
-            {"name": "hashed", "sha256": sha256_hex(HASHED_KEY), "plan": "pro"}
+            {"name": "hashed", "sha256": sha256_hex(HASHED_KEY), "plan": "pro",
+             "expiresAt": "2099-01-01T00:00:00Z"}
         ],
         "plans": {"free": {"perMinute": 3, "perDay": 1000}},
         "ban": {"strikes": 3, "windowSeconds": 60, "banSeconds": 600},
