@@ -440,16 +440,12 @@ impl Keys {
             // ban policy is set on the limiter in force below, once the
             // whole file is known to be valid, so that an edit of the
             // `ban` section refills no key.
-            // An entry keeps its limiter under its name too: a rotation
-            // that drops the old secret (the one that was first) changes
-            // no bucket of the entry.
+            // Found by any of its secrets: a rotation that drops the old
+            // secret (the one that was first) finds the entry by the new
+            // one, which the table in force holds too, and keeps its
+            // buckets.
             let limiter = previous
-                .and_then(|p| {
-                    secrets
-                        .iter()
-                        .find_map(|d| p.by_digest.get(d))
-                        .or_else(|| p.entries().find(|e| e.name == entry.name))
-                })
+                .and_then(|p| secrets.iter().find_map(|d| p.by_digest.get(d)))
                 .filter(|old| old.limiter.quota() == quota)
                 .map(|old| old.limiter.clone())
                 .unwrap_or_else(|| Arc::new(KeyLimiter::new(quota, ban)));

@@ -424,9 +424,12 @@ fn openapi_document_says_what_the_decisions_say() {
 
     // Responses.
     for (op, codes) in [
-        (list, &["200", "400", "401", "429"][..]),
-        (create, &["201", "400", "401", "413", "415", "429"][..]),
-        (get, &["200", "400", "401", "404", "429"][..]),
+        (list, &["200", "400", "401", "403", "429"][..]),
+        (
+            create,
+            &["201", "400", "401", "403", "413", "415", "429"][..],
+        ),
+        (get, &["200", "400", "401", "403", "404", "429"][..]),
     ] {
         let have = response_codes(op.op);
         for code in codes {
@@ -437,6 +440,31 @@ fn openapi_document_says_what_the_decisions_say() {
                 op.path
             );
         }
+    }
+
+    // Each operation names the scope it needs, in `x-required-scope` and
+    // its description, and documents its 403 with RFC 6750 3.1's
+    // challenge.
+    for (op, scope) in [
+        (list, "pets:read"),
+        (create, "pets:write"),
+        (get, "pets:read"),
+    ] {
+        assert_eq!(
+            op.op["x-required-scope"], scope,
+            "{} {}",
+            op.method, op.path
+        );
+        let description = op.op["description"].as_str().unwrap_or_default();
+        assert!(description.contains(&format!("`{scope}`")), "{description}");
+        let forbidden = resolve(&doc, &op.op["responses"]["403"]);
+        let challenge = resolve(&doc, &forbidden["headers"]["WWW-Authenticate"]);
+        assert!(
+            challenge["schema"]["pattern"]
+                .as_str()
+                .is_some_and(|p| p.contains("insufficient_scope")),
+            "{challenge}"
+        );
     }
 
     // Bearer security, globally.
@@ -474,6 +502,7 @@ fn openapi_document_says_what_the_decisions_say() {
             "invalid_header",
             "invalid_idempotency_key",
             "unauthorized",
+            "insufficient_scope",
             "not_found",
             "method_not_allowed",
             "request_timeout",
@@ -592,8 +621,8 @@ fn openapi_document_lists_the_routes_and_the_transitions_as_answered() {
             response_codes(op.op),
             BTreeSet::from(
                 [
-                    "200", "400", "401", "404", "408", "409", "413", "415", "422", "429", "500",
-                    "501", "503"
+                    "200", "400", "401", "403", "404", "408", "409", "413", "415", "422", "429",
+                    "500", "501", "503"
                 ]
                 .map(String::from)
             ),

@@ -12,6 +12,7 @@
 //! | `headers.rs` | deprecation headers, `--base-url`, CORS, `/healthz`, the OpenAPI document |
 //! | `pets.rs` | createPet, getPet, listPets and every 400 of the contract |
 //! | `protocols.rs` | one contract over HTTP/1.1, h2c, HTTP/1.1 over TLS and HTTP/2 over TLS |
+//! | `scopes.rs` | what a key may do: scopes and their 403, expiry and its 401, a reload that takes a scope away, `keygen --rotate` end to end |
 //! | `transitions.rs` | reservePet, releasePet, sellPet: every row of their contract on one node |
 //!
 //! One test binary for the area, so that the shared harness (`../common`)
@@ -31,4 +32,5 @@ mod headers;
 mod idempotency;
 mod pets;
 mod protocols;
+mod scopes;
 mod transitions;

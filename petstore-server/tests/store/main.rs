@@ -11,6 +11,7 @@
 //! | `disk.rs` | a journal deleted or damaged, a second server, a full disk; `journal check`/`repair` |
 //! | `idempotency_lookup.rs` | a keyed POST looks its key up in PostgreSQL only for an invalid body, or a write the copy refused |
 //! | `idempotency_replicas.rs` | `Idempotency-Key` on two replicas: replay, 422, scoping, storms, kill -9, expiry, migration |
+//! | `keys_replicas.rs` | two replicas with one keys file give one key the same 403, 401 and 200, before and after a reload |
 //! | `postgres.rs` | replicas on one PostgreSQL, its outages, a counter or rows it cannot use |
 //! | `postgres_failover.rs` | a primary killed, its synchronous standby promoted: nothing acknowledged lost, creates back, the log names the host |
 //! | `syscalls.rs` | under strace: every 201 follows an `fdatasync` of the journal |
@@ -31,6 +32,7 @@ mod crash_transitions;
 mod disk;
 mod idempotency_lookup;
 mod idempotency_replicas;
+mod keys_replicas;
 mod postgres;
 mod postgres_failover;
 mod syscalls;
