@@ -24,6 +24,9 @@ fn keys(reader_scopes: &[&str]) -> Value {
     ]})
 }
 
+/// A request (its method and key) and the status and code it must get.
+type Case<'a> = (&'a str, &'a str, (u16, Option<&'a str>));
+
 fn call(server: &Server, method: &str, key: &str) -> Response {
     let auth = format!("Bearer {key}");
     let mut headers = vec![("Authorization", auth.as_str())];
@@ -62,7 +65,7 @@ fn two_replicas_with_one_keys_file_answer_a_key_alike() {
         ("GET", LAPSED, (401, Some("unauthorized"))),
         ("POST", ALL, (201, None)),
     ];
-    let check = |cases: &[(&str, &str, (u16, Option<&str>))]| {
+    let check = |cases: &[Case<'_>]| {
         for (method, key, (status, code)) in cases {
             let [a, b] = [&replicas[0], &replicas[1]].map(|r| verdict(&call(r, method, key)));
             assert_eq!(a, b, "{method} with {key}: the replicas differ");
