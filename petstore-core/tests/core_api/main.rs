@@ -7,6 +7,7 @@
 //! | `idempotency` | keyed creates and transitions: kept answers across a reopen, expiry at replay, claims in flight, one pet from a race of one key |
 //! | `journal` | the durable inventory's outcomes: recovery, corruption, check and repair, one writer |
 //! | `journal_bounds` | lines longer than any record: bounded memory and disk at a start, a check, a repair |
+//! | `model` | the naive list model the list tests compare with |
 //! | `read_copy` | a read copy applying pets and statuses in any order: pages, kept first pages and reads equal a model's, and readers racing the writer get well-formed pages |
 //! | `limiter_props` | property tests of the rate limiter on an injected clock |
 //! | `scratch` | the one helper for a test's temporary directory |
@@ -19,6 +20,7 @@ mod idempotency;
 mod journal;
 mod journal_bounds;
 mod limiter_props;
+mod model;
 mod read_copy;
 mod scratch;
 mod transitions;

@@ -17,6 +17,8 @@ use std::thread;
 use petstore_core::{CategoryId, Inventory, ListQuery, NewPet, PageSize, Pet, PetId, PetStatus};
 use proptest::prelude::*;
 
+use crate::model::naive;
+
 fn pet(id: u64, status: PetStatus) -> Pet {
     // Names of three lengths, one with characters JSON escapes, so that
     // pets' JSON differ in length as real ones do.
@@ -29,25 +31,6 @@ fn pet(id: u64, status: PetStatus) -> Pet {
         .unwrap()
         .with_status(status)
         .into_pet(PetId::new(id).unwrap())
-}
-
-/// The page the contract gives: the first `limit` matches after the
-/// cursor, and the cursor of the next page when more match.
-fn naive(all: &[Pet], query: &ListQuery) -> (Vec<Pet>, Option<PetId>) {
-    let matching: Vec<&Pet> = all
-        .iter()
-        .filter(|p| query.status.is_none_or(|s| p.status() == s))
-        .filter(|p| query.after.is_none_or(|a| p.id() > a))
-        .collect();
-    let page: Vec<Pet> = matching
-        .iter()
-        .take(query.limit.get())
-        .map(|p| (*p).clone())
-        .collect();
-    let next = (matching.len() > page.len())
-        .then(|| page.last().map(Pet::id))
-        .flatten();
-    (page, next)
 }
 
 /// What a copy is told: new pets (from the first id it may not hold,

@@ -11,6 +11,8 @@ use std::sync::{Arc, Barrier};
 
 use proptest::prelude::*;
 
+use crate::model::naive;
+
 use petstore_core::{
     journal::{check_journal, repair_journal, JOURNAL_FILE},
     CategoryId, Inventory, JournalOptions, ListQuery, NewPet, OpenError, PageSize, Pet, PetId,
@@ -373,24 +375,6 @@ proptest! {
         drop(reopened);
         fs::remove_dir_all(&dir).map_err(|e| TestCaseError::fail(e.to_string()))?;
     }
-}
-
-/// What a list must answer, the slow, obvious way, from the model's pets.
-fn naive(all: &[Pet], query: &ListQuery) -> (Vec<Pet>, Option<PetId>) {
-    let matching: Vec<&Pet> = all
-        .iter()
-        .filter(|p| query.status.is_none_or(|s| p.status() == s))
-        .filter(|p| query.after.is_none_or(|a| p.id() > a))
-        .collect();
-    let page: Vec<Pet> = matching
-        .iter()
-        .take(query.limit.get())
-        .map(|p| (*p).clone())
-        .collect();
-    let next = (matching.len() > page.len())
-        .then(|| page.last().map(Pet::id))
-        .flatten();
-    (page, next)
 }
 
 /// A look at a page: limit, status filter, cursor.

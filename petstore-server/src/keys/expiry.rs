@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use petstore_core::Timestamp;
 
-use crate::util::civil::{civil_from_days, days_from_civil};
+use crate::util::civil::{civil_from_days, days_from_civil, rfc3339_utc};
 
 /// The instant an RFC 3339 date-time names
 /// (`2027-02-26T10:00:00Z`, `2027-02-26T11:00:00.5+01:00`); `None` for
@@ -81,15 +81,7 @@ pub fn parse_rfc3339(text: &str) -> Option<Timestamp> {
 
 /// `instant` as RFC 3339 in UTC, whole seconds (`keygen`'s `expiresAt`).
 pub fn format_rfc3339(instant: Timestamp) -> String {
-    let secs = instant.as_unix_nanos() / 1_000_000_000;
-    let (year, month, day) = civil_from_days((secs / 86_400) as i64);
-    let rem = secs % 86_400;
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3_600,
-        rem / 60 % 60,
-        rem % 60
-    )
+    rfc3339_utc(instant.as_unix_nanos() / 1_000_000_000, None)
 }
 
 /// A duration as `keygen --expires-in` takes it: a whole number and a

@@ -12,7 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use crate::util::civil::civil_from_days;
+use crate::util::civil::rfc3339_utc;
 
 /// The format of every log line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,16 +106,9 @@ fn rfc3339_now() -> String {
     rfc3339(since.as_secs(), since.subsec_millis())
 }
 
-/// UTC date and time of a Unix time.
+/// UTC date and time of a Unix time, with milliseconds.
 fn rfc3339(secs: u64, millis: u32) -> String {
-    let (year, month, day) = civil_from_days((secs / 86_400) as i64);
-    let rem = secs % 86_400;
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
+    rfc3339_utc(secs, Some(millis))
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! Days since the Unix epoch and dates of the proleptic Gregorian
 //! calendar, both ways (Howard Hinnant's `days_from_civil` and
-//! `civil_from_days`): the log's timestamps are written with one, a
-//! certificate's expiry is read with the other.
+//! `civil_from_days`): the log's timestamps and a key's `expiresAt` are
+//! written with one ([`rfc3339_utc`]), a certificate's expiry and a key's
+//! `expiresAt` are read with the other.
 
 /// The date `days` days after 1970-01-01: `(year, month, day)`.
 pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
@@ -14,6 +15,21 @@ pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
+/// A Unix time as RFC 3339 in UTC, `2026-11-28T10:00:00Z`, with
+/// milliseconds when given (`...:00.123Z`): the log's timestamps and a key
+/// entry's `expiresAt`.
+pub fn rfc3339_utc(secs: u64, millis: Option<u32>) -> String {
+    let (year, month, day) = civil_from_days((secs / 86_400) as i64);
+    let rem = secs % 86_400;
+    let (hour, minute, second) = (rem / 3_600, rem / 60 % 60, rem % 60);
+    match millis {
+        Some(millis) => {
+            format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{millis:03}Z")
+        }
+        None => format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}Z"),
+    }
 }
 
 /// Days from 1970-01-01 to `year-month-day`, for a month of 1 to 12 (a
