@@ -8,7 +8,7 @@
 //! The crate root names what an embedder uses: the inventory and its
 //! queries, pets and their parts, the limiter and its plans, the clock,
 //! and the errors those return. The rest is reached through the module
-//! of its room:
+//! of its room, whose own header lists its files:
 //!
 //! | module | holds |
 //! |---|---|
@@ -19,9 +19,6 @@
 //! | [`limit`] | the rate limiter: [`RateLimiter`], [`KeyLimiter`], the anonymous limiter, [`Decision`], [`Plans`] and [`Quota`] |
 //! | [`clock`] | [`Clock`], [`SystemClock`], [`FakeClock`], [`Timestamp`]: time, injectable |
 //! | [`quote`] | how an error message quotes client input (64 characters, then `…`) |
-//!
-//! Each room's `mod.rs` (or its one file) opens with its table of files
-//! and the rule of what it may import.
 //!
 //! # Examples
 //!
