@@ -8,9 +8,9 @@
 //! | `fingerprint.rs` | [`Fingerprint`]: the digest of a key's request |
 //! | `keyed.rs` | [`Keyed`]: a key, its [`Scope`], its request's fingerprint and time; [`RETENTION`] |
 //! | `answer.rs` | [`Answer`]: what is kept; [`Seen`]: what a lookup finds; [`KeyedOutcome`] |
-//! | `kept.rs` | [`KeptKeys`]: keys in flight and kept, their expiry; [`Claim`] |
+//! | `kept.rs` | `KeptKeys`: keys in flight and kept, their expiry; [`Claim`] |
 //!
-//! The inventory holds one [`KeptKeys`] and writes each kept key into
+//! The inventory holds one `KeptKeys` and writes each kept key into
 //! the same journal record as what it answered (`inventory/journal/`).
 //!
 //! May use: `pet`, `clock.rs`, `quote.rs`.

@@ -5,9 +5,9 @@
 //! |---|---|
 //! | `mod.rs` | [`Inventory`]: `get`/`list`/`create`, `transition`, `apply` and `apply_statuses` for a copy of another store |
 //! | `query.rs` | [`ListQuery`], [`PageSize`], [`Page`], [`JsonPage`], [`FinalPage`] |
-//! | `records.rs` | [`Records`]: the arena of pets' JSON and how a page is read out of it |
-//! | `id_set.rs` | [`IdSet`]: the pets of one status, a bitmap with summaries |
-//! | `final_pages.rs` | [`FinalPages`]: first pages encoded once and kept while no change reaches them |
+//! | `records.rs` | `Records`: the arena of pets' JSON and how a page is read out of it |
+//! | `id_set.rs` | `IdSet`: the pets of one status, a bitmap with summaries |
+//! | `final_pages.rs` | `FinalPages`: first pages encoded once and kept while no change reaches them |
 //! | `journal/` | the append-only journal of a durable inventory: group commit, recovery, repair |
 //! | `error.rs` | [`CreateError`], [`TransitionError`], [`OpenError`], [`ApplyError`], [`StorageFailure`], [`PageSizeError`] |
 //! | `tests.rs` | the inventory's tests against a naive model |

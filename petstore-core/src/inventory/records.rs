@@ -313,7 +313,7 @@ impl Records {
     }
 }
 
-/// The arena's bytes of at most a page of pets ([`Limit::MAX`]), as runs:
+/// The arena's bytes of at most a page of pets ([`PageSize::MAX`]), as runs:
 /// pets next to each other in the arena (consecutive ids, a run of one
 /// status) become one range and one copy, and the page's length is known
 /// before its body grows, so that it grows once, exactly.

@@ -15,7 +15,7 @@
 //! | `expiry.rs` | `expiresAt`'s RFC 3339 date-times, `keygen --expires-in`'s durations |
 //! | `file.rs` | reading and checking the keys file; [`MAX_QUOTA`] |
 //! | `state_id.rs` | [`StateId`]: a key's limiter state as named outside the process |
-//! | `rotate.rs` | [`rotate`]: `keygen --rotate`'s edit of one entry, in place |
+//! | `rotate.rs` | [`rotate`](fn@rotate): `keygen --rotate`'s edit of one entry, in place |
 //! | `reload.rs` | [`Rerun`]: one reload at a time, run again once if asked meanwhile |
 //! | `dev_key.rs` | the development key kept in the data directory |
 //!

@@ -48,7 +48,7 @@ impl Access {
 /// One key's entry: who it is, its plan, and its limiter.
 #[derive(Debug)]
 pub struct KeyEntry {
-    /// The entry's name (logged instead of the key), [`intern`]ed.
+    /// The entry's name (logged instead of the key), interned.
     pub name: &'static str,
     /// The plan.
     pub plan: Plan,

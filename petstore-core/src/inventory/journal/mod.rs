@@ -11,9 +11,9 @@
 //! | `stats.rs` | [`JournalStats`], [`FSYNC_BUCKETS`], [`BATCH_BUCKETS`] |
 //! | `files.rs` | [`JOURNAL_FILE`], [`LOCK_FILE`], regular-file checks, file identity, directory sync |
 //! | `dir_lock.rs` | the data directory's lock |
-//! | `group_commit.rs` | [`Journal`]: open, append, group commit, failure |
+//! | `group_commit.rs` | `Journal`: open, append, group commit, failure |
 //! | `record.rs` | the record format: a line per pet or per transition with its CRC-32, written and checked |
-//! | `lines.rs` | [`Lines`](lines::Lines): the streaming reader, bounded memory |
+//! | `lines.rs` | `Lines`: the streaming reader, bounded memory |
 //! | `replay.rs` | replay on open, [`Recovery`], [`TornTail`] |
 //! | `save_aside.rs` | bytes cut from the journal, copied aside first |
 //! | `repair.rs` | [`check_journal`], [`repair_journal`]: the way out of a damaged journal |
