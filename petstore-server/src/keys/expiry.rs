@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use petstore_core::Timestamp;
 
-use crate::util::civil::{civil_from_days, days_from_civil, rfc3339_utc};
+use petstore_core::clock::{civil_from_days, days_from_civil, rfc3339_utc};
 
 /// The instant an RFC 3339 date-time names
 /// (`2027-02-26T10:00:00Z`, `2027-02-26T11:00:00.5+01:00`); `None` for

@@ -11,7 +11,7 @@
 
 use rustls::pki_types::CertificateDer;
 
-use crate::util::civil::{civil_from_days, days_from_civil};
+use petstore_core::clock::{civil_from_days, days_from_civil};
 
 const SEQUENCE: u8 = 0x30;
 /// `[0] EXPLICIT`: the optional version before the serial number.

@@ -12,7 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use crate::util::civil::rfc3339_utc;
+use petstore_core::clock::rfc3339_utc;
 
 /// The format of every log line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

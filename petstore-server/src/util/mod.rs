@@ -5,7 +5,6 @@
 //! May use: nothing.
 
 pub mod buffers;
-pub mod civil;
 pub mod file_read;
 pub mod hex;
 pub mod intern;
