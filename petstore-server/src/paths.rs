@@ -24,6 +24,12 @@ pub const RELEASE: &str = "/v1/pets/{petId}/release";
 pub const SELL: &str = "/v1/pets/{petId}/sell";
 /// The orders placeholder.
 pub const ORDERS: &str = "/v1/store/orders";
+/// `getOrder`.
+pub const ORDER: &str = "/v1/store/orders/{orderId}";
+/// `completeOrder`.
+pub const COMPLETE: &str = "/v1/store/orders/{orderId}/complete";
+/// `cancelOrder`.
+pub const CANCEL: &str = "/v1/store/orders/{orderId}/cancel";
 /// `GET /metrics`.
 pub const METRICS: &str = "/metrics";
 /// `GET /docs`: the API's docs page (not an operation).
@@ -36,10 +42,12 @@ pub const DOCS_PREFIX: &str = "/docs/";
 pub const UNKNOWN: &str = "unknown";
 /// What a one-pet path starts with, before its `{petId}` segment.
 pub const PET_PREFIX: &str = "/v1/pets/";
+/// What every order's path starts with.
+pub const ORDER_PREFIX: &str = "/v1/store/orders/";
 
 /// Every route template, as the metrics and the access log name a
 /// request's route; the last, `unknown`, is for requests that match none.
-pub const TEMPLATES: [&str; 12] = [
+pub const TEMPLATES: [&str; 15] = [
     HEALTH,
     OPENAPI_JSON,
     PETS,
@@ -48,6 +56,9 @@ pub const TEMPLATES: [&str; 12] = [
     RELEASE,
     SELL,
     ORDERS,
+    ORDER,
+    COMPLETE,
+    CANCEL,
     METRICS,
     DOCS,
     DOCS_ASSET,

@@ -1,5 +1,6 @@
 //! [`Answer`]: what a keyed write answered, kept to be given again.
 
+use crate::order::{Order, OrderId, OrderStatus};
 use crate::pet::{Pet, PetId, PetStatus, Transition};
 
 /// The answer a keyed write gave, as kept for its key: enough to give the
@@ -20,6 +21,17 @@ pub enum Answer {
         status: PetStatus,
         /// The transition refused.
         transition: Transition,
+    },
+    /// An order placed, completed or cancelled, as it then stood (a
+    /// place's is `201` with its `Location`, the others `200`). Boxed: a
+    /// kept key's entry stays the size a pet's answer makes it.
+    Order(Box<Order>),
+    /// An order step refused for the order's status then (`409`).
+    OrderConflict {
+        /// The order.
+        id: OrderId,
+        /// Its status then.
+        status: OrderStatus,
     },
 }
 

@@ -13,7 +13,7 @@
 //! The inventory holds one `KeptKeys` and writes each kept key into
 //! the same journal record as what it answered (`inventory/journal/`).
 //!
-//! May use: `pet`, `clock.rs`, `quote.rs`.
+//! May use: `pet`, `order`, `clock.rs`, `quote.rs`.
 
 mod answer;
 mod fingerprint;

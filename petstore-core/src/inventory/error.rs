@@ -3,6 +3,7 @@
 //! was wrong, so a server can turn it into a clear message without
 //! guessing.
 
+use crate::order::{OrderId, OrderStatus};
 use crate::pet::{PetId, PetStatus, Transition};
 
 /// Why [`Inventory::create`](crate::Inventory::create) did not store a pet.
@@ -49,11 +50,92 @@ pub enum TransitionError {
         /// The transition refused.
         transition: Transition,
     },
+    /// The pet is held by a placed order of another key, and the caller
+    /// may act on its own orders only.
+    #[error("pet {id} is held by order {order}, which another key placed")]
+    HeldByAnother {
+        /// The pet.
+        id: PetId,
+        /// The order that holds it.
+        order: OrderId,
+    },
     /// The journal could not store the change (see
     /// [`CreateError::Storage`]): the pet was not changed, or not durably,
     /// and the inventory refuses every later change until it is reopened.
     #[error("the inventory cannot store changes: {0}")]
     Storage(StorageFailure),
+}
+
+/// Why an order step ([`Step`](crate::inventory::Step)) was not made.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StepError {
+    /// No pet has this id.
+    #[error("no pet with id {0}")]
+    PetNotFound(PetId),
+    /// No order has this id that the caller may see (another key's order
+    /// is not found either, so its existence is not revealed).
+    #[error("no order with id {0}")]
+    OrderNotFound(OrderId),
+    /// The pet's status does not allow the step: an order needs an
+    /// `available` pet, and a pet transition its own statuses.
+    #[error("pet {id} is {current}; {transition} needs {}", Needs(*transition))]
+    PetConflict {
+        /// The pet.
+        id: PetId,
+        /// Its status then.
+        current: PetStatus,
+        /// The step as a pet transition (`reserve` for placing an order).
+        transition: Transition,
+    },
+    /// The order is no longer placed (its hold lapsed counts: `expired`).
+    #[error("order {id} is {status}; only a placed order can be completed or cancelled")]
+    OrderConflict {
+        /// The order.
+        id: OrderId,
+        /// Its status then.
+        status: OrderStatus,
+    },
+    /// See [`TransitionError::HeldByAnother`].
+    #[error("pet {id} is held by order {order}, which another key placed")]
+    HeldByAnother {
+        /// The pet.
+        id: PetId,
+        /// The order that holds it.
+        order: OrderId,
+    },
+    /// Every order id is taken.
+    #[error("no order id is left")]
+    IdsExhausted,
+    /// The journal could not store the step: see [`TransitionError::Storage`].
+    #[error("the inventory cannot store changes: {0}")]
+    Storage(StorageFailure),
+}
+
+impl From<StepError> for TransitionError {
+    fn from(error: StepError) -> TransitionError {
+        match error {
+            StepError::PetNotFound(id) => TransitionError::NotFound(id),
+            StepError::PetConflict {
+                id,
+                current,
+                transition,
+            } => TransitionError::Conflict {
+                id,
+                current,
+                transition,
+            },
+            StepError::HeldByAnother { id, order } => TransitionError::HeldByAnother { id, order },
+            StepError::Storage(failure) => TransitionError::Storage(failure),
+            // A pet transition names no order, and takes no new id unless
+            // it places one.
+            StepError::OrderNotFound(_)
+            | StepError::OrderConflict { .. }
+            | StepError::IdsExhausted => TransitionError::Storage(StorageFailure {
+                fault: StorageFault::WriteFailed,
+                detail: error.to_string(),
+            }),
+        }
+    }
 }
 
 /// The statuses a transition needs, in words: "available or pending".

@@ -4,12 +4,14 @@
 //! | file | holds |
 //! |---|---|
 //! | `mod.rs` | [`Inventory`]: `get`/`list`/`create`, `transition`, `apply` and `apply_statuses` for a copy of another store |
-//! | `query.rs` | [`ListQuery`], [`PageSize`], [`Page`], [`JsonPage`], [`FinalPage`] |
+//! | `orders.rs` | orders (beta): steps decided in batches (place, complete, cancel, pet transitions as their doors), holds that lapse |
+//! | `steps.rs` | [`Step`], [`StepRequest`], [`Stepped`]; how a step's record replays |
+//! | `query.rs` | [`ListQuery`], [`PageSize`], [`Page`], [`JsonPage`], [`FinalPage`], [`OrderQuery`], [`OrderPage`] |
 //! | `records.rs` | `Records`: the arena of pets' JSON and how a page is read out of it |
 //! | `id_set.rs` | `IdSet`: the pets of one status, a bitmap with summaries |
 //! | `final_pages.rs` | `FinalPages`: first pages encoded once and kept while no change reaches them |
 //! | `journal/` | the append-only journal of a durable inventory: group commit, recovery, repair |
-//! | `error.rs` | [`CreateError`], [`TransitionError`], [`OpenError`], [`ApplyError`], [`StorageFailure`], [`PageSizeError`] |
+//! | `error.rs` | [`CreateError`], [`TransitionError`], [`StepError`], [`OpenError`], [`ApplyError`], [`StorageFailure`], [`PageSizeError`] |
 //! | `tests.rs` | the inventory's tests against a naive model |
 //!
 //! One `RwLock` guards the records: reads share it, a create holds it for
@@ -20,31 +22,36 @@
 //! (`idempotency/`), and a durable one writes the key into the same
 //! journal record as the write, so the two survive a crash together.
 //!
-//! May use: `pet`, `idempotency`, `clock.rs`.
+//! May use: `pet`, `order`, `idempotency`, `clock.rs`.
 
 mod error;
 mod final_pages;
 mod id_set;
 pub mod journal;
+mod orders;
 mod query;
 mod records;
+mod steps;
 #[cfg(test)]
 mod tests;
 
 use std::path::Path;
 use std::sync::Arc;
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 pub use error::{
-    ApplyError, CreateError, OpenError, PageSizeError, StorageFailure, StorageFault,
+    ApplyError, CreateError, OpenError, PageSizeError, StepError, StorageFailure, StorageFault,
     TransitionError,
 };
 use journal::{JournalOptions, JournalStats, Recovery};
-pub use query::{FinalPage, JsonPage, ListQuery, Page, PageSize};
+pub use query::{FinalPage, JsonPage, ListQuery, OrderPage, OrderQuery, Page, PageSize};
+pub use steps::{Step, StepRequest, Stepped};
 
 use crate::clock::{Clock, SystemClock};
 use crate::idempotency::{Answer, Claim, KeptKeys, Keyed, KeyedOutcome, Seen};
+use crate::order::book::OrderBook;
+use crate::order::Actor;
 use crate::pet::json::decode;
 use crate::pet::{NewPet, Pet, PetId, PetStatus, Transition};
 use final_pages::FinalPages;
@@ -81,6 +88,11 @@ pub struct Inventory {
     final_pages: FinalPages,
     /// Idempotency keys in flight and kept.
     kept: Arc<KeptKeys>,
+    /// The orders. Taken after `records` when both are (publish).
+    orders: RwLock<OrderBook>,
+    /// Held while a batch of order steps and transitions is decided,
+    /// written and published (`orders.rs`, on why).
+    steps: Mutex<()>,
 }
 
 impl Inventory {
@@ -123,6 +135,7 @@ impl Inventory {
         clock: &dyn Clock,
     ) -> Result<Self, OpenError> {
         let mut records = Records::default();
+        let mut book = OrderBook::default();
         let kept = Arc::new(KeptKeys::default());
         let now = clock.now();
         let (journal, recovery) = Journal::open(dir.as_ref(), options, |record, json, keyed| {
@@ -170,19 +183,49 @@ impl Inventory {
                         transition,
                     })
                 }
+                Record::Order(step) => {
+                    let order = steps::restore_step(&mut records, &mut book, &step)?;
+                    match (&keyed, step.door) {
+                        (None, _) => None,
+                        // Through a pet transition: the pet was the answer.
+                        (Some(_), Some(_)) => records
+                            .index_of(order.pet())
+                            .and_then(|index| {
+                                decode(order.pet(), records.statuses[index], records.json(index))
+                            })
+                            .map(Answer::Transitioned),
+                        (Some(_), None) => Some(Answer::Order(Box::new(order))),
+                    }
+                }
+                Record::OrderConflict(id, status) => {
+                    if id.get() > book.len() {
+                        return Err(format!(
+                            "a kept conflict of order {id}, which no record before it placed"
+                        ));
+                    }
+                    Some(Answer::OrderConflict { id, status })
+                }
             };
             if let (Some(keyed), Some(answer)) = (keyed, answer) {
                 kept.restore(&keyed, answer, now);
             }
             Ok(())
         })?;
-        Ok(Inventory {
+        let inventory = Inventory {
             records: RwLock::new(records),
             journal: Some(journal),
             recovery: Some(recovery),
             final_pages: FinalPages::default(),
             kept,
-        })
+            orders: RwLock::new(book),
+            steps: Mutex::new(()),
+        };
+        // Holds that lapsed while no server ran lapse now, and are written.
+        inventory.expire_due(now).map_err(|failure| OpenError::Io {
+            path: dir.as_ref().join(journal::JOURNAL_FILE),
+            source: std::io::Error::other(failure.detail),
+        })?;
+        Ok(inventory)
     }
 
     /// What opening the journal found; `None` for an in-memory inventory.
@@ -385,51 +428,36 @@ impl Inventory {
         &self,
         batch: &[(PetId, Transition)],
     ) -> Result<Vec<Result<Pet, TransitionError>>, StorageFailure> {
-        self.transition_many_with(batch, &[])
+        self.transition_many_with(batch.iter().map(|&(id, t)| (id, t, None)).collect())
     }
 
-    /// [`transition_many`](Self::transition_many), the transition at index
-    /// `i` written with the idempotency key `keys[i]` when there is one.
+    /// [`transition_many`](Self::transition_many), each transition with
+    /// its claimed key when it has one: as [`steps`](Self::steps) by the
+    /// store itself ([`Actor::store`]) at the system clock's time.
     fn transition_many_with(
         &self,
-        batch: &[(PetId, Transition)],
-        keys: &[Option<&Keyed>],
+        batch: Vec<(PetId, Transition, Option<Claim>)>,
     ) -> Result<Vec<Result<Pet, TransitionError>>, StorageFailure> {
-        if let Some(journal) = &self.journal {
-            let status_of = |id| {
-                let records = self.records.read();
-                records.index_of(id).map(|index| records.statuses[index])
-            };
-            let decided = journal
-                .transition_many(batch, keys, &status_of, &|changes| self.publish(changes))?;
-            // The pets, outside the journal's lock: the status is the one
-            // decided, whatever a later transition has made of it since.
-            let pets = decided.into_iter().zip(batch).map(|(outcome, &(id, _))| {
-                let status = outcome?;
-                let pet = self.get(id).ok_or(TransitionError::NotFound(id))?;
-                Ok(pet.with_status(status))
-            });
-            return Ok(pets.collect());
-        }
-        let mut records = self.records.write();
-        let outcomes = batch
-            .iter()
-            .map(|&(id, transition)| {
-                let index = records.index_of(id).ok_or(TransitionError::NotFound(id))?;
-                let current = records.statuses[index];
-                if !transition.allows(current) {
-                    return Err(TransitionError::Conflict {
-                        id,
-                        current,
-                        transition,
-                    });
-                }
-                self.change(&mut records, index, transition.to_status());
-                decode(id, records.statuses[index], records.json(index))
-                    .ok_or(TransitionError::NotFound(id))
+        let at = SystemClock::new().now();
+        let actor = Actor::store();
+        let requests = batch
+            .into_iter()
+            .map(|(id, transition, claim)| StepRequest {
+                actor: actor.clone(),
+                step: Step::Transition(id, transition),
+                at,
+                claim,
             })
             .collect();
-        Ok(outcomes)
+        let outcomes = self.steps(requests)?;
+        Ok(outcomes
+            .into_iter()
+            .map(|outcome| match outcome {
+                Ok(Stepped::Pet(pet)) => Ok(pet),
+                Ok(Stepped::Order(order)) => Err(TransitionError::NotFound(order.pet())),
+                Err(error) => Err(error.into()),
+            })
+            .collect())
     }
 
     /// What a request with idempotency key `keyed` finds, before it is
@@ -613,32 +641,7 @@ impl Inventory {
         &self,
         batch: Vec<(PetId, Transition, Option<Claim>)>,
     ) -> Result<Vec<Result<Pet, TransitionError>>, StorageFailure> {
-        let (pairs, claims): (Vec<(PetId, Transition)>, Vec<Option<Claim>>) = batch
-            .into_iter()
-            .map(|(id, transition, claim)| ((id, transition), claim))
-            .unzip();
-        let keys: Vec<Option<&Keyed>> = claims
-            .iter()
-            .map(|c| c.as_ref().map(Claim::keyed))
-            .collect();
-        let outcomes = self.transition_many_with(&pairs, &keys)?;
-        for (outcome, claim) in outcomes.iter().zip(claims) {
-            let Some(claim) = claim else { continue };
-            match outcome {
-                Ok(pet) => claim.keep(Answer::Transitioned(pet.clone())),
-                Err(TransitionError::Conflict {
-                    id,
-                    current,
-                    transition,
-                }) => claim.keep(Answer::Conflict {
-                    id: *id,
-                    status: *current,
-                    transition: *transition,
-                }),
-                Err(_) => {}
-            }
-        }
-        Ok(outcomes)
+        self.transition_many_with(batch)
     }
 
     /// Sets the statuses of pets of a read copy of another store (a
@@ -686,6 +689,7 @@ impl Inventory {
     /// Publishes a durable batch of the journal, in its order.
     fn publish(&self, changes: &[Change]) {
         let mut records = self.records.write();
+        let mut book = None;
         for change in changes {
             match change {
                 Change::Created(pet) => records.push(pet),
@@ -694,6 +698,7 @@ impl Inventory {
                         self.change(&mut records, index, *status);
                     }
                 }
+                Change::Order(order) => book.get_or_insert_with(|| self.orders.write()).put(order),
             }
         }
     }

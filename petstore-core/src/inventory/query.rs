@@ -2,6 +2,7 @@
 //! ([`Page`], [`JsonPage`]).
 
 use super::error::PageSizeError;
+use crate::order::{Order, OrderId, OrderStatus};
 use crate::pet::{Pet, PetId, PetStatus};
 
 /// A page size: 1 to 100, default 20. Values outside cannot be built.
@@ -141,4 +142,62 @@ pub struct JsonPage {
     pub count: usize,
     /// As [`Page::next_after`].
     pub next_after: Option<PetId>,
+}
+
+/// What `listOrders` asks for: at most `limit` orders, optionally only
+/// those of one status, optionally only those with an id greater than
+/// `after`; in ascending id order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct OrderQuery {
+    /// Most orders on the page.
+    pub limit: PageSize,
+    /// Only orders with this status.
+    pub status: Option<OrderStatus>,
+    /// Only orders with an id greater than this one (the paging cursor).
+    pub after: Option<OrderId>,
+}
+
+impl OrderQuery {
+    /// The first page of every order, 20 of them.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the page size.
+    #[must_use]
+    pub fn limit(mut self, limit: PageSize) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    /// Keeps only orders with this status.
+    #[must_use]
+    pub fn status(mut self, status: OrderStatus) -> Self {
+        self.status = Some(status);
+        self
+    }
+
+    /// Starts after this id.
+    #[must_use]
+    pub fn after(mut self, after: OrderId) -> Self {
+        self.after = Some(after);
+        self
+    }
+}
+
+/// One page of orders, and where the next one starts.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OrderPage {
+    /// The orders, ascending by id.
+    pub orders: Vec<Order>,
+    /// `Some(last id on this page)` when more orders match: pass it as
+    /// `after` to get the next page. `None` on the last page.
+    pub next_after: Option<OrderId>,
+}
+
+impl OrderPage {
+    /// The page as the JSON body of the response: a bare array of Order.
+    pub fn to_json(&self) -> Vec<u8> {
+        crate::order::encode_array(&self.orders)
+    }
 }

@@ -87,6 +87,9 @@ macro_rules! positive_int64 {
     };
 }
 
+/// Other rooms' positive `int64` ids (an order's) are built the same way.
+pub(crate) use positive_int64;
+
 positive_int64! {
     /// Identifier of a pet: an `int64` from 1 to 2^63 - 1, assigned by the
     /// inventory as 1, 2, 3, ... and never reused.

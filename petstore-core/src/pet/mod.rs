@@ -28,6 +28,7 @@ mod status;
 mod transition;
 
 pub use error::{IdError, NameError, PetError};
+pub(crate) use id::positive_int64;
 pub use id::{CategoryId, PetId};
 pub use name::{name_rules, validate_name, NameRules, MAX_NAME_CHARS};
 pub use new_pet::NewPet;

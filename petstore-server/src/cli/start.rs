@@ -171,6 +171,9 @@ pub(super) async fn serve(cli: Cli) -> Result<(), String> {
         clock.clone(),
         metrics,
     ));
+    if let Some(lapses) = state.store.lapses(clock.clone()) {
+        tokio::spawn(lapses);
+    }
     let limits_writer = match limits_file {
         Some(path) => {
             let state = state.clone();

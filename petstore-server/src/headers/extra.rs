@@ -3,6 +3,8 @@
 //! `Location`, or nothing), and that value made for one response.
 
 use hyper::header::HeaderValue;
+use petstore_core::inventory::OrderQuery;
+use petstore_core::order::OrderId;
 use petstore_core::{ListQuery, PetId};
 
 use super::joined::joined;
@@ -28,6 +30,13 @@ pub enum Extra<'a> {
     },
     /// `getPet`: `Deprecation`, `Sunset`, and this successor `Link`.
     Deprecated(&'a HeaderValue),
+    /// A page of orders: its `Link: rel="next"` when more follow.
+    OrderNext {
+        base_url: &'a str,
+        next: Option<OrderQuery>,
+    },
+    /// A placed order: its `Location: {base_url}/store/orders/{id}`.
+    OrderLocation { base_url: &'a str, id: OrderId },
     /// A created pet: its `Location: {base_url}/pets/{id}`.
     Location {
         /// The public base address, including `/v1`.
@@ -76,7 +85,38 @@ impl Extra<'_> {
                     digits.format(id.get()).as_bytes(),
                 ])
             }
-            Extra::Next { next: None, .. } | Extra::Deprecated(_) | Extra::Nothing => return None,
+            Extra::OrderNext {
+                base_url,
+                next: Some(next),
+            } => {
+                let mut limit = itoa::Buffer::new();
+                let mut after = itoa::Buffer::new();
+                let status = next.status.map(|s| s.as_str().as_bytes());
+                let after = next.after.map(|id| after.format(id.get()).as_bytes());
+                joined([
+                    b"<",
+                    base_url.as_bytes(),
+                    b"/store/orders?limit=",
+                    limit.format(next.limit.get()).as_bytes(),
+                    if status.is_some() { b"&status=" } else { b"" },
+                    status.unwrap_or_default(),
+                    if after.is_some() { b"&after=" } else { b"" },
+                    after.unwrap_or_default(),
+                    b">; rel=\"next\"",
+                ])
+            }
+            Extra::OrderLocation { base_url, id } => {
+                let mut digits = itoa::Buffer::new();
+                joined([
+                    base_url.as_bytes(),
+                    b"/store/orders/",
+                    digits.format(id.get()).as_bytes(),
+                ])
+            }
+            Extra::Next { next: None, .. }
+            | Extra::OrderNext { next: None, .. }
+            | Extra::Deprecated(_)
+            | Extra::Nothing => return None,
         };
         HeaderValue::from_maybe_shared(bytes).ok()
     }

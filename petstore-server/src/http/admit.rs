@@ -25,6 +25,8 @@ use hyper::http::request::Parts;
 use hyper::{Method, Request, Response, StatusCode, Uri, Version};
 use petstore_core::{
     idempotency::{IdempotencyKey, KeyError},
+    inventory::OrderQuery,
+    order::OrderId,
     quote::quote,
     Decision, ListQuery, Outcome, PetError, PetId, Timestamp, Transition,
 };
@@ -35,10 +37,10 @@ use super::connection::Connection;
 use super::cors::Origin;
 use super::error::{ApiError, HttpResponse};
 use super::reply::{decorate, empty, json, refusal};
-use super::route::{pet_segment, Operation, Route};
+use super::route::{order_segment, pet_segment, Operation, OrderAction, Route};
 use super::{cors, docs, health, query_string};
 use crate::headers::{Binding, QuotaHeaders, IDEMPOTENCY_KEY};
-use crate::keys::Scopes;
+use crate::keys::{Scope, Scopes};
 use crate::paths::UNKNOWN;
 use crate::ratelimit::{Charged, Later};
 use crate::state::AppState;
@@ -193,6 +195,9 @@ pub struct Admitted {
     pub(super) served: Served,
     /// For the CORS headers of its answer: the request head is not kept.
     pub(super) origin: Origin,
+    /// Whether its key has `orders:all`: it sees and acts on every key's
+    /// orders.
+    pub(super) all_orders: bool,
 }
 
 impl Admitted {
@@ -210,7 +215,10 @@ pub(super) enum Checked {
     CreatePet(Option<IdempotencyKey>),
     GetPet(PetId),
     Transition(PetId, Transition, Option<IdempotencyKey>),
-    ListOrders,
+    ListOrders(OrderQuery),
+    PlaceOrder(Option<IdempotencyKey>),
+    GetOrder(OrderId),
+    OrderStep(OrderId, OrderAction, Option<IdempotencyKey>),
 }
 
 /// The checks of one request that need no body (the module's order);
@@ -261,6 +269,9 @@ pub fn admit(connection: &Connection, head: Head<'_>, now: Timestamp) -> Admissi
         (_, Route::Pet(_)) if get => Operation::GetPet,
         (&Method::POST, Route::Transition(_, transition)) => Operation::Transition(transition),
         (_, Route::Orders) if get => Operation::ListOrders,
+        (&Method::POST, Route::Orders) => Operation::PlaceOrder,
+        (_, Route::Order(_)) if get => Operation::GetOrder,
+        (&Method::POST, Route::OrderStep(_, action)) => Operation::OrderStep(action),
         (&Method::OPTIONS, route) if cors_on => {
             let mut response = empty(StatusCode::NO_CONTENT);
             let allow = route.allow(true);
@@ -474,12 +485,15 @@ fn limited(
             Err(error) => Err(error.clone()),
             // Charged like any request, before the operation's own checks:
             // a key without the scope learns nothing of them.
-            Ok(caller) if !caller.scopes.allows(op.scope()) => {
+            Ok(caller) if !covers(caller.scopes, op) => {
                 Err(ApiError::InsufficientScope(op.scope()))
             }
             Ok(_) => check(),
         },
     };
+    let all_orders = caller
+        .as_ref()
+        .is_ok_and(|caller| caller.scopes.allows(Scope::OrdersAll));
     served.key = caller.ok().map(|caller| caller.name);
     match checked {
         Ok(op) => Decided::Admitted(Admitted {
@@ -488,6 +502,7 @@ fn limited(
             quota,
             served,
             origin,
+            all_orders,
         }),
         Err(error) => {
             let api = &*connection.api;
@@ -497,6 +512,12 @@ fn limited(
             Decided::Answered(response, served)
         }
     }
+}
+
+/// Whether `scopes` cover `op`: its scope, or `orders:all` for what
+/// that scope opens (`Operation::open_to_all_orders`).
+fn covers(scopes: Scopes, op: Operation) -> bool {
+    scopes.allows(op.scope()) || (op.open_to_all_orders() && scopes.allows(Scope::OrdersAll))
 }
 
 /// Query, path, and what the headers tell of the body.
@@ -529,9 +550,29 @@ fn check(head: Head<'_>, op: Operation) -> Result<Checked, ApiError> {
             }
             Ok(Checked::Transition(id, transition, key))
         }
-        Operation::ListOrders => {
+        Operation::ListOrders => Ok(Checked::ListOrders(query_string::order_query(query)?)),
+        Operation::PlaceOrder => {
             query_string::expect_none(query)?;
-            Ok(Checked::ListOrders)
+            let key = idempotency_key(head)?;
+            content_type(head, head.body_empty)?;
+            within_cap(head.headers)?;
+            Ok(Checked::PlaceOrder(key))
+        }
+        Operation::GetOrder => {
+            query_string::expect_none(query)?;
+            let id = query_string::order_id(order_segment(head.uri.path()))?;
+            Ok(Checked::GetOrder(id))
+        }
+        Operation::OrderStep(action) => {
+            query_string::expect_none(query)?;
+            let id = query_string::order_id(order_segment(head.uri.path()))?;
+            let key = idempotency_key(head)?;
+            // Its body is optional, as a transition's.
+            if !head.body_empty {
+                content_type(head, false)?;
+                within_cap(head.headers)?;
+            }
+            Ok(Checked::OrderStep(id, action, key))
         }
     }
 }

@@ -26,7 +26,8 @@ use hyper::body::Bytes;
 use hyper::{Response, StatusCode};
 use petstore_core::{
     idempotency::{Fingerprint, IdempotencyKey, Scope},
-    inventory::FinalPage,
+    inventory::{FinalPage, OrderQuery, Step, StepRequest, Stepped},
+    order::{Actor, NewOrder, Order, OrderId},
     ListQuery, NewPet, Pet, PetId, Transition, TransitionError,
 };
 use sha2::{Digest, Sha256};
@@ -37,9 +38,11 @@ use super::body::{BodyRead, MAX_BODY};
 use super::connection::Connection;
 use super::error::{ApiError, HttpResponse};
 use super::reply::{decorate, refusal};
+use super::route::OrderAction;
 use crate::headers::{Extra, IDEMPOTENT_REPLAYED};
+use crate::keys::Scope as KeyScope;
 use crate::state::AppState;
-use crate::store::{Answer, CreateFailed, Keyed, KeyedFailed, KeyedOutcome, TransitionFailed};
+use crate::store::{Answer, CreateFailed, Keyed, KeyedFailed, KeyedOutcome, StepFailed};
 use crate::util::buffers;
 use crate::util::hex::hex;
 
@@ -67,7 +70,8 @@ pub struct Waiting {
 #[derive(Debug)]
 enum Work {
     Create(NewPet),
-    Transition(PetId, Transition),
+    /// An order's step, or a pet transition (its door).
+    Step(StepRequest),
     CatchUp(PetId),
     /// A POST with an idempotency key: its body not yet validated.
     Keyed {
@@ -82,6 +86,8 @@ enum Work {
 enum KeyedWrite {
     Create,
     Transition(PetId, Transition),
+    Place,
+    OrderStep(OrderId, OrderAction),
 }
 
 impl Waiting {
@@ -95,8 +101,9 @@ impl Waiting {
         let (state, api) = (&*connection.state, &*connection.api);
         let result = match self.work {
             Work::Create(new) => created(api, state.store.create(new).await),
-            Work::Transition(id, transition) => {
-                transitioned(id, transition, state.store.transition(id, transition).await)
+            Work::Step(request) => {
+                let step = request.step;
+                stepped(api, step, state.store.step(request).await)
             }
             Work::CatchUp(id) => match (state.store.catch_up(id).await, get_pet(state, api, id)) {
                 // Not in the copy, and the store could not say whether it
@@ -105,9 +112,12 @@ impl Waiting {
                 (_, result) => result,
             },
             Work::Keyed { keyed, write, body } => {
-                let (result, replayed) = match keyed_write(state, keyed, write, &body).await {
-                    Ok(KeyedOutcome::Done(answer)) => (answered(api, answer), false),
-                    Ok(KeyedOutcome::Replay(answer)) => (answered(api, answer), true),
+                let actor = self.admitted.actor();
+                let at = keyed.at;
+                let done = keyed_write(state, keyed, write, &body, actor, at).await;
+                let (result, replayed) = match done {
+                    Ok(KeyedOutcome::Done(answer)) => (answered(api, write, answer), false),
+                    Ok(KeyedOutcome::Replay(answer)) => (answered(api, write, answer), true),
                     Ok(KeyedOutcome::Reused) => (Err(ApiError::IdempotencyKeyReused), false),
                     Ok(KeyedOutcome::InFlight) => (Err(ApiError::IdempotencyKeyInUse), false),
                     Err(error) => (Err(error), false),
@@ -163,16 +173,22 @@ impl Admitted {
             }
             Checked::Transition(id, transition, _) => match transition_body(body) {
                 Err(error) => Err(error),
-                Ok(()) => match state.store.transition_now(id, transition) {
-                    Some(result) => transitioned(id, transition, result),
-                    None => return self.wait(Work::Transition(id, transition)),
-                },
+                Ok(()) => return self.step(state, api, Step::Transition(id, transition)),
             },
-            Checked::ListOrders => no_body(&body).and_then(|()| {
-                Err(ApiError::NotImplemented(
-                    "store orders are not implemented: the specification gives only the operation's existence".into(),
-                ))
-            }),
+            Checked::ListOrders(ref query) => no_body(&body)
+                .and_then(|()| serves_orders(state))
+                .map(|()| list_orders(state, api, query, &self.actor())),
+            Checked::PlaceOrder(_) => match complete(body).and_then(|body| new_order(&body)) {
+                Err(error) => Err(error),
+                Ok(new) => return self.step(state, api, Step::Place(new)),
+            },
+            Checked::GetOrder(id) => no_body(&body)
+                .and_then(|()| serves_orders(state))
+                .and_then(|()| get_order(state, id, &self.actor())),
+            Checked::OrderStep(id, action, _) => match transition_body(body) {
+                Err(error) => Err(error),
+                Ok(()) => return self.step(state, api, order_step(id, action)),
+            },
         };
         self.answer(api, result, Finished::Answered)
     }
@@ -185,7 +201,36 @@ impl Admitted {
             Checked::Transition(id, transition, key) => {
                 Some((key.take()?, KeyedWrite::Transition(*id, *transition)))
             }
+            Checked::PlaceOrder(key) => Some((key.take()?, KeyedWrite::Place)),
+            Checked::OrderStep(id, action, key) => {
+                Some((key.take()?, KeyedWrite::OrderStep(*id, *action)))
+            }
             _ => None,
+        }
+    }
+
+    /// Who the request acts as, for orders: its key's entry, seeing every
+    /// key's orders with `orders:all`.
+    fn actor(&self) -> Actor {
+        let actor = Actor::new(self.served.key.unwrap_or_default());
+        if self.all_orders {
+            actor.with_all_orders()
+        } else {
+            actor
+        }
+    }
+
+    /// A step made at once when the store can, else waited for.
+    fn step(self, state: &AppState, api: &Api, step: Step) -> Finished {
+        let request = StepRequest {
+            actor: self.actor(),
+            step,
+            at: state.clock.now(),
+            claim: None,
+        };
+        match state.store.step_now(request) {
+            Ok(result) => self.answer(api, stepped(api, step, result), Finished::Answered),
+            Err(request) => self.wait(Work::Step(*request)),
         }
     }
 
@@ -254,6 +299,69 @@ struct Success<'a> {
     status: StatusCode,
     body: Bytes,
     extra: Extra<'a>,
+}
+
+/// 501 on a backend that keeps no orders yet (replicas).
+fn serves_orders(state: &AppState) -> Result<(), ApiError> {
+    if state.store.serves_orders() {
+        Ok(())
+    } else {
+        Err(not_served())
+    }
+}
+
+fn not_served() -> ApiError {
+    ApiError::NotImplemented(
+        "orders are not kept by replicas (PostgreSQL) yet; a single server (--data) keeps them"
+            .into(),
+    )
+}
+
+fn get_order(state: &AppState, id: OrderId, actor: &Actor) -> Result<Success<'static>, ApiError> {
+    match state.inventory.order(actor, id) {
+        Some(order) => Ok(Success {
+            status: StatusCode::OK,
+            body: Bytes::from(order.to_json()),
+            extra: Extra::Nothing,
+        }),
+        None => Err(order_not_found(id)),
+    }
+}
+
+fn order_not_found(id: OrderId) -> ApiError {
+    ApiError::NotFound(format!("no order with id {id}"))
+}
+
+fn list_orders<'a>(
+    state: &AppState,
+    api: &'a Api,
+    query: &OrderQuery,
+    actor: &Actor,
+) -> Success<'a> {
+    let page = state.inventory.list_orders(actor, query);
+    let mut next = *query;
+    next.after = page.next_after;
+    Success {
+        status: StatusCode::OK,
+        body: Bytes::from(page.to_json()),
+        extra: Extra::OrderNext {
+            base_url: &api.options.base_url,
+            next: page.next_after.map(|_| next),
+        },
+    }
+}
+
+/// The step of `completeOrder` or `cancelOrder`.
+fn order_step(id: OrderId, action: OrderAction) -> Step {
+    match action {
+        OrderAction::Complete => Step::Complete(id),
+        OrderAction::Cancel => Step::Cancel(id),
+    }
+}
+
+/// The validated order of a `placeOrder` body.
+fn new_order(body: &[u8]) -> Result<NewOrder, ApiError> {
+    NewOrder::from_json(body).map_err(|e| ApiError::InvalidBody(e.to_string()))
 }
 
 fn get_pet<'a>(state: &AppState, api: &'a Api, id: PetId) -> Result<Success<'a>, ApiError> {
@@ -348,6 +456,10 @@ fn fingerprint(write: KeyedWrite, body: &[u8]) -> Fingerprint {
     let path = match write {
         KeyedWrite::Create => "/v1/pets".to_owned(),
         KeyedWrite::Transition(id, transition) => format!("/v1/pets/{id}/{transition}"),
+        KeyedWrite::Place => "/v1/store/orders".to_owned(),
+        KeyedWrite::OrderStep(id, action) => {
+            format!("/v1/store/orders/{id}/{}", action.as_str())
+        }
     };
     let mut digest = Sha256::new();
     digest.update(b"POST ");
@@ -373,18 +485,19 @@ async fn keyed_write(
     keyed: Keyed,
     write: KeyedWrite,
     body: &[u8],
+    actor: Actor,
+    at: petstore_core::Timestamp,
 ) -> Result<KeyedOutcome, ApiError> {
-    let not_found = |id: PetId| ApiError::NotFound(format!("no pet with id {id}"));
-    let failed = |error: KeyedFailed, id: Option<PetId>| match (error, id) {
-        (KeyedFailed::NotFound, Some(id)) => not_found(id),
-        (KeyedFailed::NotFound | KeyedFailed::Unavailable, _) => ApiError::Unavailable,
-    };
     let valid = match write {
         KeyedWrite::Create => NewPet::from_json(body)
             .map(Valid::Create)
             .map_err(|e| ApiError::InvalidBody(e.to_string())),
         KeyedWrite::Transition(id, transition) => {
-            transition_bytes(body).map(|()| Valid::Transition(id, transition))
+            transition_bytes(body).map(|()| Valid::Step(Step::Transition(id, transition)))
+        }
+        KeyedWrite::Place => new_order(body).map(|new| Valid::Step(Step::Place(new))),
+        KeyedWrite::OrderStep(id, action) => {
+            transition_bytes(body).map(|()| Valid::Step(order_step(id, action)))
         }
     };
     match valid {
@@ -392,40 +505,84 @@ async fn keyed_write(
             .store
             .create_keyed(new, keyed)
             .await
-            .map_err(|e| failed(e, None)),
-        Ok(Valid::Transition(id, transition)) => state
-            .store
-            .transition_keyed(id, transition, keyed)
-            .await
-            .map_err(|e| failed(e, Some(id))),
+            .map_err(|_| ApiError::Unavailable),
+        Ok(Valid::Step(step)) => {
+            let request = StepRequest {
+                actor,
+                step,
+                at,
+                claim: None,
+            };
+            state
+                .store
+                .step_keyed(request, keyed)
+                .await
+                .map_err(|error| keyed_failed(step, error))
+        }
         Err(invalid) => {
             let seen = state
                 .store
                 .seen(&keyed)
                 .await
-                .map_err(|e| failed(e, None))?;
+                .map_err(|_| ApiError::Unavailable)?;
             KeyedOutcome::of_seen(seen).ok_or(invalid)
         }
+    }
+}
+
+/// The refusal of a keyed step that kept nothing.
+fn keyed_failed(step: Step, error: KeyedFailed) -> ApiError {
+    let failed = match error {
+        KeyedFailed::NotFound => StepFailed::PetNotFound,
+        KeyedFailed::OrderNotFound => StepFailed::OrderNotFound,
+        KeyedFailed::HeldByAnother => return ApiError::InsufficientScope(KeyScope::OrdersAll),
+        KeyedFailed::NotServed => StepFailed::NotServed,
+        KeyedFailed::Unavailable => StepFailed::Unavailable,
+    };
+    match stepped_error(step, failed) {
+        Err(error) => error,
+        Ok(never) => match never {},
     }
 }
 
 /// A keyed POST's write once its body is validated.
 enum Valid {
     Create(NewPet),
-    Transition(PetId, Transition),
+    Step(Step),
 }
 
 /// The answer a key keeps, as a response: the same status, body and
 /// `Location` whenever it is given.
-fn answered(api: &Api, answer: Answer) -> Result<Success<'_>, ApiError> {
+fn answered(api: &Api, write: KeyedWrite, answer: Answer) -> Result<Success<'_>, ApiError> {
     match answer {
         Answer::Created(pet) => created(api, Ok(pet)),
-        Answer::Transitioned(pet) => transitioned(pet.id(), Transition::Sell, Ok(pet)),
+        Answer::Transitioned(pet) => {
+            let step = Step::Transition(pet.id(), Transition::Sell);
+            stepped(api, step, Ok(Stepped::Pet(pet)))
+        }
+        Answer::Order(order) => {
+            let step = match write {
+                KeyedWrite::Place => Step::Place(NewOrder::new(order.pet())),
+                _ => Step::Complete(order.id()),
+            };
+            stepped(api, step, Ok(Stepped::Order(*order)))
+        }
         Answer::Conflict {
             id,
             status,
             transition,
-        } => transitioned(id, transition, Err(TransitionFailed::Conflict(status))),
+        } => {
+            let step = match write {
+                KeyedWrite::Place => Step::Place(NewOrder::new(id)),
+                _ => Step::Transition(id, transition),
+            };
+            stepped(api, step, Err(StepFailed::PetConflict(status)))
+        }
+        Answer::OrderConflict { id, status } => stepped(
+            api,
+            Step::Complete(id),
+            Err(StepFailed::OrderConflict(status)),
+        ),
     }
 }
 
@@ -470,32 +627,85 @@ fn transition_bytes(bytes: &[u8]) -> Result<(), ApiError> {
     }
 }
 
-/// The 200 of a pet that changed status, or why it did not: the 409's
-/// message is the core's own words for the conflict, so it is the same
-/// whichever store decided.
-fn transitioned(
-    id: PetId,
-    transition: Transition,
-    result: Result<Pet, TransitionFailed>,
-) -> Result<Success<'static>, ApiError> {
+/// The answer of a step: the 200 of a pet that changed status or of an
+/// order's step, the 201 of a placed order, or why it was not made. A
+/// pet's 409 message is the core's own words for the conflict, so it is
+/// the same whichever store decided.
+fn stepped(
+    api: &Api,
+    step: Step,
+    result: Result<Stepped, StepFailed>,
+) -> Result<Success<'_>, ApiError> {
     match result {
-        Ok(pet) => Ok(Success {
+        Ok(Stepped::Pet(pet)) => Ok(Success {
             status: StatusCode::OK,
             body: Bytes::from(pet.to_json()),
             extra: Extra::Nothing,
         }),
-        Err(TransitionFailed::NotFound) => Err(ApiError::NotFound(format!("no pet with id {id}"))),
-        Err(TransitionFailed::Conflict(current)) => Err(ApiError::StatusConflict(
-            TransitionError::Conflict {
+        Ok(Stepped::Order(order)) => Ok(placed_or_changed(api, step, &order)),
+        Err(failed) => stepped_error(step, failed).map(|never| match never {}),
+    }
+}
+
+fn placed_or_changed<'a>(api: &'a Api, step: Step, order: &Order) -> Success<'a> {
+    let body = Bytes::from(order.to_json());
+    match step {
+        Step::Place(_) => Success {
+            status: StatusCode::CREATED,
+            body,
+            extra: Extra::OrderLocation {
+                base_url: &api.options.base_url,
+                id: order.id(),
+            },
+        },
+        _ => Success {
+            status: StatusCode::OK,
+            body,
+            extra: Extra::Nothing,
+        },
+    }
+}
+
+/// Why a step was not made, as the contract answers it.
+fn stepped_error(step: Step, failed: StepFailed) -> Result<std::convert::Infallible, ApiError> {
+    let pet = match step {
+        Step::Place(new) => Some(new.pet),
+        Step::Transition(id, _) => Some(id),
+        Step::Complete(_) | Step::Cancel(_) => None,
+    };
+    let order = match step {
+        Step::Complete(id) | Step::Cancel(id) => Some(id),
+        _ => None,
+    };
+    Err(match failed {
+        StepFailed::PetNotFound => {
+            ApiError::NotFound(format!("no pet with id {}", pet.map_or(0, PetId::get)))
+        }
+        StepFailed::OrderNotFound => ApiError::NotFound(format!(
+            "no order with id {}",
+            order.map_or(0, OrderId::get)
+        )),
+        StepFailed::PetConflict(current) => ApiError::StatusConflict(match step {
+            Step::Transition(id, transition) => TransitionError::Conflict {
                 id,
                 current,
                 transition,
             }
             .to_string(),
+            _ => format!(
+                "pet {} is {current}; an order needs an available pet",
+                pet.map_or(0, PetId::get)
+            ),
+        }),
+        StepFailed::OrderConflict(status) => ApiError::StatusConflict(format!(
+            "order {} is {status}; only a placed order can be completed or cancelled",
+            order.map_or(0, OrderId::get)
         )),
+        StepFailed::HeldByAnother(_) => ApiError::InsufficientScope(KeyScope::OrdersAll),
+        StepFailed::NotServed => not_served(),
         // Not stored, or not known to be: as a create's 503.
-        Err(TransitionFailed::Unavailable) => Err(ApiError::Unavailable),
-    }
+        StepFailed::Unavailable => ApiError::Unavailable,
+    })
 }
 
 /// The 201 of a stored pet, or the 503 of one the store could not store

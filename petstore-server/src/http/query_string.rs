@@ -1,10 +1,12 @@
 //! Query strings and path parameters: percent-decoding, and the strict
 //! parse of `listPets`'s `limit`, `status` and `after` into a
-//! [`ListQuery`]. Pure functions of text, so they are fuzzed and tested
+//! [`ListQuery`], and `listOrders`'s into an [`OrderQuery`]. Pure functions of text, so they are fuzzed and tested
 //! without sockets.
 
 use std::borrow::Cow;
 
+use petstore_core::inventory::OrderQuery;
+use petstore_core::order::{OrderId, OrderStatus};
 use petstore_core::{quote::quote, ListQuery, PageSize, PetId, PetStatus};
 
 use super::error::ApiError;
@@ -243,6 +245,74 @@ fn digits(s: &str) -> Option<u64> {
         n = n.checked_mul(10)?.checked_add(u64::from(digit))?;
     }
     (!bytes.is_empty()).then_some(n)
+}
+
+/// Parses `listOrders`'s query: `limit` (1..100), `status` (an order's),
+/// `after` (an order id); each at most once, nothing else.
+pub fn order_query(query: Option<&str>) -> Result<OrderQuery, ApiError> {
+    let mut list = OrderQuery::new();
+    let mut seen = [false; 3];
+    for pair in pairs(query.unwrap_or("")) {
+        let (name, value) = pair?;
+        let slot = match name.as_ref() {
+            "limit" => 0,
+            "status" => 1,
+            "after" => 2,
+            _ => return Err(unknown(&name)),
+        };
+        if std::mem::replace(&mut seen[slot], true) {
+            return Err(ApiError::InvalidQuery(format!(
+                "query parameter `{name}` is given more than once"
+            )));
+        }
+        match slot {
+            0 => {
+                let limit = digits(&value)
+                    .and_then(|n| PageSize::new(n).ok())
+                    .ok_or_else(|| {
+                        ApiError::InvalidQuery(format!(
+                            "limit must be an integer from 1 to 100 without leading zeros, got {:?}",
+                            quote(&value)
+                        ))
+                    })?;
+                list = list.limit(limit);
+            }
+            1 => {
+                let status: OrderStatus = value.parse().map_err(|_| {
+                    ApiError::InvalidQuery(format!(
+                        "status must be one of placed, completed, cancelled, expired, got {:?}",
+                        quote(&value)
+                    ))
+                })?;
+                list = list.status(status);
+            }
+            _ => {
+                let after: OrderId = value.parse().map_err(|_| {
+                    ApiError::InvalidQuery(format!(
+                        "after must be an order id, an integer from 1 to 9223372036854775807 without leading zeros, got {:?}",
+                        quote(&value)
+                    ))
+                })?;
+                list = list.after(after);
+            }
+        }
+    }
+    Ok(list)
+}
+
+/// Parses the `orderId` path segment.
+pub fn order_id(segment: &str) -> Result<OrderId, ApiError> {
+    let bad = || {
+        ApiError::InvalidPath(format!(
+            "orderId must be an integer from 1 to 9223372036854775807 without leading zeros, got {:?}",
+            quote(segment)
+        ))
+    };
+    if let Some(id) = digits(segment).and_then(OrderId::new) {
+        return Ok(id);
+    }
+    let decoded = percent_decode(segment, false).ok_or_else(bad)?;
+    decoded.parse().map_err(|_| bad())
 }
 
 /// Parses the `petId` path segment.

@@ -7,8 +7,8 @@ use petstore_core::Transition;
 use super::docs::{self, Asset};
 use crate::keys::Scope;
 use crate::paths::{
-    DOCS, DOCS_ASSET, DOCS_PREFIX, HEALTH, METRICS, OPENAPI_JSON, ORDERS, PET, PETS, PET_PREFIX,
-    RELEASE, RESERVE, SELL,
+    CANCEL, COMPLETE, DOCS, DOCS_ASSET, DOCS_PREFIX, HEALTH, METRICS, OPENAPI_JSON, ORDER, ORDERS,
+    ORDER_PREFIX, PET, PETS, PET_PREFIX, RELEASE, RESERVE, SELL,
 };
 
 /// The routes of the service.
@@ -21,6 +21,10 @@ pub(super) enum Route<'a> {
     /// A transition of one pet: its `{petId}` segment, and which.
     Transition(&'a str, Transition),
     Orders,
+    /// One order: its `{orderId}` segment.
+    Order(&'a str),
+    /// A step of one order: its `{orderId}` segment, and which.
+    OrderStep(&'a str, OrderAction),
     Metrics,
     /// The docs page.
     Docs,
@@ -42,6 +46,9 @@ impl<'a> Route<'a> {
                 Transition::Sell => SELL,
             },
             Route::Orders => ORDERS,
+            Route::Order(_) => ORDER,
+            Route::OrderStep(_, OrderAction::Complete) => COMPLETE,
+            Route::OrderStep(_, OrderAction::Cancel) => CANCEL,
             Route::Metrics => METRICS,
             Route::Docs => DOCS,
             Route::DocsAsset(_) => DOCS_ASSET,
@@ -59,6 +66,17 @@ impl<'a> Route<'a> {
             _ if path.starts_with(DOCS_PREFIX) => {
                 let (fingerprint, name) = path[DOCS_PREFIX.len()..].split_once('/')?;
                 docs::find(fingerprint, name).map(Route::DocsAsset)
+            }
+            _ if path.starts_with(ORDER_PREFIX) => {
+                let rest = &path[ORDER_PREFIX.len()..];
+                match rest.split_once('/') {
+                    None if !rest.is_empty() => Some(Route::Order(rest)),
+                    Some((id, action)) if !id.is_empty() => OrderAction::ALL
+                        .into_iter()
+                        .find(|a| a.as_str() == action)
+                        .map(|a| Route::OrderStep(id, a)),
+                    _ => None,
+                }
             }
             _ => {
                 let rest = path.strip_prefix(PET_PREFIX)?;
@@ -79,17 +97,35 @@ impl<'a> Route<'a> {
     /// The `Allow` header: the methods of the path.
     pub(super) fn allow(self, cors: bool) -> &'static str {
         match (self, cors) {
-            (Route::Pets, false) => "GET, HEAD, POST",
-            (Route::Pets, true) => "GET, HEAD, POST, OPTIONS",
-            (Route::Transition(..), false) => "POST",
-            (Route::Transition(..), true) => "POST, OPTIONS",
+            (Route::Pets | Route::Orders, false) => "GET, HEAD, POST",
+            (Route::Pets | Route::Orders, true) => "GET, HEAD, POST, OPTIONS",
+            (Route::Transition(..) | Route::OrderStep(..), false) => "POST",
+            (Route::Transition(..) | Route::OrderStep(..), true) => "POST, OPTIONS",
             (_, false) => "GET, HEAD",
             (_, true) => "GET, HEAD, OPTIONS",
         }
     }
 }
 
-/// The operations and the orders placeholder: the routes behind a key.
+/// The two steps of an order's own path, `complete` and `cancel`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum OrderAction {
+    Complete,
+    Cancel,
+}
+
+impl OrderAction {
+    const ALL: [OrderAction; 2] = [OrderAction::Complete, OrderAction::Cancel];
+
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            OrderAction::Complete => "complete",
+            OrderAction::Cancel => "cancel",
+        }
+    }
+}
+
+/// The operations: the routes behind a key.
 /// The `{petId}` segment is read from the request when it is checked, so
 /// an operation is plain data that outlives an await.
 #[derive(Clone, Copy, Debug)]
@@ -100,6 +136,10 @@ pub(super) enum Operation {
     /// `reservePet`, `releasePet`, `sellPet`.
     Transition(Transition),
     ListOrders,
+    PlaceOrder,
+    GetOrder,
+    /// `completeOrder`, `cancelOrder`.
+    OrderStep(OrderAction),
 }
 
 impl Operation {
@@ -108,9 +148,29 @@ impl Operation {
         match self {
             Operation::ListPets | Operation::GetPet => Scope::PetsRead,
             Operation::CreatePet => Scope::PetsWrite,
-            Operation::Transition(_) | Operation::ListOrders => Scope::Orders,
+            Operation::Transition(_)
+            | Operation::ListOrders
+            | Operation::PlaceOrder
+            | Operation::GetOrder
+            | Operation::OrderStep(_) => Scope::Orders,
         }
     }
+
+    /// Whether a key with `orders:all` and not `orders` may make it: it
+    /// sees, completes and cancels every key's orders, but places none.
+    pub(super) fn open_to_all_orders(self) -> bool {
+        matches!(
+            self,
+            Operation::ListOrders | Operation::GetOrder | Operation::OrderStep(_)
+        )
+    }
+}
+
+/// The `{orderId}` segment of a `/v1/store/orders/{orderId}` path, or of
+/// a step's `/v1/store/orders/{orderId}/{step}`.
+pub(super) fn order_segment(path: &str) -> &str {
+    let rest = path.strip_prefix(ORDER_PREFIX).unwrap_or(path);
+    rest.split_once('/').map_or(rest, |(id, _)| id)
 }
 
 /// The `{petId}` segment of a `/v1/pets/{petId}` path, or of a

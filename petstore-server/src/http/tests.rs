@@ -124,9 +124,16 @@ fn create_then_get_then_list() {
         call(&s, "GET", "/v1/pets/x", "").status(),
         StatusCode::BAD_REQUEST
     );
+    // Orders are served: a key that placed none sees an empty page.
+    let orders = call(&s, "GET", "/v1/store/orders", "");
+    assert_eq!(orders.status(), StatusCode::OK);
     assert_eq!(
-        call(&s, "GET", "/v1/store/orders", "").status(),
-        StatusCode::NOT_IMPLEMENTED
+        call(&s, "GET", "/v1/store/orders/", "").status(),
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        call(&s, "GET", "/v1/store/orders/01", "").status(),
+        StatusCode::BAD_REQUEST
     );
 }
 

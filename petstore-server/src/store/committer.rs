@@ -15,10 +15,11 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use petstore_core::inventory::{StepRequest, Stepped};
 use petstore_core::{idempotency::Claim, NewPet, Pet, PetId, Transition};
 use tokio::sync::{mpsc, oneshot};
 
-use super::failed::{CreateFailed, TransitionFailed};
+use super::failed::{CreateFailed, StepFailed, TransitionFailed};
 
 /// One kind of write a committer batches: what a waiter is answered when
 /// its item was decided, and why it was not.
@@ -59,12 +60,13 @@ impl Item for (NewPet, Option<Claim>) {
     const NOT_STORED: CreateFailed = CreateFailed;
 }
 
-/// A transition that may hold a claimed idempotency key (the journal's
-/// item), answered as [`(PetId, Transition)`](Item).
-impl Item for (PetId, Transition, Option<Claim>) {
-    type Done = Result<Pet, TransitionFailed>;
-    type Failed = TransitionFailed;
-    const NOT_STORED: TransitionFailed = TransitionFailed::Unavailable;
+/// An order's step or a pet transition, by its actor, that may hold a
+/// claimed idempotency key (the journal's item): each decided on its own
+/// within its batch, as a transition is.
+impl Item for StepRequest {
+    type Done = Result<Stepped, StepFailed>;
+    type Failed = StepFailed;
+    const NOT_STORED: StepFailed = StepFailed::Unavailable;
 }
 
 /// What a waiter of an item `I` is answered.

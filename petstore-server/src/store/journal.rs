@@ -1,14 +1,14 @@
 //! The journal backend (`--data DIR`, the default): the core's durable
-//! [`Inventory`] (its `Journal`), its creates and its transitions each fed
-//! by one committer task: [`JournalStore`].
+//! [`Inventory`] (its `Journal`), its creates and its steps (order steps
+//! and pet transitions) each fed by one committer task: [`JournalStore`].
 //!
 //! Why a committer: the core's create and transition block their caller
 //! until the group commit's fsync, so each waiting write would hold a
 //! thread of the blocking pool. Instead a write queues its item and
 //! awaits a oneshot channel (`committer.rs`); the committer takes every
 //! pending item and hands them to [`Inventory::create_many`] or
-//! [`Inventory::transition_many`] on one blocking thread: one thread and
-//! one fsync per batch, however many writes wait.
+//! [`Inventory::steps`] on one blocking thread: one thread and one fsync
+//! per batch, however many writes wait.
 //!
 //! A keyed write claims its key before it is queued (a request with the
 //! key then finds it in flight); the claim rides with the item, so the
@@ -17,7 +17,7 @@
 //! gave up before its batch, drops the claim and lets the key go.
 //!
 //! Why two committers, not one: the core makes a batch of creates and a
-//! batch of transitions in two calls, each its own group commit; one
+//! batch of steps in two calls, each its own group commit; one
 //! queue of both would take turns and make either kind wait for the
 //! other's fsync. Two batches in flight at once share the journal's
 //! group commit as any two writers do.
@@ -26,11 +26,12 @@ use std::sync::{Arc, OnceLock};
 
 use petstore_core::{
     idempotency::{Answer, Claim, Keyed, KeyedOutcome},
-    Inventory, NewPet, Pet, PetId, Transition,
+    inventory::{StepRequest, Stepped},
+    Inventory, NewPet, Pet,
 };
 
 use super::committer::{self, Commit, Committer, Item};
-use super::failed::{keyed_transition_done, CreateFailed, KeyedFailed, TransitionFailed};
+use super::failed::{keyed_step_done, CreateFailed, KeyedFailed, StepFailed};
 use crate::log_error;
 
 /// Most writes of one kind handed to one group commit.
@@ -46,7 +47,7 @@ pub struct JournalStore {
     /// The committers' queues, each started by its first write (which
     /// runs on the runtime, where the task can be spawned).
     creates: OnceLock<Committer<(NewPet, Option<Claim>)>>,
-    transitions: OnceLock<Committer<(PetId, Transition, Option<Claim>)>>,
+    steps: OnceLock<Committer<StepRequest>>,
 }
 
 impl JournalStore {
@@ -55,7 +56,7 @@ impl JournalStore {
         JournalStore {
             inventory,
             creates: OnceLock::new(),
-            transitions: OnceLock::new(),
+            steps: OnceLock::new(),
         }
     }
 
@@ -87,31 +88,27 @@ impl JournalStore {
         Ok(KeyedOutcome::Done(Answer::Created(pet)))
     }
 
-    /// Queues transition `t` of pet `id` for its committer and waits for
-    /// its outcome: the pet changed and durable, or why not (not found, a
-    /// conflict, or refused: the journal failed, or the queue is full).
-    /// Call from inside the tokio runtime.
-    pub async fn transition(&self, id: PetId, t: Transition) -> Result<Pet, TransitionFailed> {
-        self.write(&self.transitions, (id, t, None))
-            .await
-            .and_then(|done| done)
+    /// Queues a step (an order's, or a pet transition) for its committer
+    /// and waits for its outcome: made and durable, or why not. Call
+    /// from inside the tokio runtime.
+    pub async fn step(&self, request: StepRequest) -> Result<Stepped, StepFailed> {
+        self.write(&self.steps, request).await.and_then(|done| done)
     }
 
-    /// [`transition`](Self::transition) with an idempotency key, claimed
-    /// before the transition is queued; a conflict is kept and answered
-    /// as the key's [`Answer::Conflict`].
-    pub async fn transition_keyed(
+    /// [`step`](Self::step) with an idempotency key, claimed before the
+    /// step is queued; a conflict is kept and answered as the key's.
+    pub async fn step_keyed(
         &self,
-        id: PetId,
-        t: Transition,
+        mut request: StepRequest,
         keyed: Keyed,
     ) -> Result<KeyedOutcome, KeyedFailed> {
-        let claim = match self.inventory.claim(keyed) {
-            Ok(claim) => claim,
+        request.claim = match self.inventory.claim(keyed) {
+            Ok(claim) => Some(claim),
             Err(seen) => return Ok(taken(seen)),
         };
-        let done = self.write(&self.transitions, (id, t, Some(claim))).await;
-        keyed_transition_done(id, t, done.and_then(|done| done))
+        let step = request.step;
+        let done = self.write(&self.steps, request).await;
+        keyed_step_done(step, done.and_then(|done| done))
     }
 
     /// Queues `item` on `queue`'s committer (started on first use) and
@@ -155,23 +152,23 @@ impl Commit<(NewPet, Option<Claim>)> for Writer {
     }
 }
 
-impl Commit<(PetId, Transition, Option<Claim>)> for Writer {
+impl Commit<StepRequest> for Writer {
     async fn commit(
         self: &Arc<Self>,
-        batch: Vec<(PetId, Transition, Option<Claim>)>,
-    ) -> Result<Vec<Result<Pet, TransitionFailed>>, TransitionFailed> {
+        batch: Vec<StepRequest>,
+    ) -> Result<Vec<Result<Stepped, StepFailed>>, StepFailed> {
         let writer = Arc::clone(self);
-        match tokio::task::spawn_blocking(move || writer.0.transition_many_claimed(batch)).await {
+        match tokio::task::spawn_blocking(move || writer.0.steps(batch)).await {
             Ok(Ok(outcomes)) => Ok(outcomes
                 .into_iter()
-                .map(|outcome| outcome.map_err(TransitionFailed::from))
+                .map(|outcome| outcome.map_err(StepFailed::from))
                 .collect()),
             // Nothing of the batch acknowledged; the cause is logged once,
             // by the inventory's failure hook.
-            Ok(Err(_)) => Err(TransitionFailed::Unavailable),
+            Ok(Err(_)) => Err(StepFailed::Unavailable),
             Err(_) => {
-                log_error!("a journal group commit panicked; its transitions answered 503");
-                Err(TransitionFailed::Unavailable)
+                log_error!("a journal group commit panicked; its steps answered 503");
+                Err(StepFailed::Unavailable)
             }
         }
     }

@@ -19,6 +19,7 @@
 //! | `failed.rs` | [`CreateFailed`], [`TransitionFailed`], [`KeyedFailed`]: why a write was not made |
 //! | `committer.rs` | the queue-batch-reply loop both durable backends share, for any kind of write |
 //! | `journal.rs` | [`JournalStore`]: the journal's committer tasks |
+//! | `lapse.rs` | the timer that expires lapsed holds of a local store |
 //! | `metrics.rs` | pets, writability and the journal's commits in `/metrics` |
 //! | `postgres/` | [`Postgres`]: committer, read copy, schema, its metrics |
 //!
@@ -30,15 +31,17 @@
 mod committer;
 mod failed;
 mod journal;
+mod lapse;
 mod metrics;
 mod postgres;
 
 use std::sync::Arc;
 
-use petstore_core::{Inventory, NewPet, Pet, PetId, Transition};
+use petstore_core::inventory::{Step, StepRequest, Stepped};
+use petstore_core::{Inventory, NewPet, Pet, PetId};
 use prometheus_client::collector::Collector;
 
-pub use failed::{CreateFailed, KeyedFailed, TransitionFailed};
+pub use failed::{CreateFailed, KeyedFailed, StepFailed};
 pub use journal::JournalStore;
 pub use petstore_core::idempotency::{Answer, Keyed, KeyedOutcome, Seen};
 pub use postgres::Postgres;
@@ -96,32 +99,58 @@ impl Store {
         }
     }
 
-    /// Makes transition `t` of pet `id` at once when the backend can
-    /// without waiting (in memory: a change under a lock); otherwise
-    /// `None`, and [`transition`](Self::transition) is to be awaited from
-    /// an async context.
-    pub fn transition_now(
+    /// Makes a step (an order's, or a pet transition, its door) at once
+    /// when the backend can without waiting (in memory: a change under a
+    /// lock); otherwise hands it back, for [`step`](Self::step) from an
+    /// async context.
+    pub fn step_now(
         &self,
-        id: PetId,
-        t: Transition,
-    ) -> Option<Result<Pet, TransitionFailed>> {
+        request: StepRequest,
+    ) -> Result<Result<Stepped, StepFailed>, Box<StepRequest>> {
         match self {
-            Store::Memory(inventory) => Some(inventory.transition(id, t).map_err(Into::into)),
-            Store::Journal(_) | Store::Postgres(_) => None,
+            Store::Memory(inventory) => Ok(memory_step(inventory, request)),
+            Store::Journal(_) | Store::Postgres(_) => Err(Box::new(request)),
         }
     }
 
-    /// Decides transition `t` of pet `id` where the pets' truth lives and
-    /// makes it; once this returns `Ok`, the change is as durable as a
-    /// created pet (fsynced, or committed) and readable from
-    /// [`inventory`](Self::inventory). Bounded in time like
-    /// [`create`](Self::create).
-    pub async fn transition(&self, id: PetId, t: Transition) -> Result<Pet, TransitionFailed> {
+    /// Decides a step where the truth lives and makes it; once this
+    /// returns `Ok`, the change is as durable as a created pet and
+    /// readable from [`inventory`](Self::inventory). Bounded in time like
+    /// [`create`](Self::create). Replicas keep no orders yet: there a pet
+    /// transition is the transition alone, and an order's step is
+    /// [`StepFailed::NotServed`].
+    pub async fn step(&self, request: StepRequest) -> Result<Stepped, StepFailed> {
         match self {
-            Store::Memory(inventory) => inventory.transition(id, t).map_err(Into::into),
-            Store::Journal(journal) => journal.transition(id, t).await,
-            Store::Postgres(pg) => pg.transition(id, t).await,
+            Store::Memory(inventory) => memory_step(inventory, request),
+            Store::Journal(journal) => journal.step(request).await,
+            Store::Postgres(pg) => match request.step {
+                Step::Transition(id, t) => pg
+                    .transition(id, t)
+                    .await
+                    .map(Stepped::Pet)
+                    .map_err(StepFailed::from),
+                _ => Err(StepFailed::NotServed),
+            },
         }
+    }
+
+    /// The timer that expires lapsed holds ([`lapse`]), for a backend
+    /// that keeps orders itself: spawn it once.
+    pub fn lapses(
+        &self,
+        clock: Arc<dyn petstore_core::Clock>,
+    ) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
+        match self {
+            Store::Memory(_) | Store::Journal(_) => {
+                Some(lapse::run(Arc::clone(self.inventory()), clock))
+            }
+            Store::Postgres(_) => None,
+        }
+    }
+
+    /// Whether the backend keeps orders (every one but replicas, for now).
+    pub fn serves_orders(&self) -> bool {
+        !matches!(self, Store::Postgres(_))
     }
 
     /// What idempotency key `keyed` holds, for a request that will not
@@ -162,29 +191,33 @@ impl Store {
         }
     }
 
-    /// [`transition`](Self::transition) with an idempotency key, as
-    /// [`create_keyed`](Self::create_keyed): the pet changed
-    /// ([`Answer::Transitioned`]) and the conflict its status made
-    /// ([`Answer::Conflict`]) are both kept and both
-    /// [`KeyedOutcome::Done`]; a pet not found is
-    /// [`KeyedFailed::NotFound`] and keeps nothing.
-    pub async fn transition_keyed(
+    /// [`step`](Self::step) with an idempotency key, as
+    /// [`create_keyed`](Self::create_keyed): what the step made, and the
+    /// conflict a status made, are both kept and both
+    /// [`KeyedOutcome::Done`]; a pet or order not found, or held by
+    /// another key, keeps nothing.
+    pub async fn step_keyed(
         &self,
-        id: PetId,
-        t: Transition,
+        request: StepRequest,
         keyed: Keyed,
     ) -> Result<KeyedOutcome, KeyedFailed> {
         match self {
             Store::Memory(inventory) => {
-                inventory
-                    .transition_keyed(id, t, keyed)
-                    .map_err(|error| match error {
-                        petstore_core::TransitionError::NotFound(_) => KeyedFailed::NotFound,
-                        _ => KeyedFailed::Unavailable,
-                    })
+                let mut request = request;
+                request.claim = match inventory.claim(keyed) {
+                    Ok(claim) => Some(claim),
+                    Err(seen) => {
+                        return Ok(KeyedOutcome::of_seen(seen).unwrap_or(KeyedOutcome::InFlight))
+                    }
+                };
+                let step = request.step;
+                failed::keyed_step_done(step, memory_step(inventory, request))
             }
-            Store::Journal(journal) => journal.transition_keyed(id, t, keyed).await,
-            Store::Postgres(pg) => pg.transition_keyed(id, t, keyed).await,
+            Store::Journal(journal) => journal.step_keyed(request, keyed).await,
+            Store::Postgres(pg) => match request.step {
+                Step::Transition(id, t) => pg.transition_keyed(id, t, keyed).await,
+                _ => Err(KeyedFailed::NotServed),
+            },
         }
     }
 
@@ -243,5 +276,16 @@ impl Store {
             collectors.push(pg.collector());
         }
         collectors
+    }
+}
+
+/// A step on an in-memory inventory: made at once, under its lock.
+fn memory_step(inventory: &Inventory, request: StepRequest) -> Result<Stepped, StepFailed> {
+    match inventory.steps(vec![request]) {
+        Ok(mut outcomes) => outcomes
+            .pop()
+            .unwrap_or(Err(petstore_core::inventory::StepError::IdsExhausted))
+            .map_err(StepFailed::from),
+        Err(_) => Err(StepFailed::Unavailable),
     }
 }

@@ -3,7 +3,6 @@
 //! leads a batch to disk and wakes the others (docs/durability.md, "Group
 //! commit").
 
-use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -17,15 +16,14 @@ use super::files::{
     ensure_regular_file, ensure_regular_path, file_identity, sync_dir, JOURNAL_FILE,
 };
 use super::options::{FsyncPolicy, JournalOptions};
-use super::record::{encode_keyed_line, encode_line, encode_transition_line, KeyedWrite, Record};
+use super::record::{encode_keyed_line, encode_line, KeyedWrite, Record};
 use super::replay::{replay, Recovery, TornTail};
 use super::save_aside::cut_aside;
 use super::stats::JournalStats;
 use crate::idempotency::Keyed;
-use crate::inventory::error::{
-    CreateError, OpenError, StorageFailure, StorageFault, TransitionError,
-};
-use crate::pet::{NewPet, Pet, PetId, PetStatus, Transition};
+use crate::inventory::error::{CreateError, OpenError, StorageFailure, StorageFault};
+use crate::order::Order;
+use crate::pet::{NewPet, Pet, PetId, PetStatus};
 
 /// Called once, when the journal turns failed.
 type FailureHook = Box<dyn Fn(&StorageFailure) + Send + Sync>;
@@ -37,6 +35,8 @@ pub(crate) enum Change {
     Created(Pet),
     /// A pet's new status.
     Changed(PetId, PetStatus),
+    /// An order as it now stands (new, or its status changed).
+    Order(Order),
 }
 
 /// How the caller publishes a durable batch, in journal order.
@@ -92,11 +92,6 @@ struct CommitState {
     /// Every record up to this one (counted as `written`) is durable and
     /// published.
     durable: u64,
-    /// The status of each pet with a transition not yet published, and
-    /// the record of its last one: the next transition of that pet is
-    /// decided against it, so that two racing transitions see each other
-    /// before either is on disk.
-    unpublished: HashMap<PetId, (PetStatus, u64)>,
     flushing: bool,
     failed: Option<StorageFailure>,
     stats: JournalStats,
@@ -195,7 +190,6 @@ impl Journal {
                 pending_changes: Vec::new(),
                 written: 0,
                 durable: 0,
-                unpublished: HashMap::new(),
                 flushing: false,
                 failed: None,
                 stats: JournalStats::default(),
@@ -335,81 +329,32 @@ impl Journal {
         Ok(pets)
     }
 
-    /// Decides each transition of `batch` in order, against the status its
-    /// pet has after everything appended before it (published, or still
-    /// on its way to disk), appends the allowed ones, and returns once
-    /// they are durable and published: one wait for all. `published`
-    /// gives a pet's status as readers see it now (`None`: no such pet);
-    /// an allowed transition's outcome is the status it leads to (the
-    /// caller, outside this lock, makes the pet of it: only the status
-    /// changes, so the decision needs nothing else under the lock).
-    ///
-    /// The transition at index `i` is written with the idempotency key
-    /// `keys[i]`, when there is one, in its own record; so is a conflict
-    /// with a key (the answer kept for it), which changes no pet.
-    ///
-    /// `Err` when the journal failed before or while the batch was
-    /// written: then none of its transitions is acknowledged.
-    pub(crate) fn transition_many(
+    /// Appends records encoded by the caller (`lines`, `count` of them)
+    /// and the changes they make, and returns once they are durable and
+    /// published: the caller decided them (an inventory's order steps and
+    /// transitions, under its own lock, against what is published) and
+    /// encoded them with the journal's record writers. `Err` when the
+    /// journal failed before or while they were written: then none is
+    /// acknowledged.
+    pub(crate) fn append_records(
         &self,
-        batch: &[(PetId, Transition)],
-        keys: &[Option<&Keyed>],
-        published: &dyn Fn(PetId) -> Option<PetStatus>,
+        lines: &[u8],
+        count: u64,
+        changes: Vec<Change>,
         publish: Publish<'_>,
-    ) -> Result<Vec<Result<PetStatus, TransitionError>>, StorageFailure> {
+    ) -> Result<(), StorageFailure> {
         let mut state = self.state.lock();
         if let Some(failed) = &state.failed {
             return Err(failed.clone());
         }
-        let mut outcomes = Vec::with_capacity(batch.len());
-        let mut appended = false;
-        for (i, &(id, transition)) in batch.iter().enumerate() {
-            let keyed = keys.get(i).copied().flatten();
-            // Pets not yet published are not there for any client: only a
-            // published pet can change.
-            let Some(seen) = published(id) else {
-                outcomes.push(Err(TransitionError::NotFound(id)));
-                continue;
-            };
-            let current = state
-                .unpublished
-                .get(&id)
-                .map_or(seen, |&(status, _)| status);
-            if !transition.allows(current) {
-                if let Some(keyed) = keyed {
-                    let conflict = KeyedWrite::Conflict(id, current, transition);
-                    encode_keyed_line(keyed, conflict, &mut state.pending);
-                    state.written += 1;
-                    appended = true;
-                }
-                outcomes.push(Err(TransitionError::Conflict {
-                    id,
-                    current,
-                    transition,
-                }));
-                continue;
-            }
-            let status = transition.to_status();
-            match keyed {
-                Some(keyed) => encode_keyed_line(
-                    keyed,
-                    KeyedWrite::Transition(id, transition),
-                    &mut state.pending,
-                ),
-                None => encode_transition_line(id, transition, &mut state.pending),
-            }
-            state.pending_changes.push(Change::Changed(id, status));
-            state.written += 1;
-            let record = state.written;
-            state.unpublished.insert(id, (status, record));
-            appended = true;
-            outcomes.push(Ok(status));
+        if count == 0 {
+            return Ok(());
         }
-        if appended {
-            let record = state.written;
-            self.wait_durable(&mut state, record, publish)?;
-        }
-        Ok(outcomes)
+        state.pending.extend_from_slice(lines);
+        state.pending_changes.extend(changes);
+        state.written += count;
+        let record = state.written;
+        self.wait_durable(&mut state, record, publish)
     }
 
     /// Waits until every record up to `record` is durable and published,
@@ -442,6 +387,8 @@ impl Journal {
         let batch = std::mem::take(&mut state.pending);
         let changes = std::mem::take(&mut state.pending_changes);
         let upto = state.written;
+        // Records, not changes: an order's step is one record of two.
+        let records = upto - state.durable;
         let Some(mut file) = state.file.take() else {
             let failure = StorageFailure {
                 fault: StorageFault::WriteFailed,
@@ -478,12 +425,7 @@ impl Journal {
         match result {
             Ok(()) => {
                 state.durable = upto;
-                // Published now: readers hold these statuses. A pet
-                // changed again meanwhile keeps its newer one here.
-                state
-                    .unpublished
-                    .retain(|_, &mut (_, record)| record > upto);
-                state.stats.record(changes.len(), fsync_time);
+                state.stats.record(records as usize, fsync_time);
             }
             Err(failure) => self.fail(state, failure),
         }
@@ -536,7 +478,6 @@ mod tests {
                 pending_changes: Vec::new(),
                 written: 0,
                 durable: 0,
-                unpublished: HashMap::new(),
                 flushing: false,
                 failed: None,
                 stats: JournalStats::default(),
@@ -572,7 +513,7 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_fsync_acknowledges_no_transition_of_the_batch() {
+    fn a_failed_fsync_acknowledges_no_record_of_the_batch() {
         let written = std::sync::Arc::new(Mutex::new(Vec::new()));
         let journal = journal_over(Failing {
             written: written.clone(),
@@ -580,62 +521,17 @@ mod tests {
         });
         let published = Mutex::new(Vec::new());
         let publish = |b: &[Change]| published.lock().extend_from_slice(b);
-        let lookup = |id: PetId| (id == PetId::MIN).then_some(PetStatus::Available);
-        let batch = [
-            (PetId::MIN, Transition::Reserve),
-            (PetId::MIN, Transition::Sell),
-        ];
-        let outcome = journal.transition_many(&batch, &[], &lookup, &publish);
+        let change = || vec![Change::Changed(PetId::MIN, PetStatus::Sold)];
+        let outcome = journal.append_records(b"x\n", 1, change(), &publish);
         assert!(matches!(outcome, Err(ref f) if f.fault == StorageFault::SyncFailed));
-        // Written, never synced: nothing published, later ones refused.
-        assert!(!written.lock().is_empty());
+        // Written, never synced: nothing published, later ones refused
+        // without touching the file.
+        assert_eq!(*written.lock(), b"x\n");
         assert!(published.lock().is_empty());
         assert!(journal
-            .transition_many(&batch, &[], &lookup, &publish)
+            .append_records(b"y\n", 1, change(), &publish)
             .is_err());
-    }
-
-    #[test]
-    fn transitions_are_decided_against_what_is_on_its_way_to_disk() {
-        let written = std::sync::Arc::new(Mutex::new(Vec::new()));
-        let journal = journal_over(Failing {
-            written: written.clone(),
-            fail_sync: false,
-        });
-        // What readers see never changes here: only the journal's own
-        // record of unpublished statuses can make the second reserve fail.
-        let lookup = |id: PetId| (id == PetId::MIN).then_some(PetStatus::Available);
-        let published = Mutex::new(Vec::new());
-        let publish = |b: &[Change]| published.lock().extend_from_slice(b);
-        let reserve = [(PetId::MIN, Transition::Reserve)];
-        let first = journal
-            .transition_many(&reserve, &[], &lookup, &publish)
-            .unwrap();
-        assert_eq!(first[0], Ok(PetStatus::Pending));
-        assert_eq!(
-            *published.lock(),
-            [Change::Changed(PetId::MIN, PetStatus::Pending)]
-        );
-        // Published: the journal forgets it and asks the reader's view.
-        assert!(journal.state.lock().unpublished.is_empty());
-        let none = |_: PetId| None;
-        let missing = journal
-            .transition_many(&reserve, &[], &none, &publish)
-            .unwrap();
-        assert_eq!(missing[0], Err(TransitionError::NotFound(PetId::MIN)));
-        // Within one batch, the second sees the first.
-        let twice = journal
-            .transition_many(&[reserve[0], reserve[0]], &[], &lookup, &publish)
-            .unwrap();
-        assert!(twice[0].is_ok());
-        assert!(matches!(
-            twice[1],
-            Err(TransitionError::Conflict {
-                current: PetStatus::Pending,
-                ..
-            })
-        ));
-        assert_eq!(journal.stats().batches, 2);
+        assert_eq!(*written.lock(), b"x\n");
     }
 
     #[test]
@@ -649,7 +545,7 @@ mod tests {
         let publish = |b: &[Change]| {
             published.lock().extend(b.iter().filter_map(|c| match c {
                 Change::Created(p) => Some(p.id().get()),
-                Change::Changed(..) => None,
+                Change::Changed(..) | Change::Order(_) => None,
             }))
         };
         for _ in 0..3 {

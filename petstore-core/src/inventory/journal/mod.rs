@@ -41,7 +41,10 @@ mod stats;
 pub use files::{JOURNAL_FILE, LOCK_FILE};
 pub(crate) use group_commit::{Change, Journal};
 pub use options::{FsyncPolicy, JournalOptions};
-pub(crate) use record::Record;
+pub(crate) use record::{
+    encode_keyed_line, encode_order_line, encode_transition_line, KeyedWrite, OrderStep, Record,
+    StepKind,
+};
 pub use repair::{check_journal, repair_journal, BadLine, JournalCheck, JournalRepair, MAX_LISTED};
 pub use replay::{Recovery, TornTail};
 pub use stats::{JournalStats, BATCH_BUCKETS, FSYNC_BUCKETS};

@@ -6,6 +6,7 @@
 
 use crate::clock::Timestamp;
 use crate::idempotency::{Fingerprint, IdempotencyKey, Keyed, Scope};
+use crate::order::{OrderId, OrderStatus};
 use crate::pet::json::{encode, parse_canonical};
 use crate::pet::{validate_name, Pet, PetId, PetStatus, Transition};
 
@@ -13,11 +14,13 @@ const LINE_PREFIX: &[u8] = br#"{"pet":"#;
 const TRANSITION_PREFIX: &[u8] = br#"{"transition":"#;
 /// A write with its idempotency key, in one record: see [`encode_keyed_line`].
 const KEYED_PREFIX: &[u8] = br#"{"keyed":"#;
+/// An order's step: see [`encode_order_line`].
+const ORDER_PREFIX: &[u8] = br#"{"order":"#;
 /// The transition record's body as written: `{"id":7,"action":"sell"}`.
 const ACTION_PREFIX: &[u8] = br#","action":""#;
 
 /// What a checked record holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Record {
     /// A created pet: its id and status; its canonical JSON is in the
     /// scratch buffer given to [`decode_record`].
@@ -27,17 +30,67 @@ pub(crate) enum Record {
     /// A transition refused for its pet's status then, kept for its
     /// idempotency key (only ever in a keyed record): changes nothing.
     Conflict(PetId, PetStatus, Transition),
+    /// An order's step, with its pet's change.
+    Order(OrderStep),
+    /// A step refused for its order's status then, kept for its
+    /// idempotency key (only in a keyed record): changes nothing.
+    OrderConflict(OrderId, OrderStatus),
+}
+
+/// One step of an order, and its pet's change with it, in one record:
+/// a placed order holds its pet (`pending`), a sale sells it at once, a
+/// completed order sells it, a cancelled or expired one makes it
+/// `available` again. Times are whole seconds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct OrderStep {
+    pub(crate) id: OrderId,
+    pub(crate) kind: StepKind,
+    /// When it was made (Unix seconds).
+    pub(crate) at: u64,
+    /// The pet transition it was made through, when it was.
+    pub(crate) door: Option<Transition>,
+}
+
+/// What an [`OrderStep`] does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum StepKind {
+    /// A new order placed, holding `pet` until `expires`.
+    Place {
+        pet: PetId,
+        by: std::sync::Arc<str>,
+        expires: u64,
+    },
+    /// A new order placed and completed at once: `pet` sold.
+    Sale { pet: PetId, by: std::sync::Arc<str> },
+    /// A placed order leaves `placed` for this status.
+    Close(OrderStatus),
+}
+
+impl StepKind {
+    fn name(&self) -> &'static str {
+        match self {
+            StepKind::Place { .. } => "place",
+            StepKind::Sale { .. } => "sale",
+            StepKind::Close(OrderStatus::Completed) => "complete",
+            StepKind::Close(OrderStatus::Cancelled) => "cancel",
+            StepKind::Close(_) => "expire",
+        }
+    }
 }
 
 /// What a keyed record holds besides its key.
 #[derive(Clone, Copy, Debug)]
-pub(super) enum KeyedWrite<'a> {
+pub(crate) enum KeyedWrite<'a> {
     /// A created pet.
     Pet(&'a Pet),
     /// A transition made.
     Transition(PetId, Transition),
     /// A transition refused: the pet's status then.
     Conflict(PetId, PetStatus, Transition),
+    /// An order's step.
+    Order(&'a OrderStep),
+    /// An order's step refused: the order's status then.
+    OrderConflict(OrderId, OrderStatus),
 }
 const CRC_PREFIX: &[u8] = br#","crc32":""#;
 const LINE_SUFFIX: &[u8] = b"\"}";
@@ -96,7 +149,7 @@ pub(super) fn encode_line(pet: &Pet, out: &mut Vec<u8>) {
 }
 
 /// Appends one journal line for the transition of pet `id`.
-pub(super) fn encode_transition_line(id: PetId, transition: Transition, out: &mut Vec<u8>) {
+pub(crate) fn encode_transition_line(id: PetId, transition: Transition, out: &mut Vec<u8>) {
     out.extend_from_slice(TRANSITION_PREFIX);
     let start = out.len();
     out.extend_from_slice(br#"{"id":"#);
@@ -111,6 +164,93 @@ pub(super) fn encode_transition_line(id: PetId, transition: Transition, out: &mu
     out.push(b'\n');
 }
 
+/// An order step's body: `{"step":"place","id":12,"pet":7,"by":"shop","at":…,"expires":…}`,
+/// `{"step":"sale","id":13,"pet":8,"by":"shop","at":…}` or
+/// `{"step":"complete","id":12,"at":…}` (`cancel`, `expire`), with
+/// `"door":"reserve"` (`release`, `sell`) when a pet transition made it.
+fn encode_step(step: &OrderStep, out: &mut Vec<u8>) {
+    use std::io::Write;
+    let string = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
+    let _ = write!(out, r#"{{"step":"{}","id":{}"#, step.kind.name(), step.id);
+    match &step.kind {
+        StepKind::Place { pet, by, expires } => {
+            let _ = write!(
+                out,
+                r#","pet":{pet},"by":{},"expires":{expires}"#,
+                string(by)
+            );
+        }
+        StepKind::Sale { pet, by } => {
+            let _ = write!(out, r#","pet":{pet},"by":{}"#, string(by));
+        }
+        StepKind::Close(_) => {}
+    }
+    let _ = write!(out, r#","at":{}"#, step.at);
+    if let Some(door) = step.door {
+        let _ = write!(out, r#","door":"{door}""#);
+    }
+    out.push(b'}');
+}
+
+/// Appends one journal line for an order's step.
+pub(crate) fn encode_order_line(step: &OrderStep, out: &mut Vec<u8>) {
+    out.extend_from_slice(ORDER_PREFIX);
+    let start = out.len();
+    encode_step(step, out);
+    let crc = crc32fast::hash(&out[start..]);
+    out.extend_from_slice(CRC_PREFIX);
+    out.extend_from_slice(format!("{crc:08x}").as_bytes());
+    out.extend_from_slice(LINE_SUFFIX);
+    out.push(b'\n');
+}
+
+/// An order step's body as read, before its fields are checked together.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StepBody {
+    step: String,
+    id: OrderId,
+    pet: Option<PetId>,
+    by: Option<String>,
+    expires: Option<u64>,
+    at: u64,
+    door: Option<String>,
+}
+
+/// A checked order step's body, in any layout serde_json accepts.
+fn parse_step(body: &[u8]) -> Result<OrderStep, String> {
+    let body: StepBody =
+        serde_json::from_slice(body).map_err(|e| format!("bad order step: {e}"))?;
+    step_of(body)
+}
+
+/// The step a body read says, if its fields fit its kind.
+fn step_of(body: StepBody) -> Result<OrderStep, String> {
+    let bad = |what: &str| format!("bad order step: {what}");
+    let door = match body.door {
+        None => None,
+        Some(door) => Some(door.parse().map_err(|e| bad(&format!("door {e}")))?),
+    };
+    let kind = match (body.step.as_str(), body.pet, body.by, body.expires) {
+        ("place", Some(pet), Some(by), Some(expires)) => StepKind::Place {
+            pet,
+            by: by.into(),
+            expires,
+        },
+        ("sale", Some(pet), Some(by), None) => StepKind::Sale { pet, by: by.into() },
+        ("complete", None, None, None) => StepKind::Close(OrderStatus::Completed),
+        ("cancel", None, None, None) => StepKind::Close(OrderStatus::Cancelled),
+        ("expire", None, None, None) => StepKind::Close(OrderStatus::Expired),
+        (step, ..) => return Err(bad(&format!("{step:?} with the wrong fields"))),
+    };
+    Ok(OrderStep {
+        id: body.id,
+        kind,
+        at: body.at,
+        door,
+    })
+}
+
 /// Appends one journal line for a write and its idempotency key, so that
 /// the two are durable together or not at all:
 ///
@@ -122,7 +262,7 @@ pub(super) fn encode_transition_line(id: PetId, transition: Transition, out: &mu
 /// `"conflict":{"id":1,"status":"sold","action":"sell"}` in place of
 /// `"pet"`. The scope and the key are JSON strings (escaped as JSON
 /// escapes them); replay reads the record with serde, any layout.
-pub(super) fn encode_keyed_line(keyed: &Keyed, write: KeyedWrite<'_>, out: &mut Vec<u8>) {
+pub(crate) fn encode_keyed_line(keyed: &Keyed, write: KeyedWrite<'_>, out: &mut Vec<u8>) {
     let string = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
     out.extend_from_slice(KEYED_PREFIX);
     let start = out.len();
@@ -146,6 +286,15 @@ pub(super) fn encode_keyed_line(keyed: &Keyed, write: KeyedWrite<'_>, out: &mut 
                     transition.as_str()
                 )
                 .as_bytes(),
+            );
+        }
+        KeyedWrite::Order(step) => {
+            out.extend_from_slice(br#","order":"#);
+            encode_step(step, out);
+        }
+        KeyedWrite::OrderConflict(id, status) => {
+            out.extend_from_slice(
+                format!(r#","orderConflict":{{"id":{id},"status":"{status}"}}"#).as_bytes(),
             );
         }
         KeyedWrite::Conflict(id, status, transition) => {
@@ -187,6 +336,15 @@ fn parse_keyed(body: &[u8], scratch: &mut Vec<u8>) -> Result<(Record, Keyed), St
         pet: Option<Pet>,
         transition: Option<Action>,
         conflict: Option<Action>,
+        order: Option<StepBody>,
+        #[serde(rename = "orderConflict")]
+        order_conflict: Option<OrderConflict>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct OrderConflict {
+        id: OrderId,
+        status: OrderStatus,
     }
     let bad = |what: &str| format!("bad keyed record: {what}");
     let body: Body = serde_json::from_slice(body).map_err(|e| bad(&e.to_string()))?;
@@ -199,21 +357,31 @@ fn parse_keyed(body: &[u8], scratch: &mut Vec<u8>) -> Result<(Record, Keyed), St
     let action = |a: &Action| -> Result<Transition, String> {
         a.action.parse().map_err(|e| bad(&format!("action {e}")))
     };
-    let record = match (body.pet, body.transition, body.conflict) {
-        (Some(pet), None, None) => {
+    let record = match (
+        body.pet,
+        body.transition,
+        body.conflict,
+        body.order,
+        body.order_conflict,
+    ) {
+        (None, None, None, Some(step), None) => Record::Order(step_of(step)?),
+        (None, None, None, None, Some(c)) => Record::OrderConflict(c.id, c.status),
+        (Some(pet), None, None, None, None) => {
             validate_name(pet.name()).map_err(|e| bad(&format!("name {e}")))?;
             scratch.clear();
             encode(&pet, scratch);
             Record::Pet(pet.id(), pet.status())
         }
-        (None, Some(t), None) if t.status.is_none() => Record::Transition(t.id, action(&t)?),
-        (None, None, Some(c)) => {
+        (None, Some(t), None, None, None) if t.status.is_none() => {
+            Record::Transition(t.id, action(&t)?)
+        }
+        (None, None, Some(c), None, None) => {
             let status = c
                 .status
                 .ok_or_else(|| bad("a conflict without its status"))?;
             Record::Conflict(c.id, status, action(&c)?)
         }
-        _ => return Err(bad("not one pet, transition or conflict")),
+        _ => return Err(bad("not one pet, transition, order or conflict")),
     };
     Ok((record, keyed))
 }
@@ -311,6 +479,9 @@ pub(crate) fn decode_record(
 
 /// A checked record without a key.
 fn decode_unkeyed(line: &[u8], scratch: &mut Vec<u8>) -> Result<Record, String> {
+    if line.starts_with(ORDER_PREFIX) {
+        return parse_step(checked_body(line, ORDER_PREFIX)?).map(Record::Order);
+    }
     if line.starts_with(TRANSITION_PREFIX) {
         let (id, transition) = parse_transition(checked_body(line, TRANSITION_PREFIX)?)?;
         return Ok(Record::Transition(id, transition));
@@ -411,7 +582,22 @@ mod tests {
         };
         let rex = pet(3, "R\"ex");
         let id = PetId::new(3).unwrap();
+        let place = OrderStep {
+            id: OrderId::MIN,
+            kind: StepKind::Place {
+                pet: id,
+                by: "shop \"north\"".into(),
+                expires: 1_700_000_900,
+            },
+            at: 1_700_000_000,
+            door: Some(Transition::Reserve),
+        };
         let writes = [
+            (KeyedWrite::Order(&place), Record::Order(place.clone())),
+            (
+                KeyedWrite::OrderConflict(OrderId::MIN, OrderStatus::Expired),
+                Record::OrderConflict(OrderId::MIN, OrderStatus::Expired),
+            ),
             (KeyedWrite::Pet(&rex), Record::Pet(id, PetStatus::Sold)),
             (
                 KeyedWrite::Transition(id, Transition::Release),
@@ -431,7 +617,7 @@ mod tests {
             let mut scratch = Vec::new();
             assert_eq!(
                 decode_record(&line, &mut scratch),
-                Ok((record, Some(keyed.clone())))
+                Ok((record.clone(), Some(keyed.clone())))
             );
             if let Record::Pet(..) = record {
                 assert_eq!(scratch, rex.to_json());
@@ -442,6 +628,53 @@ mod tests {
                 assert!(decode_record(&bad, &mut scratch).is_err(), "flip at {i}");
             }
         }
+    }
+
+    #[test]
+    fn order_lines_round_trip_and_damage_is_refused() {
+        let pet = PetId::new(7).unwrap();
+        let id = OrderId::new(12).unwrap();
+        let steps = [
+            StepKind::Place {
+                pet,
+                by: "a\"b".into(),
+                expires: 1_900,
+            },
+            StepKind::Sale {
+                pet,
+                by: "shop".into(),
+            },
+            StepKind::Close(OrderStatus::Completed),
+            StepKind::Close(OrderStatus::Cancelled),
+            StepKind::Close(OrderStatus::Expired),
+        ];
+        for (kind, door) in steps
+            .into_iter()
+            .zip([None, Some(Transition::Sell)].into_iter().cycle())
+        {
+            let step = OrderStep {
+                id,
+                kind,
+                at: 1_000,
+                door,
+            };
+            let mut out = Vec::new();
+            encode_order_line(&step, &mut out);
+            let line = out[..out.len() - 1].to_vec();
+            let mut scratch = Vec::new();
+            assert_eq!(
+                decode_record(&line, &mut scratch),
+                Ok((Record::Order(step.clone()), None))
+            );
+            for i in 0..line.len() {
+                let mut bad = line.clone();
+                bad[i] ^= 0x01;
+                assert!(decode_record(&bad, &mut scratch).is_err(), "flip at {i}");
+            }
+        }
+        // A step with fields its kind does not have is refused.
+        let body = br#"{"step":"complete","id":1,"pet":7,"at":5}"#;
+        assert!(parse_step(body).is_err());
     }
 
     #[test]

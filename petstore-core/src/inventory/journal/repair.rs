@@ -18,10 +18,11 @@ use std::path::{Path, PathBuf};
 use super::dir_lock::lock_dir;
 use super::files::{ensure_regular_file, ensure_regular_path, JOURNAL_FILE};
 use super::lines::{Line, Lines};
-use super::record::{decode_record, Record, MAX_RECORD_LEN};
+use super::record::{decode_record, OrderStep, Record, StepKind, MAX_RECORD_LEN};
 use super::save_aside::cut_aside;
 use crate::inventory::error::{OpenError, TransitionError};
-use crate::pet::PetStatus;
+use crate::order::OrderStatus;
+use crate::pet::{PetId, PetStatus};
 
 /// At most this many damaged lines are described one by one; the rest
 /// are only counted (a journal of garbage must not make a huge report).
@@ -243,6 +244,11 @@ struct Statuses {
     damaged: bool,
     /// The last record checked was a pet (else a transition).
     last_was_pet: bool,
+    /// Each order's pet and whether it is still placed, in id order up
+    /// to the first gap.
+    orders: Vec<(PetId, bool)>,
+    /// The largest order id seen.
+    last_order: u64,
 }
 
 impl Statuses {
@@ -287,6 +293,18 @@ impl Statuses {
                 }
                 self.last_was_pet = false;
             }
+            Record::Order(step) => {
+                self.check_step(&step)?;
+                self.last_was_pet = false;
+            }
+            Record::OrderConflict(id, _) => {
+                if id.get() > self.last_order {
+                    return Err(format!(
+                        "a kept conflict of order {id}, which no record before it placed"
+                    ));
+                }
+                self.last_was_pet = false;
+            }
             // A kept conflict changes nothing; it names a pet before it.
             Record::Conflict(id, _, transition) => {
                 if id.get() > self.last_id {
@@ -295,6 +313,88 @@ impl Statuses {
                     ));
                 }
                 self.last_was_pet = false;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Statuses {
+    /// Whether an order's step may come next: a new order takes the next
+    /// id and a pet that exists and is free; a close names a placed one.
+    fn check_step(&mut self, step: &OrderStep) -> Result<(), String> {
+        let id = step.id.get();
+        let pet_status = |pet: PetId| {
+            usize::try_from(pet.get() - 1)
+                .ok()
+                .and_then(|i| self.of.get(i).copied())
+        };
+        match &step.kind {
+            StepKind::Place { pet, .. } | StepKind::Sale { pet, .. } => {
+                let expected = self.last_order + 1;
+                let fits = id == expected || (self.damaged && id > expected);
+                if !fits {
+                    return Err(format!(
+                        "expected order id {expected}, found {id} (orders are in id order)"
+                    ));
+                }
+                if pet.get() > self.last_id {
+                    return Err(format!(
+                        "order {id} of pet {pet}, which no record before it created"
+                    ));
+                }
+                let placing = matches!(step.kind, StepKind::Place { .. });
+                let free = match pet_status(*pet) {
+                    Some(PetStatus::Available) => true,
+                    Some(PetStatus::Pending) => !placing,
+                    Some(PetStatus::Sold) => false,
+                    None => true,
+                };
+                if !free {
+                    return Err(format!(
+                        "order {id} of pet {pet}, which was not free to take"
+                    ));
+                }
+                let status = if placing {
+                    PetStatus::Pending
+                } else {
+                    PetStatus::Sold
+                };
+                if let Some(i) = usize::try_from(pet.get() - 1)
+                    .ok()
+                    .filter(|&i| i < self.of.len())
+                {
+                    self.of[i] = status;
+                }
+                if id == self.orders.len() as u64 + 1 {
+                    self.orders.push((*pet, placing));
+                }
+                self.last_order = id;
+            }
+            StepKind::Close(status) => {
+                if id > self.last_order {
+                    return Err(format!(
+                        "a step of order {id}, which no record before it placed"
+                    ));
+                }
+                let index = usize::try_from(id - 1).ok();
+                if let Some((pet, placed)) = index.and_then(|i| self.orders.get_mut(i)) {
+                    if !*placed {
+                        return Err(format!("a step of order {id}, which was no longer placed"));
+                    }
+                    *placed = false;
+                    let to = if *status == OrderStatus::Completed {
+                        PetStatus::Sold
+                    } else {
+                        PetStatus::Available
+                    };
+                    if let Some(i) = usize::try_from(pet.get() - 1)
+                        .ok()
+                        .filter(|&i| i < self.of.len())
+                    {
+                        self.of[i] = to;
+                    }
+                }
             }
         }
         Ok(())

@@ -18,7 +18,7 @@ pub struct Recovery {
     pub path: PathBuf,
     /// Pets recovered.
     pub pets: u64,
-    /// Transitions replayed, in file order.
+    /// Transitions and order steps replayed, in file order.
     pub transitions: u64,
     /// Set when a torn final record was cut off.
     pub torn_tail: Option<TornTail>,
@@ -96,7 +96,7 @@ pub(super) fn replay(
             Some(Line::TooLong) => return Err(corrupt(line_no, too_long_reason())),
         };
         let (record, keyed) = checked.map_err(|reason| corrupt(line_no, reason))?;
-        match record {
+        match &record {
             Record::Pet(id, _) if id.get() != pets + 1 => {
                 return Err(corrupt(
                     line_no,
@@ -104,8 +104,8 @@ pub(super) fn replay(
                 ));
             }
             Record::Pet(..) => pets += 1,
-            Record::Transition(..) => transitions += 1,
-            Record::Conflict(..) => {}
+            Record::Transition(..) | Record::Order(_) => transitions += 1,
+            Record::Conflict(..) | Record::OrderConflict(..) => {}
         }
         restore(record, &json, keyed).map_err(|reason| corrupt(line_no, reason))?;
     }

@@ -1,0 +1,146 @@
+//! What a step of the orders is ([`Step`], asked in a [`StepRequest`],
+//! answered with [`Stepped`]), and how a step's journal record replays
+//! onto the records and the book ([`restore_step`]).
+
+use super::journal::{OrderStep, StepKind};
+use super::records::Records;
+use crate::clock::Timestamp;
+use crate::idempotency::Claim;
+use crate::order::book::OrderBook;
+use crate::order::{Actor, NewOrder, Order, OrderId, OrderStatus};
+use crate::pet::{Pet, PetId, PetStatus, Transition};
+
+/// One step asked of the orders.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Place an order: its pet must be `available`, and becomes
+    /// `pending`, held until the order's hold lapses.
+    Place(NewOrder),
+    /// Complete a placed order (paid): its pet `sold`.
+    Complete(OrderId),
+    /// Cancel a placed order: its pet `available`.
+    Cancel(OrderId),
+    /// A pet transition, the door to the same orders: `reserve` places
+    /// an order with the default hold; `release` cancels the pet's placed
+    /// order (or, for a pet pending without one, makes it available);
+    /// `sell` completes it (or records a sale placed and completed at
+    /// once).
+    Transition(PetId, Transition),
+}
+
+/// What a step made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stepped {
+    /// The order as it now stands (place, complete, cancel).
+    Order(Order),
+    /// The pet as it now stands (a pet transition).
+    Pet(Pet),
+}
+
+/// A step asked by `actor` at `at` (its time: an order's `placedAt`,
+/// `closedAt`, and what "past its hold" is judged by), with the claimed
+/// idempotency key it is written with, when it has one.
+#[derive(Debug)]
+pub struct StepRequest {
+    /// Who asks.
+    pub actor: Actor,
+    /// What.
+    pub step: Step,
+    /// When.
+    pub at: Timestamp,
+    /// Its claimed key (see [`Inventory::claim`]), kept with its answer.
+    pub claim: Option<Claim>,
+}
+
+/// Replays an order's step of the journal onto the records and the
+/// book, checked as it was decided: a new order takes the next id and a
+/// free pet; a close names a placed order. Returns the order after it,
+/// or why the record cannot be.
+pub(super) fn restore_step(
+    records: &mut Records,
+    book: &mut OrderBook,
+    step: &OrderStep,
+) -> Result<Order, String> {
+    let at = Timestamp::from_unix_secs(step.at);
+    let (order, pet_status) = match &step.kind {
+        StepKind::Place { pet, by, .. } | StepKind::Sale { pet, by } => {
+            if step.id.get() != book.len() + 1 {
+                let expected = book.len() + 1;
+                return Err(format!("expected order id {expected}, found {}", step.id));
+            }
+            let Some(index) = records.index_of(*pet) else {
+                return Err(format!(
+                    "order {} of pet {pet}, which no record before it created",
+                    step.id
+                ));
+            };
+            let current = records.statuses[index];
+            let (order, status) = match step.kind {
+                StepKind::Place { expires, .. } => {
+                    let order = Order {
+                        id: step.id,
+                        pet: *pet,
+                        status: OrderStatus::Placed,
+                        placed_by: book.name(by).unwrap_or_else(|| by.clone()),
+                        placed_at: at,
+                        expires_at: Timestamp::from_unix_secs(expires),
+                        closed_at: None,
+                    };
+                    (order, PetStatus::Pending)
+                }
+                _ => {
+                    let order = Order {
+                        id: step.id,
+                        pet: *pet,
+                        status: OrderStatus::Completed,
+                        placed_by: book.name(by).unwrap_or_else(|| by.clone()),
+                        placed_at: at,
+                        expires_at: at,
+                        closed_at: Some(at),
+                    };
+                    (order, PetStatus::Sold)
+                }
+            };
+            // A place takes an available pet; a sale one that is
+            // available, or pending without an order (created pending).
+            let free = current == PetStatus::Available
+                || (status == PetStatus::Sold
+                    && current == PetStatus::Pending
+                    && book.open_order(*pet).is_none());
+            if !free {
+                return Err(format!(
+                    "order {} of pet {pet}, which was {current}",
+                    step.id
+                ));
+            }
+            (order, status)
+        }
+        StepKind::Close(status) => {
+            let Some(mut order) = book.get(step.id) else {
+                return Err(format!(
+                    "a step of order {}, which no record before it placed",
+                    step.id
+                ));
+            };
+            if order.status != OrderStatus::Placed {
+                return Err(format!(
+                    "a step of order {}, which was {} already",
+                    step.id, order.status
+                ));
+            }
+            order.status = *status;
+            order.closed_at = Some(at);
+            let pet_status = if *status == OrderStatus::Completed {
+                PetStatus::Sold
+            } else {
+                PetStatus::Available
+            };
+            (order, pet_status)
+        }
+    };
+    if let Some(index) = records.index_of(order.pet) {
+        records.set_status(index, pet_status);
+    }
+    book.put(&order);
+    Ok(order)
+}
