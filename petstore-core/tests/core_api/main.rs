@@ -8,6 +8,7 @@
 //! | `journal` | the durable inventory's outcomes: recovery, corruption, check and repair, one writer |
 //! | `journal_bounds` | lines longer than any record: bounded memory and disk at a start, a check, a repair |
 //! | `model` | the naive list model the list tests compare with |
+//! | `orders` | orders: random steps of several keys against a naive model, in memory and durable, reopen, lapses while closed, races with one winner |
 //! | `read_copy` | a read copy applying pets and statuses in any order: pages, kept first pages and reads equal a model's, and readers racing the writer get well-formed pages |
 //! | `limiter_props` | property tests of the rate limiter on an injected clock |
 //! | `scratch` | the one helper for a test's temporary directory |
@@ -21,6 +22,7 @@ mod journal;
 mod journal_bounds;
 mod limiter_props;
 mod model;
+mod orders;
 mod read_copy;
 mod scratch;
 mod transitions;

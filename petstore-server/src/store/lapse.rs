@@ -40,3 +40,42 @@ pub async fn run(inventory: Arc<Inventory>, clock: Arc<dyn Clock>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use petstore_core::order::{Actor, Hold, NewOrder, OrderStatus};
+    use petstore_core::{CategoryId, FakeClock, NewPet, PetStatus, Timestamp};
+
+    #[test]
+    fn the_timer_expires_a_hold_once_the_clock_passes_its_deadline() {
+        let inventory = Arc::new(Inventory::in_memory());
+        let start = Timestamp::from_unix_secs(1_000_000);
+        let clock = Arc::new(FakeClock::new(start));
+        let pet = inventory
+            .create(NewPet::new("Rex", CategoryId::MIN).unwrap())
+            .unwrap()
+            .id();
+        let shop = Actor::new("shop");
+        let order = inventory
+            .place_order(&shop, NewOrder::new(pet), start)
+            .unwrap()
+            .id();
+        let runtime = crate::net::runtime().unwrap();
+        runtime.spawn(run(inventory.clone(), clock.clone()));
+        clock.advance(Hold::DEFAULT.duration());
+        // Waits for the event; the bound only catches a timer that never
+        // fires.
+        let expired = runtime.block_on(async {
+            for _ in 0..2_000 {
+                if inventory.order(&shop, order).map(|o| o.status()) == Some(OrderStatus::Expired) {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            false
+        });
+        assert!(expired, "the hold never lapsed");
+        assert_eq!(inventory.get(pet).unwrap().status(), PetStatus::Available);
+    }
+}

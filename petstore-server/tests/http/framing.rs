@@ -334,11 +334,18 @@ fn assert_413_then_closed(conn: &mut Conn) {
 }
 
 #[test]
-fn the_designed_501_of_store_orders_is_not_logged_as_an_error() {
+fn a_refused_order_step_is_not_logged_as_an_error() {
     let mut server = Server::start(&[]);
     for _ in 0..3 {
-        let resp = server.get("/v1/store/orders", Some(KEY));
-        assert_error(&resp, 501, "not_implemented");
+        let resp = server.get("/v1/store/orders/7", Some(KEY));
+        assert_error(&resp, 404, "not_found");
+        let auth = format!("Bearer {KEY}");
+        let headers = [
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+        ];
+        let resp = server.request("POST", "/v1/store/orders", &headers, Some(b"{}"));
+        assert_error(&resp, 400, "invalid_body");
     }
     // Everything the server logged, to its last line.
     server.signal("TERM");

@@ -10,6 +10,7 @@
 //! | `framing.rs` | HEAD, `Host`, transfer codings, `Expect: 100-continue`, `Connection: close` |
 //! | `idempotency.rs` | `Idempotency-Key` on createPet and the transitions: replay, 422, 400s, scope, what is kept |
 //! | `headers.rs` | deprecation headers, `--base-url`, CORS, `/healthz`, the OpenAPI document |
+//! | `orders.rs` | placeOrder, listOrders, getOrder, completeOrder, cancelOrder: every row on one node, doors, scopes, idempotency, a restart |
 //! | `pets.rs` | createPet, getPet, listPets and every 400 of the contract |
 //! | `protocols.rs` | one contract over HTTP/1.1, h2c, HTTP/1.1 over TLS and HTTP/2 over TLS |
 //! | `scopes.rs` | what a key may do: scopes and their 403, expiry and its 401, a reload that takes a scope away, `keygen --rotate` end to end |
@@ -30,6 +31,7 @@ mod errors;
 mod framing;
 mod headers;
 mod idempotency;
+mod orders;
 mod pets;
 mod protocols;
 mod scopes;

@@ -189,11 +189,11 @@ const CASES: &[Case] = &[
     },
     Case {
         method: "GET",
-        path: "/v1/store/orders",
+        path: "/v1/store/orders/999999",
         headers: &[AUTH],
         body: b"",
-        status: 501,
-        code: Some("not_implemented"),
+        status: 404,
+        code: Some("not_found"),
         must_have: &[],
     },
     Case {

@@ -94,9 +94,9 @@ fn every_kind_of_response_carries_the_rate_limit_headers_and_costs_a_token() {
     assert_error(&r, 400, "invalid_body");
     assert_free_headers(&r, 3, b, a, "400 invalid_body");
 
-    let (r, b, a) = timed(|| server.get("/v1/store/orders", Some("f3")));
-    assert_error(&r, 501, "not_implemented");
-    assert_free_headers(&r, 1, b, a, "501 (sha256 key)");
+    let (r, b, a) = timed(|| server.get("/v1/store/orders/1", Some("f3")));
+    assert_error(&r, 404, "not_found");
+    assert_free_headers(&r, 1, b, a, "404 getOrder (sha256 key)");
     let (r, b, a) = timed(|| server.get("/v1/pets/1", Some("f3")));
     assert_eq!(r.status, 200);
     assert_free_headers(&r, 2, b, a, "200 getPet");

@@ -12,6 +12,11 @@
 //! transition was in flight at the kill; four such rounds are asked for,
 //! in at most twenty. A negative control runs the checker against the
 //! journal as it was before the last round's transitions.
+//!
+//! The transitions are doors to orders (reserve places one, release
+//! cancels it, sell completes it or records a sale), so every restart
+//! also checks the orders against the pets: a pet is `pending` exactly
+//! when one placed order holds it, and no order is ever half written.
 
 use std::collections::BTreeMap;
 use std::net::TcpStream;
@@ -72,6 +77,50 @@ fn check(addr: &str, pets: &BTreeMap<u64, Expected>) -> (Vec<u64>, BTreeMap<u64,
     (wrong, held)
 }
 
+/// The pets that a placed order holds, read page by page: each at most
+/// once, or the pet's id in the second list (held twice).
+fn held_by_orders(addr: &str) -> (Vec<u64>, Vec<u64>) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    let (mut held, mut twice) = (Vec::new(), Vec::new());
+    let mut after = String::new();
+    loop {
+        let request = format!(
+            "GET /v1/store/orders?status=placed&limit=100{after} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n\r\n"
+        );
+        let (status, body) = exchange(&mut stream, &request).unwrap();
+        assert_eq!(status, 200, "{body}");
+        let page: Vec<serde_json::Value> = serde_json::from_str(&body).unwrap();
+        for order in &page {
+            let pet = order["petId"].as_u64().unwrap();
+            if held.contains(&pet) {
+                twice.push(pet);
+            }
+            held.push(pet);
+        }
+        match page.last() {
+            Some(last) if page.len() == 100 => after = format!("&after={}", last["id"]),
+            _ => break,
+        }
+    }
+    held.sort_unstable();
+    (held, twice)
+}
+
+/// A pet is `pending` exactly when a placed order holds it.
+fn assert_orders_match_pets(addr: &str, held: &BTreeMap<u64, &'static str>, round: usize) {
+    let (by_orders, twice) = held_by_orders(addr);
+    assert_eq!(twice, Vec::<u64>::new(), "round {round}: pets held twice");
+    let pending: Vec<u64> = held
+        .iter()
+        .filter(|(_, status)| **status == "pending")
+        .map(|(id, _)| *id)
+        .collect();
+    assert_eq!(
+        by_orders, pending,
+        "round {round}: held by orders vs pending"
+    );
+}
+
 /// The transition a writer makes next of a pet in `status`, and where it
 /// takes it; `None` for a sold pet. Every `sell_every`-th move a sale.
 fn next_move(status: &str, sell: bool) -> Option<(&'static str, &'static str)> {
@@ -130,6 +179,7 @@ fn kill_9_during_concurrent_transitions_loses_no_acknowledged_change() {
         // kill; go on from where each pet is.
         let (wrong, held) = check(&server.addr, &pets.lock().unwrap());
         assert_eq!(wrong, Vec::<u64>::new(), "round {round}");
+        assert_orders_match_pets(&server.addr, &held, round);
         for (&id, &status) in &held {
             let mut pets = pets.lock().unwrap();
             let pet = pets.get_mut(&id).unwrap();
@@ -253,7 +303,9 @@ fn kill_9_during_concurrent_transitions_loses_no_acknowledged_change() {
 
     let server = start(Some(&data), &keys);
     let pets = pets.lock().unwrap().clone();
-    assert_eq!(check(&server.addr, &pets).0, Vec::<u64>::new());
+    let (wrong, held) = check(&server.addr, &pets);
+    assert_eq!(wrong, Vec::<u64>::new());
+    assert_orders_match_pets(&server.addr, &held, rounds);
     drop(server);
 
     // Negative control: the journal as it was before the last round's
