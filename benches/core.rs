@@ -20,6 +20,8 @@ use std::sync::{Barrier, LazyLock};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use petstore_core::inventory::{OrderQuery, Step, StepRequest};
+use petstore_core::order::{Actor, NewOrder, OrderId};
 use petstore_core::{
     limit::AnonymousLimiter, BanPolicy, CategoryId, Inventory, KeyLimiter, ListQuery, NewPet,
     PetId, PetStatus, Quota, RateLimiter, SystemClock, Timestamp, Transition,
@@ -412,8 +414,83 @@ fn bench_concurrent_reads(c: &mut Criterion) {
     }
 }
 
+/// 1,000,000 orders of 1,000 other keys, and 20,000 of the key that
+/// lists (one in 51): a key's page of its own orders, against the pets'
+/// pages above.
+fn orders_of_many_keys() -> &'static Inventory {
+    static BUILT: LazyLock<Inventory> = LazyLock::new(|| {
+        let inv = Inventory::in_memory();
+        let at = Timestamp::from_unix_secs(1_764_324_000);
+        let others: Vec<Actor> = (0..1_000)
+            .map(|k| Actor::new(&format!("key-{k}")))
+            .collect();
+        let mine = Actor::new("mine");
+        let total = 1_020_000;
+        for _ in 0..total {
+            inv.create(NewPet::new("Rex", CategoryId::MIN).unwrap())
+                .unwrap();
+        }
+        for start in (0..total).step_by(1_000) {
+            let batch = (start..start + 1_000)
+                .map(|i| StepRequest {
+                    actor: if i % 51 == 0 {
+                        mine.clone()
+                    } else {
+                        others[(i % 1_000) as usize].clone()
+                    },
+                    step: Step::Place(NewOrder::new(id(i + 1))),
+                    at,
+                    claim: None,
+                })
+                .collect();
+            inv.steps(batch).unwrap();
+        }
+        inv
+    });
+    &BUILT
+}
+
+fn bench_orders(c: &mut Criterion) {
+    let mut group = c.benchmark_group("list_orders_json");
+    group.throughput(Throughput::Elements(1));
+    let inv = orders_of_many_keys();
+    let mine = Actor::new("mine");
+    let page = |after: u64| {
+        let mut query = OrderQuery::new();
+        if let Some(after) = OrderId::new(after) {
+            query = query.after(after);
+        }
+        inv.list_orders(&mine, &query).to_json()
+    };
+    assert_eq!(inv.list_orders(&mine, &OrderQuery::new()).orders.len(), 20);
+    let mut rng = Rng(9);
+    group.bench_function(BenchmarkId::from_parameter("own_of_1m"), |b| {
+        b.iter(|| page(black_box(rng.one_to(900_000))))
+    });
+    group.finish();
+
+    let mut group = c.benchmark_group("order_steps");
+    // A place and a cancel an iteration, in memory.
+    group.throughput(Throughput::Elements(2));
+    let inv = build(10_000);
+    let shop = Actor::new("shop");
+    let at = Timestamp::from_unix_secs(1_764_324_000);
+    let mut rng = Rng(11);
+    group.bench_function(BenchmarkId::from_parameter("place_cancel"), |b| {
+        b.iter(|| {
+            let pet = available_pet(&mut rng, 10_000);
+            let order = inv
+                .place_order(&shop, NewOrder::new(black_box(pet)), at)
+                .unwrap();
+            inv.cancel_order(&shop, order.id(), at).unwrap()
+        })
+    });
+    group.finish();
+}
+
 criterion_group!(
     benches,
+    bench_orders,
     bench_get,
     bench_list,
     bench_final_pages,
