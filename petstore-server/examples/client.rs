@@ -1,7 +1,9 @@
 //! A small, well-behaved client of the petstore HTTP API, on hyper's client
 //! (`hyper_util::client::legacy::Client` over plain HTTP): it creates
 //! `--create` pets, each `POST` with an `Idempotency-Key`, then lists every
-//! pet by following `Link: rel="next"`, and prints a summary. It retries
+//! pet by following `Link: rel="next"`, then (with `--sell`) sells the
+//! first available pet it created as an order (beta): placed, then
+//! completed; and prints a summary. It retries
 //! with jittered exponential backoff, never sooner than `Retry-After`, and
 //! stops at a `429 key_banned`.
 //!
@@ -59,6 +61,10 @@ struct Args {
           value_parser = clap::value_parser!(u32).range(1..=100))]
     page_size: u32,
 
+    /// After listing, sell one created pet as an order: place it, then
+    /// complete it (beta; a single server keeps orders).
+    #[arg(long)]
+    sell: bool,
     /// Tries of one request (the first and its retries after 429) before
     /// giving up.
     #[arg(long = "max-attempts", default_value_t = 8,
@@ -76,6 +82,8 @@ struct Args {
 struct Stats {
     created: u64,
     listed: u64,
+    /// Orders placed and completed.
+    sold: u64,
     rate_limited: u64,
     /// Tries after the first, for any reason.
     retries: u64,
@@ -364,6 +372,27 @@ impl Api {
             return Err(format!("POST {uri}: sent name {name:?}, the 201 body says {pet}").into());
         }
         Ok(id)
+    }
+
+    /// A sale as an order: `POST /store/orders` for pet `id` (201, the
+    /// order `placed`), then `POST /store/orders/{orderId}/complete` (200,
+    /// `completed`). Both carry an `Idempotency-Key`, as every POST here,
+    /// so a retry never places a second order.
+    async fn sell(&mut self, id: u64) -> Result<(), BoxError> {
+        let uri: Uri = format!("{}/store/orders", self.base).parse()?;
+        let body = json!({ "petId": id });
+        let reply = self
+            .send(Method::POST, &uri, Some(Bytes::from(body.to_string())))
+            .await?;
+        let order = expect_order(&uri, &reply, StatusCode::CREATED, "placed")?;
+        let order_id = order
+            .get("id")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| format!("POST {uri}: the order has no integer id: {order}"))?;
+        let uri: Uri = format!("{}/store/orders/{order_id}/complete", self.base).parse()?;
+        let reply = self.send(Method::POST, &uri, Some(Bytes::new())).await?;
+        expect_order(&uri, &reply, StatusCode::OK, "completed")?;
+        Ok(())
     }
 
     /// Every page of `GET /pets?limit=N`; returns the ids in order.
@@ -706,6 +735,29 @@ fn resolve(origin: &str, current: &Uri, reference: &str) -> Result<Uri, BoxError
     Ok(uri)
 }
 
+/// The order of `reply`, when it has the `status` and the order's is `want`.
+fn expect_order(
+    uri: &Uri,
+    reply: &Reply,
+    status: StatusCode,
+    want: &str,
+) -> Result<Value, BoxError> {
+    if reply.status != status {
+        return Err(format!(
+            "POST {uri}: expected {status}, got {}: {}",
+            reply.status,
+            reply.describe_error()
+        )
+        .into());
+    }
+    let order: Value = serde_json::from_slice(&reply.body)
+        .map_err(|e| format!("POST {uri}: the body is not JSON: {e}"))?;
+    if order.get("status").and_then(Value::as_str) != Some(want) {
+        return Err(format!("POST {uri}: expected an order {want}, got {order}").into());
+    }
+    Ok(order)
+}
+
 fn split_query(reference: &str) -> (&str, &str) {
     match reference.find('?') {
         Some(i) => reference.split_at(i),
@@ -739,6 +791,12 @@ async fn run(api: &mut Api, args: &Args) -> Result<(), BoxError> {
         )
         .into());
     }
+    // Pets were created in turn available, pending, sold: the first is
+    // available.
+    if let (true, Some(&first)) = (args.sell, created.first()) {
+        api.sell(first).await?;
+        api.stats.sold += 1;
+    }
     Ok(())
 }
 
@@ -757,6 +815,7 @@ async fn main() -> ExitCode {
     let stats = &api.stats;
     println!("pets created:  {}", stats.created);
     println!("pets listed:   {}", stats.listed);
+    println!("pets sold:     {}", stats.sold);
     println!("429 received:  {}", stats.rate_limited);
     println!("retries:       {}", stats.retries);
     println!("replayed:      {}", stats.replayed);

@@ -576,10 +576,18 @@ fn client_retries_a_create_whose_answer_was_dropped_and_makes_one_pet() {
     let server = Server::start(&keys_file("client", "client-key"));
     let (proxy, dropped) = dropping_proxy(server.addr);
     let base = format!("http://{proxy}/v1");
-    let args: Vec<String> = ["--base", &base, "--key", "client-key", "--create", "3"]
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+    let args: Vec<String> = [
+        "--base",
+        &base,
+        "--key",
+        "client-key",
+        "--create",
+        "3",
+        "--sell",
+    ]
+    .iter()
+    .map(ToString::to_string)
+    .collect();
     let (status, stdout, stderr) = run_client(&args, Duration::from_secs(120));
     let context = format!(
         "{} {}\n--- stdout:\n{stdout}\n--- stderr:\n{stderr}\n--- server stderr:\n{}",
@@ -609,4 +617,11 @@ fn client_retries_a_create_whose_answer_was_dropped_and_makes_one_pet() {
         dropped.contains(r#"{"id":1,"name":"client-pet-1""#),
         "{dropped}"
     );
+    // And it sold the first as an order: one order, completed.
+    assert_eq!(summary_number(&stdout, "pets sold:"), 1.0, "{context}");
+    let orders = request(server.addr, "GET", "/v1/store/orders", "client-key", None);
+    let orders: Value = serde_json::from_slice(&orders.body).unwrap();
+    assert_eq!(orders.as_array().map(Vec::len), Some(1), "{orders}");
+    assert_eq!(orders[0]["petId"], 1);
+    assert_eq!(orders[0]["status"], "completed");
 }
