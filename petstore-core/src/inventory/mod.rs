@@ -369,8 +369,12 @@ impl Inventory {
 
     /// Changes a pet's status by one [`Transition`] and returns the pet as
     /// it now is, if its current status allows the transition; otherwise
-    /// nothing changes. Decided under the inventory's lock (in memory) or
-    /// the journal's (durable), so of two racing transitions that both
+    /// nothing changes. A transition is a door to orders (beta): made as
+    /// [`transition_by`](Self::transition_by) by the store itself
+    /// ([`Actor::store`], which may act on any key's order) at the system
+    /// clock's time, so `reserve` places an order, `release` cancels it
+    /// and `sell` completes it or records a sale. Decided under the
+    /// inventory's lock for steps, so of two racing transitions that both
     /// start from the same status exactly one succeeds. A durable
     /// inventory returns `Ok` once the change is on disk (journal synced)
     /// and visible to readers; the call blocks for that fsync.
