@@ -5,8 +5,12 @@
 //! what is due, and never scans every order).
 //!
 //! Why rows and not `Order`s: an order's name is interned (a `u32`), its
-//! times are whole seconds, and its id is its place in the vector (ids
-//! are gapless), so a row is 40 bytes and the key index 8 more.
+//! times are whole Unix seconds in a `u32` (until 2106), and its id is
+//! its place in the vector (ids are gapless), so a row is 32 bytes and
+//! the key index 8 more. A pet's open order is a slot per pet (8 bytes a
+//! pet, not a map entry per order), and the deadlines' heap drops the
+//! entries of closed orders once they outnumber the open ones, so it
+//! holds about what is placed, not everything ever placed.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -22,12 +26,21 @@ use crate::pet::PetId;
 #[derive(Clone, Copy, Debug)]
 struct Row {
     pet: u64,
-    placed: u64,
-    expires: u64,
+    placed: u32,
+    expires: u32,
     /// 0: not closed.
-    closed: u64,
+    closed: u32,
     placer: u32,
     status: u8,
+}
+
+/// Unix seconds as a row keeps them (saturating past 2106).
+fn secs(t: Timestamp) -> u32 {
+    u32::try_from(t.unix_secs()).unwrap_or(u32::MAX)
+}
+
+fn time(secs: u32) -> Timestamp {
+    Timestamp::from_unix_secs(u64::from(secs))
 }
 
 /// The orders, by id, with their indexes.
@@ -39,11 +52,16 @@ pub(crate) struct OrderBook {
     name_index: HashMap<Arc<str>, u32>,
     /// Each placer's order ids, ascending.
     by_placer: Vec<Vec<u64>>,
-    /// Each held pet's placed order.
-    open_by_pet: HashMap<PetId, OrderId>,
+    /// The placed order holding pet `id` at `id - 1` (0: none), grown to
+    /// the highest pet ever held.
+    open_by_pet: Vec<u64>,
     /// `(expires, id)` of placed orders, earliest first; an entry whose
     /// order has left `placed` since is stale and skipped when popped.
-    deadlines: BinaryHeap<Reverse<(u64, u64)>>,
+    deadlines: BinaryHeap<Reverse<(u32, u64)>>,
+    /// How many entries of `deadlines` are stale. Signed: an entry taken
+    /// off as due is counted out here before its order's expiry (which
+    /// counts a closed order in) is recorded.
+    stale: i64,
 }
 
 impl OrderBook {
@@ -59,9 +77,9 @@ impl OrderBook {
             pet: PetId::new(row.pet).unwrap_or(PetId::MAX),
             status: OrderStatus::from_code(row.status),
             placed_by: self.names[row.placer as usize].clone(),
-            placed_at: Timestamp::from_unix_secs(row.placed),
-            expires_at: Timestamp::from_unix_secs(row.expires),
-            closed_at: (row.closed != 0).then(|| Timestamp::from_unix_secs(row.closed)),
+            placed_at: time(row.placed),
+            expires_at: time(row.expires),
+            closed_at: (row.closed != 0).then(|| time(row.closed)),
         }
     }
 
@@ -73,7 +91,21 @@ impl OrderBook {
 
     /// The placed order holding `pet`, if any.
     pub(crate) fn open_order(&self, pet: PetId) -> Option<OrderId> {
-        self.open_by_pet.get(&pet).copied()
+        let slot = usize::try_from(pet.get() - 1).ok()?;
+        self.open_by_pet.get(slot).copied().and_then(OrderId::new)
+    }
+
+    fn set_open(&mut self, pet: PetId, order: u64) {
+        let Ok(slot) = usize::try_from(pet.get() - 1) else {
+            return;
+        };
+        if slot >= self.open_by_pet.len() {
+            if order == 0 {
+                return;
+            }
+            self.open_by_pet.resize(slot + 1, 0);
+        }
+        self.open_by_pet[slot] = order;
     }
 
     /// Adds a new order (its id the next) or records a placed one's
@@ -85,17 +117,16 @@ impl OrderBook {
             let placer = self.intern(&order.placed_by);
             self.rows.push(Row {
                 pet: order.pet.get(),
-                placed: order.placed_at.unix_secs(),
-                expires: order.expires_at.unix_secs(),
-                closed: order.closed_at.map_or(0, Timestamp::unix_secs),
+                placed: secs(order.placed_at),
+                expires: secs(order.expires_at),
+                closed: order.closed_at.map_or(0, secs),
                 placer,
                 status: order.status.code(),
             });
             self.by_placer[placer as usize].push(id);
             if order.status == OrderStatus::Placed {
-                self.open_by_pet.insert(order.pet, order.id);
-                self.deadlines
-                    .push(Reverse((order.expires_at.unix_secs(), id)));
+                self.set_open(order.pet, id);
+                self.deadlines.push(Reverse((secs(order.expires_at), id)));
             }
             return;
         }
@@ -105,13 +136,37 @@ impl OrderBook {
         else {
             return;
         };
+        let was_placed = row.status == OrderStatus::Placed.code();
         row.status = order.status.code();
-        row.closed = order.closed_at.map_or(0, Timestamp::unix_secs);
-        if order.status != OrderStatus::Placed
-            && self.open_by_pet.get(&order.pet) == Some(&order.id)
-        {
-            self.open_by_pet.remove(&order.pet);
+        row.closed = order.closed_at.map_or(0, secs);
+        if was_placed && order.status != OrderStatus::Placed {
+            if self.open_order(order.pet) == Some(order.id) {
+                self.set_open(order.pet, 0);
+            }
+            // Its deadline's entry is stale now.
+            self.stale += 1;
+            self.drop_stale();
         }
+    }
+
+    /// Rebuilds the deadlines without their stale entries once those are
+    /// the larger part (and there are enough to matter): each entry is
+    /// dropped once, so the cost per closed order stays constant.
+    fn drop_stale(&mut self) {
+        let len = self.deadlines.len();
+        if self.stale < 1_024 || self.stale.saturating_mul(2) < len as i64 {
+            return;
+        }
+        let rows = &self.rows;
+        let placed = |id: u64| {
+            usize::try_from(id - 1)
+                .ok()
+                .and_then(|index| rows.get(index))
+                .is_some_and(|row| row.status == OrderStatus::Placed.code())
+        };
+        self.deadlines.retain(|Reverse((_, id))| placed(*id));
+        self.deadlines.shrink_to_fit();
+        self.stale = 0;
     }
 
     fn intern(&mut self, name: &Arc<str>) -> u32 {
@@ -136,15 +191,13 @@ impl OrderBook {
     /// The earliest deadline of a placed order, if any (perhaps a stale
     /// one: then [`take_due`](Self::take_due) finds nothing).
     pub(crate) fn next_deadline(&self) -> Option<Timestamp> {
-        self.deadlines
-            .peek()
-            .map(|Reverse((secs, _))| Timestamp::from_unix_secs(*secs))
+        self.deadlines.peek().map(|Reverse((secs, _))| time(*secs))
     }
 
     /// Takes up to `max` placed orders whose hold has lapsed at `now`,
     /// earliest first, off the deadlines: the caller expires them.
     pub(crate) fn take_due(&mut self, now: Timestamp, max: usize) -> Vec<OrderId> {
-        let now = now.unix_secs();
+        let now = secs(now);
         let mut due = Vec::new();
         while due.len() < max {
             match self.deadlines.peek() {
@@ -158,6 +211,7 @@ impl OrderBook {
                 .ok()
                 .and_then(|index| self.rows.get(index))
                 .is_some_and(|row| row.status == OrderStatus::Placed.code());
+            self.stale -= 1;
             if let (true, Some(id)) = (placed, OrderId::new(id)) {
                 due.push(id);
             }
@@ -232,8 +286,8 @@ mod tests {
     }
 
     #[test]
-    fn a_row_and_its_index_stay_within_48_bytes() {
-        assert_eq!(size_of::<Row>(), 40);
+    fn a_row_is_32_bytes() {
+        assert_eq!(size_of::<Row>(), 32);
     }
 
     #[test]
@@ -272,6 +326,33 @@ mod tests {
         assert_eq!(book.open_order(PetId::new(4).unwrap()), None);
         let placed = Some(OrderStatus::Placed);
         assert_eq!(ids(book.list(&even, None, placed, 9)), (vec![2, 6], None));
+    }
+
+    #[test]
+    fn the_deadlines_drop_closed_orders_once_they_are_the_larger_part() {
+        let mut book = OrderBook::default();
+        for id in 1..=4_000 {
+            book.put(&order(id, id, "k", OrderStatus::Placed));
+        }
+        for id in 1..=3_000 {
+            let mut closed = book.get(OrderId::new(id).unwrap()).unwrap();
+            closed.status = OrderStatus::Cancelled;
+            book.put(&closed);
+            assert!(book.deadlines.len() <= 4_000);
+        }
+        // Rebuilt on the way: at most the open ones and fewer than 1,024
+        // stale ones are left, and the due ones are exactly the open.
+        assert!(
+            book.deadlines.len() < 1_000 + 1_024,
+            "{}",
+            book.deadlines.len()
+        );
+        let due = book.take_due(
+            Timestamp::from_unix_secs(u64::MAX / 2_000_000_000),
+            usize::MAX,
+        );
+        assert_eq!(due.len(), 1_000);
+        assert!(due.iter().all(|id| id.get() > 3_000));
     }
 
     #[test]
