@@ -460,7 +460,7 @@ fn bench_orders(c: &mut Criterion) {
         if let Some(after) = OrderId::new(after) {
             query = query.after(after);
         }
-        inv.list_orders(&mine, &query).to_json()
+        inv.list_orders_json(&mine, &query)
     };
     assert_eq!(inv.list_orders(&mine, &OrderQuery::new()).orders.len(), 20);
     let mut rng = Rng(9);

@@ -217,6 +217,35 @@ pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
     (yoe + era * 400 + i64::from(month <= 2), month, day)
 }
 
+/// Appends a Unix time as RFC 3339 in UTC, whole seconds,
+/// `2026-11-28T10:00:00Z`, to `out`: [`rfc3339_utc`] without its
+/// allocations, for pages of many times.
+pub fn write_rfc3339(secs: u64, out: &mut Vec<u8>) {
+    let (year, month, day) = civil_from_days((secs / 86_400) as i64);
+    if !(0..=9_999).contains(&year) {
+        out.extend_from_slice(rfc3339_utc(secs, None).as_bytes());
+        return;
+    }
+    let rem = secs % 86_400;
+    let two = |out: &mut Vec<u8>, n: u64| {
+        out.extend_from_slice(&[b'0' + (n / 10) as u8, b'0' + (n % 10) as u8])
+    };
+    let year = year as u64;
+    two(out, year / 100);
+    two(out, year % 100);
+    out.push(b'-');
+    two(out, month as u64);
+    out.push(b'-');
+    two(out, day as u64);
+    out.push(b'T');
+    two(out, rem / 3_600);
+    out.push(b':');
+    two(out, rem / 60 % 60);
+    out.push(b':');
+    two(out, rem % 60);
+    out.push(b'Z');
+}
+
 /// A Unix time as RFC 3339 in UTC, `2026-11-28T10:00:00Z`, with
 /// milliseconds when given (`...:00.123Z`): the log's timestamps and a key
 /// entry's `expiresAt`.
@@ -258,5 +287,26 @@ mod tests {
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(days_from_civil(2000, 2, 29), 11_016);
         assert_eq!(civil_from_days(days_from_civil(2100, 2, 29)), (2100, 3, 1));
+    }
+
+    #[test]
+    fn the_writer_writes_what_the_formatter_formats() {
+        for secs in [
+            0,
+            59,
+            86_399,
+            951_782_400,
+            1_764_324_000,
+            4_102_444_799,
+            253_402_300_800,
+        ] {
+            let mut out = Vec::new();
+            write_rfc3339(secs, &mut out);
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                rfc3339_utc(secs, None),
+                "{secs}"
+            );
+        }
     }
 }

@@ -263,6 +263,26 @@ impl Inventory {
         super::OrderPage { orders, next_after }
     }
 
+    /// [`list_orders`](Self::list_orders)'s page already encoded as the
+    /// JSON response body (a bare array of Order), byte for byte
+    /// `page.to_json()`, written from the compact rows without building
+    /// an order; and where the next page starts.
+    pub fn list_orders_json(
+        &self,
+        actor: &Actor,
+        query: &super::OrderQuery,
+    ) -> (Vec<u8>, Option<OrderId>) {
+        let mut body = Vec::with_capacity(256 * query.limit.get());
+        let next = self.orders.read().encode_page(
+            actor,
+            query.after,
+            query.status,
+            query.limit.get(),
+            &mut body,
+        );
+        (body, next)
+    }
+
     /// How many orders there are, of every key (the last order id).
     pub fn orders_len(&self) -> u64 {
         self.orders.read().len()

@@ -338,15 +338,15 @@ fn list_orders<'a>(
     query: &OrderQuery,
     actor: &Actor,
 ) -> Success<'a> {
-    let page = state.inventory.list_orders(actor, query);
+    let (body, next_after) = state.inventory.list_orders_json(actor, query);
     let mut next = *query;
-    next.after = page.next_after;
+    next.after = next_after;
     Success {
         status: StatusCode::OK,
-        body: Bytes::from(page.to_json()),
+        body: Bytes::from(body),
         extra: Extra::OrderNext {
             base_url: &api.options.base_url,
-            next: page.next_after.map(|_| next),
+            next: next_after.map(|_| next),
         },
     }
 }
