@@ -1,12 +1,15 @@
 //! Durable create throughput and journal replay time.
 //!
-//! `cargo bench --bench durability` prints, for 1, 16 and 64 concurrent
+//! `cargo bench --bench durability` (`-- lapse`: only the last) prints, for 1, 16 and 64 concurrent
 //! creators, durable creates per second with the journal's group commit
 //! beside one fsync per create (the same line format, written and synced
 //! under a mutex, one pet at a time), measured in the same run, and
 //! durable transitions per second (reserves and releases) by as many
 //! threads beside those creates; then the time to replay a journal of
-//! 1,000,000 pets, and of 1,000,000 pets and 2,000,000 transitions.
+//! 1,000,000 pets, and of 1,000,000 pets and 2,000,000 transitions; then
+//! 100,000 holds lapsing in the same second: the time until the last is
+//! expired, and a reader's p99 list meanwhile against the same reader's
+//! quiet p99.
 //!
 //! Environment: `PETSTORE_BENCH_SECS` (default 3) per measurement,
 //! `PETSTORE_BENCH_DIR` (default the system temp dir) for the files.
@@ -20,8 +23,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use petstore_core::inventory::{Step, StepRequest};
+use petstore_core::order::{Actor, Hold, NewOrder};
 use petstore_core::{
-    CategoryId, FsyncPolicy, Inventory, JournalOptions, NewPet, PetId, PetStatus, Transition,
+    CategoryId, FsyncPolicy, Inventory, JournalOptions, ListQuery, NewPet, PageSize, PetId,
+    PetStatus, Timestamp, Transition,
 };
 
 fn scratch(name: &str) -> PathBuf {
@@ -207,6 +213,69 @@ fn replay(pets: u64, with_transitions: bool) -> (Duration, u64) {
     (took, bytes)
 }
 
+/// The p99 of `n` list reads of random pages, in microseconds, while
+/// `busy` is set or `n` are done.
+fn reader_p99(inventory: &Inventory, busy: &AtomicBool, n: usize) -> f64 {
+    let mut took = Vec::with_capacity(n);
+    let mut seed = 7u64;
+    while took.len() < n || busy.load(Ordering::Relaxed) {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        let after = PetId::new(seed % 90_000 + 1).unwrap();
+        let query = ListQuery::new()
+            .limit(PageSize::new(20).unwrap())
+            .after(after);
+        let started = Instant::now();
+        std::hint::black_box(inventory.list_json(&query));
+        took.push(started.elapsed().as_secs_f64() * 1e6);
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    took.sort_by(f64::total_cmp);
+    took[took.len() * 99 / 100]
+}
+
+/// `n` holds placed in one second lapse together: how long until the
+/// last is expired (durable, fsync always), and a reader's p99 list
+/// meanwhile against its quiet p99.
+fn lapse(n: u64) -> (Duration, f64, f64) {
+    let dir = scratch("lapse");
+    let inventory = Arc::new(Inventory::open(&dir, JournalOptions::default()).unwrap());
+    let news: Vec<NewPet> = (0..n).map(pet).collect();
+    for chunk in news.chunks(10_000) {
+        inventory.create_many(chunk.to_vec()).unwrap();
+    }
+    let at = Timestamp::from_unix_secs(1_764_324_000);
+    let shop = Actor::new("shop");
+    let available: Vec<u64> = (1..=n).filter(|id| id % 3 == 1).collect();
+    let mut placed = 0;
+    for chunk in available.chunks(1_024) {
+        let batch = chunk
+            .iter()
+            .map(|&id| StepRequest {
+                actor: shop.clone(),
+                step: Step::Place(NewOrder::new(PetId::new(id).unwrap())),
+                at,
+                claim: None,
+            })
+            .collect();
+        placed += inventory.steps(batch).unwrap().len();
+    }
+    let busy = AtomicBool::new(false);
+    let quiet = reader_p99(&inventory, &busy, 20_000);
+    busy.store(true, Ordering::Relaxed);
+    let (took, during) = std::thread::scope(|s| {
+        let reader = s.spawn(|| reader_p99(&inventory, &busy, 1_000));
+        let started = Instant::now();
+        let expired = inventory.expire_due(at + Hold::DEFAULT.duration()).unwrap();
+        let took = started.elapsed();
+        busy.store(false, Ordering::Relaxed);
+        assert_eq!(expired, placed);
+        (took, reader.join().unwrap())
+    });
+    drop(inventory);
+    fs::remove_dir_all(&dir).unwrap();
+    (took, quiet, during)
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; a filter argument is ignored.
     let secs = std::env::var("PETSTORE_BENCH_SECS")
@@ -214,6 +283,20 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(3);
     let secs = Duration::from_secs(secs);
+    // `-- lapse`: only the lapse of holds.
+    if !std::env::args().any(|a| a == "lapse") {
+        creates_and_replays(secs);
+    }
+    let (took, quiet, during) = lapse(300_000);
+    println!(
+        "100,000 holds lapsing together (durable): the last expired after {:.0} ms; \
+         a reader's list p99 {during:.1} us meanwhile, {quiet:.1} us quiet ({:.1}x)",
+        took.as_secs_f64() * 1e3,
+        during / quiet.max(f64::MIN_POSITIVE)
+    );
+}
+
+fn creates_and_replays(secs: Duration) {
     println!(
         "durable creates per second, fsync always, {secs:?} each (cargo bench --bench durability)"
     );
@@ -252,4 +335,5 @@ fn main() {
             took.as_secs_f64() * 1e3
         );
     }
+    println!();
 }
