@@ -176,7 +176,7 @@ impl Inventory {
     }
 
     /// Expires every placed order whose hold has lapsed at `now`, in
-    /// batches (see [`EXPIRE_BATCH`]), each order exactly once whatever
+    /// batches of 1,024 (one fsync each), each order exactly once whatever
     /// races it: its pet `available` again. Returns how many it expired.
     /// Driven by the deadlines' heap: it touches only what is due.
     ///

@@ -48,7 +48,7 @@ pub struct StepRequest {
     pub step: Step,
     /// When.
     pub at: Timestamp,
-    /// Its claimed key (see [`Inventory::claim`]), kept with its answer.
+    /// Its claimed key (see [`Inventory::claim`](crate::Inventory::claim)), kept with its answer.
     pub claim: Option<Claim>,
 }
 

@@ -1,22 +1,22 @@
 //! The seam between the HTTP contract and where pets are kept: a
 //! [`Store`], with its backends.
 //!
-//! | backend | flag | creates and transitions | reads |
+//! | backend | flag | creates and steps (orders, transitions) | reads |
 //! |---|---|---|---|
-//! | in memory | `--in-memory` | the core's [`Inventory::create`] and [`Inventory::transition`], at once | the inventory |
+//! | in memory | `--in-memory` | the core's [`Inventory::create`] and [`Inventory::steps`], at once | the inventory |
 //! | journal | `--data DIR` (default) | a committer task for each: a group commit per batch, on one blocking thread ([`journal`]) | the inventory |
-//! | PostgreSQL | `--postgres URL` | a committer task for each: a transaction per batch ([`postgres`]) | an in-memory read copy of the table |
+//! | PostgreSQL | `--postgres URL` | a committer task for each: a transaction per batch ([`postgres`]); no orders yet, a transition is the status change alone | an in-memory read copy of the table |
 //!
 //! Reads always come from the core's in-memory [`Inventory`], whatever
 //! the backend, with no await; only a create, a transition, or a get the
 //! PostgreSQL copy may not hold yet waits, when [`Store::create_now`],
-//! [`Store::transition_now`] or [`Store::may_catch_up`] say it must. Why:
+//! [`Store::step_now`] or [`Store::may_catch_up`] say it must. Why:
 //! docs/architecture.md, "The walk", step 7.
 //!
 //! | file | holds |
 //! |---|---|
 //! | `mod.rs` | the seam: [`Store`] |
-//! | `failed.rs` | [`CreateFailed`], [`TransitionFailed`], [`KeyedFailed`]: why a write was not made |
+//! | `failed.rs` | [`CreateFailed`], `TransitionFailed`, [`StepFailed`], [`KeyedFailed`]: why a write was not made |
 //! | `committer.rs` | the queue-batch-reply loop both durable backends share, for any kind of write |
 //! | `journal.rs` | [`JournalStore`]: the journal's committer tasks |
 //! | `lapse.rs` | the timer that expires lapsed holds of a local store |
@@ -156,7 +156,7 @@ impl Store {
     /// What idempotency key `keyed` holds, for a request that will not
     /// claim it (`http/finish.rs` asks only when the body is invalid: a
     /// valid one goes to [`create_keyed`](Self::create_keyed) or
-    /// [`transition_keyed`](Self::transition_keyed), whose claim finds
+    /// [`step_keyed`](Self::step_keyed), whose claim finds
     /// the same): [`Seen::New`] (nothing: the body's 400 stands), the
     /// kept answer of the same request ([`Seen::Replay`]), the key used
     /// with another request ([`Seen::Reused`]), or its first request
