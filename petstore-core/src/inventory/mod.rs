@@ -93,6 +93,11 @@ pub struct Inventory {
     /// Held while a batch of order steps and transitions is decided,
     /// written and published (`orders.rs`, on why).
     steps: Mutex<()>,
+    /// Batches of steps waiting to be decided: the next thread to decide
+    /// takes them all, in one commit; `combined` wakes the waiters when
+    /// it is done.
+    combine: Mutex<steps::Combine>,
+    combined: parking_lot::Condvar,
 }
 
 impl Inventory {
@@ -219,6 +224,8 @@ impl Inventory {
             kept,
             orders: RwLock::new(book),
             steps: Mutex::new(()),
+            combine: Mutex::new(steps::Combine::default()),
+            combined: parking_lot::Condvar::new(),
         };
         // Holds that lapsed while no server ran lapse now, and are written.
         inventory.expire_due(now).map_err(|failure| OpenError::Io {

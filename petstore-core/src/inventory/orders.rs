@@ -11,7 +11,16 @@
 //! earlier one's effect through [`Decider`]'s overlay), written in one
 //! group commit, published, and only then is the lock let go: the next
 //! batch decides against what readers see. One fsync per batch, not per
-//! step, so a server that batches keeps group commit's throughput.
+//! step.
+//!
+//! Why callers queue their batches: the lock is held across the fsync, so
+//! threads that each call with one step would each wait for their own
+//! fsync. Instead a caller queues its batch; when no thread is deciding,
+//! it takes every batch queued by then, decides them in one commit and
+//! leaves each caller its answer (flat combining), then wakes the others.
+//! Threads that arrive during an fsync share the next one, as creates
+//! share the journal's group commit, and a caller already answered never
+//! waits behind the next batch's fsync.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,7 +31,7 @@ use super::journal::{
     StepKind,
 };
 use super::records::Records;
-use super::steps::{Step, StepRequest, Stepped};
+use super::steps::{Queued, Step, StepRequest, Stepped};
 use super::{Inventory, StorageFailure};
 use crate::clock::Timestamp;
 use crate::idempotency::{Answer, Claim, Keyed};
@@ -151,28 +160,73 @@ impl Inventory {
         &self,
         batch: Vec<StepRequest>,
     ) -> Result<Vec<Result<Stepped, StepError>>, StorageFailure> {
-        let _deciding = self.steps.lock();
-        let (outcomes, written, claims) = {
+        let answer = Arc::new(parking_lot::Mutex::new(None));
+        let mut combine = self.combine.lock();
+        combine.queue.push(Queued {
+            requests: batch,
+            answer: Arc::clone(&answer),
+        });
+        loop {
+            // Answers are left before `busy` is cleared, under this lock.
+            if let Some(answered) = answer.lock().take() {
+                return answered;
+            }
+            if combine.busy {
+                self.combined.wait(&mut combine);
+                continue;
+            }
+            combine.busy = true;
+            let queued = std::mem::take(&mut combine.queue);
+            parking_lot::MutexGuard::unlocked(&mut combine, || {
+                // Dropped before the closure's end re-locks `combine`.
+                let deciding = Deciding(self);
+                let _steps = self.steps.lock();
+                self.decide_queued(queued);
+                drop(deciding);
+            });
+            combine.busy = false;
+            self.combined.notify_all();
+        }
+    }
+
+    /// Decides every queued batch in one commit, under the steps' lock,
+    /// and leaves each its answer.
+    fn decide_queued(&self, queued: Vec<Queued>) {
+        let mut claims = Vec::new();
+        let mut sizes = Vec::with_capacity(queued.len());
+        let answers = Unanswered(queued.iter().map(|q| Arc::clone(&q.answer)).collect());
+        let (mut outcomes, written) = {
             let records = self.records.read();
             let book = self.orders.read();
             let mut decider = Decider::new(&records, &book, self.journal.is_some());
-            let mut outcomes = Vec::with_capacity(batch.len());
-            let mut claims = Vec::with_capacity(batch.len());
-            for request in batch {
-                let keyed = request.claim.as_ref().map(Claim::keyed);
-                outcomes.push(decider.decide(&request.actor, request.step, request.at, keyed));
-                claims.push(request.claim);
+            let mut outcomes = Vec::new();
+            for batch in queued {
+                sizes.push(batch.requests.len());
+                for request in batch.requests {
+                    let keyed = request.claim.as_ref().map(Claim::keyed);
+                    outcomes.push(decider.decide(&request.actor, request.step, request.at, keyed));
+                    claims.push(request.claim);
+                }
             }
-            (outcomes, decider.written(), claims)
+            (outcomes, decider.written())
         };
-        self.commit(written)?;
+        if let Err(failure) = self.commit(written) {
+            // Nothing acknowledged; every claim is let go as it drops.
+            for answer in &answers.0 {
+                *answer.lock() = Some(Err(failure.clone()));
+            }
+            return;
+        }
         for (outcome, claim) in outcomes.iter().zip(claims) {
             let Some(claim) = claim else { continue };
             if let Some(answer) = answer_of(outcome) {
                 claim.keep(answer);
             }
         }
-        Ok(outcomes)
+        for (size, answer) in sizes.into_iter().zip(&answers.0).rev() {
+            let mine = outcomes.split_off(outcomes.len() - size);
+            *answer.lock() = Some(Ok(mine));
+        }
     }
 
     /// Expires every placed order whose hold has lapsed at `now`, in
@@ -300,6 +354,39 @@ impl Inventory {
                 self.publish(&written.changes);
                 Ok(())
             }
+        }
+    }
+}
+
+/// The answers of the batches one thread decides. Should the decision
+/// panic (a bug), each caller still gets an answer, a failure, rather
+/// than waiting for ever.
+struct Unanswered(Vec<Arc<parking_lot::Mutex<Option<super::steps::Answered>>>>);
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        for answer in &self.0 {
+            let mut answer = answer.lock();
+            if answer.is_none() {
+                *answer = Some(Err(StorageFailure {
+                    fault: super::StorageFault::WriteFailed,
+                    detail: "deciding the batch of steps panicked; nothing of it was acknowledged"
+                        .into(),
+                }));
+            }
+        }
+    }
+}
+
+/// Clears `busy` and wakes the waiters if the thread deciding unwinds, so
+/// that the next caller decides instead of waiting for ever.
+struct Deciding<'a>(&'a Inventory);
+
+impl Drop for Deciding<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.combine.lock().busy = false;
+            self.0.combined.notify_all();
         }
     }
 }

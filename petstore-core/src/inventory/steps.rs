@@ -2,8 +2,14 @@
 //! answered with [`Stepped`]), and how a step's journal record replays
 //! onto the records and the book ([`restore_step`]).
 
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::error::StepError;
 use super::journal::{OrderStep, StepKind};
 use super::records::Records;
+use super::StorageFailure;
 use crate::clock::Timestamp;
 use crate::idempotency::Claim;
 use crate::order::book::OrderBook;
@@ -50,6 +56,26 @@ pub struct StepRequest {
     pub at: Timestamp,
     /// Its claimed key (see [`Inventory::claim`](crate::Inventory::claim)), kept with its answer.
     pub claim: Option<Claim>,
+}
+
+/// What a batch of steps is answered: each step's outcome, or the
+/// journal's failure.
+pub(super) type Answered = Result<Vec<Result<Stepped, StepError>>, StorageFailure>;
+
+/// A batch of steps waiting for the thread that decides next, and where
+/// that thread leaves its answer (`orders.rs`, on why).
+#[derive(Debug)]
+pub(super) struct Queued {
+    pub(super) requests: Vec<StepRequest>,
+    pub(super) answer: Arc<Mutex<Option<Answered>>>,
+}
+
+/// The batches waiting to be decided, and whether a thread is deciding
+/// some now (`orders.rs`, on why).
+#[derive(Debug, Default)]
+pub(super) struct Combine {
+    pub(super) queue: Vec<Queued>,
+    pub(super) busy: bool,
 }
 
 /// Replays an order's step of the journal onto the records and the

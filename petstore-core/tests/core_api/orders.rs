@@ -585,3 +585,67 @@ fn complete_cancel_and_lapse_racing_on_one_order_have_one_winner() {
         }
     }
 }
+
+/// Many threads each stepping their own pets at once: the steps queued
+/// while one thread decides are decided together by the next; every
+/// caller gets its own answers, in its order, and a reopen holds them.
+#[test]
+fn threads_stepping_at_once_each_get_their_own_answers() {
+    let dir = crate::scratch::scratch("orders-combined");
+    let threads = 32u64;
+    let rounds = 20u64;
+    {
+        let inventory = Arc::new(Inventory::open(&dir, JournalOptions::default()).unwrap());
+        for _ in 0..threads {
+            inventory
+                .create(NewPet::new("Rex", CategoryId::MIN).unwrap())
+                .unwrap();
+        }
+        let barrier = Arc::new(Barrier::new(threads as usize));
+        let handles: Vec<_> = (1..=threads)
+            .map(|pet| {
+                let (inventory, barrier) = (inventory.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    let actor = Actor::new(&format!("key-{pet}"));
+                    let at = Timestamp::from_unix_secs(START);
+                    for _ in 0..rounds {
+                        let batch = [Transition::Reserve, Transition::Release]
+                            .map(|t| StepRequest {
+                                actor: actor.clone(),
+                                step: Step::Transition(pet_id(pet), t),
+                                at,
+                                claim: None,
+                            })
+                            .into();
+                        let outcomes = inventory.steps(batch).unwrap();
+                        let statuses: Vec<Outcome> = outcomes.into_iter().map(outcome_of).collect();
+                        assert_eq!(
+                            statuses,
+                            [
+                                Outcome::Pet(pet, PetStatus::Pending),
+                                Outcome::Pet(pet, PetStatus::Available)
+                            ]
+                        );
+                    }
+                })
+            })
+            .collect();
+        for handle in handles {
+            handle.join().unwrap();
+        }
+        assert_eq!(inventory.orders_len(), threads * rounds);
+    }
+    let reopened = Inventory::open(&dir, JournalOptions::default()).unwrap();
+    assert_eq!(reopened.orders_len(), threads * rounds);
+    let cancelled = reopened.list_orders(
+        &Actor::store(),
+        &OrderQuery::new()
+            .status(OrderStatus::Cancelled)
+            .limit(PageSize::MAX),
+    );
+    assert_eq!(cancelled.orders.len(), 100);
+    drop(reopened);
+    assert!(check_journal(&dir).unwrap().is_clean());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
