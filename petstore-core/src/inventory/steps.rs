@@ -7,9 +7,9 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::error::StepError;
+use super::error::StorageFailure;
 use super::journal::{OrderStep, StepKind};
 use super::records::Records;
-use super::StorageFailure;
 use crate::clock::Timestamp;
 use crate::idempotency::Claim;
 use crate::order::book::OrderBook;
