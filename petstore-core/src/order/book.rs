@@ -20,6 +20,7 @@ use super::id::OrderId;
 use super::record::{Order, OrderStatus};
 use super::Actor;
 use crate::clock::{write_rfc3339, Timestamp};
+use crate::pet::json::push_decimal;
 use crate::pet::PetId;
 
 /// One order, compact: see the file's notes.
@@ -260,9 +261,9 @@ impl OrderBook {
             }
             first = false;
             out.extend_from_slice(br#"{"id":"#);
-            push_u64(out, index as u64 + 1);
+            push_decimal(out, index as u64 + 1);
             out.extend_from_slice(br#","petId":"#);
-            push_u64(out, row.pet);
+            push_decimal(out, row.pet);
             out.extend_from_slice(br#","status":""#);
             out.extend_from_slice(OrderStatus::from_code(row.status).as_str().as_bytes());
             out.extend_from_slice(br#"","placedBy":"#);
@@ -338,21 +339,6 @@ impl OrderBook {
             None
         }
     }
-}
-
-/// Appends `n` in decimal.
-fn push_u64(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
 }
 
 #[cfg(test)]

@@ -49,7 +49,8 @@ pub(crate) fn encode(pet: &Pet, out: &mut Vec<u8>) {
     out.extend_from_slice(SUFFIX);
 }
 
-fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+/// Appends `n` in decimal (an order's page writes its ids with it too).
+pub(crate) fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
     let mut buf = [0u8; 20];
     let mut i = buf.len();
     loop {
