@@ -690,57 +690,32 @@ impl<'a> Decider<'a> {
     /// Writes a step down and applies it to the overlay; returns the
     /// order as it now stands.
     fn emit(&mut self, step: OrderStep, keyed: Option<&Keyed>) -> Order {
-        let at = Timestamp::from_unix_secs(step.at);
-        let (order, pet_status) = match &step.kind {
-            StepKind::Place { pet, by, expires } => {
+        let before = match step.kind {
+            StepKind::Close(_) => self.order(step.id),
+            StepKind::Place { .. } | StepKind::Sale { .. } => {
                 self.next_order += 1;
-                let order = Order {
-                    id: step.id,
-                    pet: *pet,
-                    status: OrderStatus::Placed,
-                    placed_by: by.clone(),
-                    placed_at: at,
-                    expires_at: Timestamp::from_unix_secs(*expires),
-                    closed_at: None,
-                };
-                self.open.insert(*pet, Some(step.id));
-                (order, PetStatus::Pending)
-            }
-            StepKind::Sale { pet, by } => {
-                self.next_order += 1;
-                let order = Order {
-                    id: step.id,
-                    pet: *pet,
-                    status: OrderStatus::Completed,
-                    placed_by: by.clone(),
-                    placed_at: at,
-                    expires_at: at,
-                    closed_at: Some(at),
-                };
-                (order, PetStatus::Sold)
-            }
-            StepKind::Close(status) => {
-                let mut order = self.order(step.id).unwrap_or_else(|| Order {
-                    // `decide` closes only an order it found.
-                    id: step.id,
-                    pet: PetId::MIN,
-                    status: *status,
-                    placed_by: Arc::from(""),
-                    placed_at: at,
-                    expires_at: at,
-                    closed_at: None,
-                });
-                order.status = *status;
-                order.closed_at = Some(at);
-                self.open.insert(order.pet, None);
-                let pet_status = if *status == OrderStatus::Completed {
-                    PetStatus::Sold
-                } else {
-                    PetStatus::Available
-                };
-                (order, pet_status)
+                None
             }
         };
+        let at = Timestamp::from_unix_secs(step.at);
+        let order = step
+            .order_after(before, Arc::clone)
+            .unwrap_or_else(|| Order {
+                // `decide` closes only an order it found.
+                id: step.id,
+                pet: PetId::MIN,
+                status: match step.kind {
+                    StepKind::Close(status) => status,
+                    _ => OrderStatus::Placed,
+                },
+                placed_by: Arc::from(""),
+                placed_at: at,
+                expires_at: at,
+                closed_at: Some(at),
+            });
+        let placed = order.status == OrderStatus::Placed;
+        self.open.insert(order.pet, placed.then_some(order.id));
+        let pet_status = order.status.pet_status();
         if self.durable {
             match keyed {
                 Some(keyed) => {

@@ -87,9 +87,8 @@ pub(super) fn restore_step(
     book: &mut OrderBook,
     step: &OrderStep,
 ) -> Result<Order, String> {
-    let at = Timestamp::from_unix_secs(step.at);
-    let (order, pet_status) = match &step.kind {
-        StepKind::Place { pet, by, .. } | StepKind::Sale { pet, by } => {
+    let before = match &step.kind {
+        StepKind::Place { pet, .. } | StepKind::Sale { pet, .. } => {
             if step.id.get() != book.len() + 1 {
                 let expected = book.len() + 1;
                 return Err(format!("expected order id {expected}, found {}", step.id));
@@ -101,48 +100,21 @@ pub(super) fn restore_step(
                 ));
             };
             let current = records.statuses[index];
-            let (order, status) = match step.kind {
-                StepKind::Place { expires, .. } => {
-                    let order = Order {
-                        id: step.id,
-                        pet: *pet,
-                        status: OrderStatus::Placed,
-                        placed_by: book.name(by).unwrap_or_else(|| by.clone()),
-                        placed_at: at,
-                        expires_at: Timestamp::from_unix_secs(expires),
-                        closed_at: None,
-                    };
-                    (order, PetStatus::Pending)
-                }
-                _ => {
-                    let order = Order {
-                        id: step.id,
-                        pet: *pet,
-                        status: OrderStatus::Completed,
-                        placed_by: book.name(by).unwrap_or_else(|| by.clone()),
-                        placed_at: at,
-                        expires_at: at,
-                        closed_at: Some(at),
-                    };
-                    (order, PetStatus::Sold)
-                }
-            };
             // A place takes an available pet; a sale one that is
             // available, or pending without an order (created pending).
+            let sale = matches!(step.kind, StepKind::Sale { .. });
             let free = current == PetStatus::Available
-                || (status == PetStatus::Sold
-                    && current == PetStatus::Pending
-                    && book.open_order(*pet).is_none());
+                || (sale && current == PetStatus::Pending && book.open_order(*pet).is_none());
             if !free {
                 return Err(format!(
                     "order {} of pet {pet}, which was {current}",
                     step.id
                 ));
             }
-            (order, status)
+            None
         }
-        StepKind::Close(status) => {
-            let Some(mut order) = book.get(step.id) else {
+        StepKind::Close(_) => {
+            let Some(order) = book.get(step.id) else {
                 return Err(format!(
                     "a step of order {}, which no record before it placed",
                     step.id
@@ -154,16 +126,14 @@ pub(super) fn restore_step(
                     step.id, order.status
                 ));
             }
-            order.status = *status;
-            order.closed_at = Some(at);
-            let pet_status = if *status == OrderStatus::Completed {
-                PetStatus::Sold
-            } else {
-                PetStatus::Available
-            };
-            (order, pet_status)
+            Some(order)
         }
     };
+    let by = |name: &Arc<str>| book.name(name).unwrap_or_else(|| name.clone());
+    let Some(order) = step.order_after(before, by) else {
+        return Err(format!("a step of order {} that makes no order", step.id));
+    };
+    let pet_status = order.status.pet_status();
     if let Some(index) = records.index_of(order.pet) {
         records.set_status(index, pet_status);
     }

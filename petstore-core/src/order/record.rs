@@ -5,7 +5,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use crate::clock::Timestamp;
-use crate::pet::PetId;
+use crate::pet::{PetId, PetStatus};
 
 use super::id::OrderId;
 
@@ -40,6 +40,17 @@ impl OrderStatus {
             OrderStatus::Completed => "completed",
             OrderStatus::Cancelled => "cancelled",
             OrderStatus::Expired => "expired",
+        }
+    }
+
+    /// The status of an order's pet while the order is in this one:
+    /// `pending` while placed, `sold` once completed, `available` once
+    /// cancelled or expired.
+    pub(crate) const fn pet_status(self) -> PetStatus {
+        match self {
+            OrderStatus::Placed => PetStatus::Pending,
+            OrderStatus::Completed => PetStatus::Sold,
+            OrderStatus::Cancelled | OrderStatus::Expired => PetStatus::Available,
         }
     }
 

@@ -6,7 +6,9 @@
 
 use crate::clock::Timestamp;
 use crate::idempotency::{Fingerprint, IdempotencyKey, Keyed, Scope};
-use crate::order::{OrderId, OrderStatus};
+use std::sync::Arc;
+
+use crate::order::{Order, OrderId, OrderStatus};
 use crate::pet::json::{encode, parse_canonical};
 use crate::pet::{validate_name, Pet, PetId, PetStatus, Transition};
 
@@ -57,13 +59,56 @@ pub(crate) enum StepKind {
     /// A new order placed, holding `pet` until `expires`.
     Place {
         pet: PetId,
-        by: std::sync::Arc<str>,
+        by: Arc<str>,
         expires: u64,
     },
     /// A new order placed and completed at once: `pet` sold.
-    Sale { pet: PetId, by: std::sync::Arc<str> },
+    Sale { pet: PetId, by: Arc<str> },
     /// A placed order leaves `placed` for this status.
     Close(OrderStatus),
+}
+
+impl OrderStep {
+    /// The order as this step leaves it: a new one for a place or a sale
+    /// (named by `by`, shared with the key's earlier orders when given),
+    /// `before` closed for a close; `None` for a close of no order.
+    pub(crate) fn order_after(
+        &self,
+        before: Option<Order>,
+        by: impl FnOnce(&Arc<str>) -> Arc<str>,
+    ) -> Option<Order> {
+        let at = Timestamp::from_unix_secs(self.at);
+        let new = |pet: PetId, by: Arc<str>, status, expires_at, closed_at| Order {
+            id: self.id,
+            pet,
+            status,
+            placed_by: by,
+            placed_at: at,
+            expires_at,
+            closed_at,
+        };
+        match &self.kind {
+            StepKind::Place {
+                pet,
+                by: name,
+                expires,
+            } => Some(new(
+                *pet,
+                by(name),
+                OrderStatus::Placed,
+                Timestamp::from_unix_secs(*expires),
+                None,
+            )),
+            StepKind::Sale { pet, by: name } => {
+                Some(new(*pet, by(name), OrderStatus::Completed, at, Some(at)))
+            }
+            StepKind::Close(status) => before.map(|mut order| {
+                order.status = *status;
+                order.closed_at = Some(at);
+                order
+            }),
+        }
+    }
 }
 
 impl StepKind {

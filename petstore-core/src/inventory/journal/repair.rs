@@ -21,7 +21,6 @@ use super::lines::{Line, Lines};
 use super::record::{decode_record, OrderStep, Record, StepKind, MAX_RECORD_LEN};
 use super::save_aside::cut_aside;
 use crate::inventory::error::{OpenError, TransitionError};
-use crate::order::OrderStatus;
 use crate::pet::{PetId, PetStatus};
 
 /// At most this many damaged lines are described one by one; the rest
@@ -383,11 +382,7 @@ impl Statuses {
                         return Err(format!("a step of order {id}, which was no longer placed"));
                     }
                     *placed = false;
-                    let to = if *status == OrderStatus::Completed {
-                        PetStatus::Sold
-                    } else {
-                        PetStatus::Available
-                    };
+                    let to = status.pet_status();
                     if let Some(i) = usize::try_from(pet.get() - 1)
                         .ok()
                         .filter(|&i| i < self.of.len())
