@@ -60,58 +60,26 @@ impl Extra<'_> {
                 base_url,
                 next: Some(next),
                 ..
-            } => {
-                let mut limit = itoa::Buffer::new();
-                let mut after = itoa::Buffer::new();
-                let status = next.status.map(|s| s.as_str().as_bytes());
-                let after = next.after.map(|id| after.format(id.get()).as_bytes());
-                joined([
-                    b"<",
-                    base_url.as_bytes(),
-                    b"/pets?limit=",
-                    limit.format(next.limit.get()).as_bytes(),
-                    if status.is_some() { b"&status=" } else { b"" },
-                    status.unwrap_or_default(),
-                    if after.is_some() { b"&after=" } else { b"" },
-                    after.unwrap_or_default(),
-                    b">; rel=\"next\"",
-                ])
-            }
-            Extra::Location { base_url, id } => {
-                let mut digits = itoa::Buffer::new();
-                joined([
-                    base_url.as_bytes(),
-                    b"/pets/",
-                    digits.format(id.get()).as_bytes(),
-                ])
-            }
+            } => next_link(
+                base_url,
+                b"/pets",
+                next.limit.get(),
+                next.status.map(|s| s.as_str()),
+                next.after.map(PetId::get),
+            ),
+            Extra::Location { base_url, id } => location(base_url, b"/pets/", id.get()),
             Extra::OrderNext {
                 base_url,
                 next: Some(next),
-            } => {
-                let mut limit = itoa::Buffer::new();
-                let mut after = itoa::Buffer::new();
-                let status = next.status.map(|s| s.as_str().as_bytes());
-                let after = next.after.map(|id| after.format(id.get()).as_bytes());
-                joined([
-                    b"<",
-                    base_url.as_bytes(),
-                    b"/store/orders?limit=",
-                    limit.format(next.limit.get()).as_bytes(),
-                    if status.is_some() { b"&status=" } else { b"" },
-                    status.unwrap_or_default(),
-                    if after.is_some() { b"&after=" } else { b"" },
-                    after.unwrap_or_default(),
-                    b">; rel=\"next\"",
-                ])
-            }
+            } => next_link(
+                base_url,
+                b"/store/orders",
+                next.limit.get(),
+                next.status.map(|s| s.as_str()),
+                next.after.map(OrderId::get),
+            ),
             Extra::OrderLocation { base_url, id } => {
-                let mut digits = itoa::Buffer::new();
-                joined([
-                    base_url.as_bytes(),
-                    b"/store/orders/",
-                    digits.format(id.get()).as_bytes(),
-                ])
+                location(base_url, b"/store/orders/", id.get())
             }
             Extra::Next { next: None, .. }
             | Extra::OrderNext { next: None, .. }
@@ -169,4 +137,36 @@ impl Extra<'_> {
         let _ = LAST_NEXT.try_with(|last| *last.borrow_mut() = Some((key, value.clone())));
         Some(value)
     }
+}
+
+/// `<{base_url}{path}?limit=N[&status=S][&after=A]>; rel="next"`: the next
+/// link of a list of pets or of orders, in one allocation.
+fn next_link(
+    base_url: &str,
+    path: &[u8],
+    limit: usize,
+    status: Option<&str>,
+    after: Option<u64>,
+) -> hyper::body::Bytes {
+    let mut limit_digits = itoa::Buffer::new();
+    let mut after_digits = itoa::Buffer::new();
+    let after = after.map(|id| after_digits.format(id).as_bytes());
+    joined([
+        b"<",
+        base_url.as_bytes(),
+        path,
+        b"?limit=",
+        limit_digits.format(limit).as_bytes(),
+        if status.is_some() { b"&status=" } else { b"" },
+        status.map(str::as_bytes).unwrap_or_default(),
+        if after.is_some() { b"&after=" } else { b"" },
+        after.unwrap_or_default(),
+        b">; rel=\"next\"",
+    ])
+}
+
+/// `{base_url}{path}{id}`: the `Location` of a created pet or a placed order.
+fn location(base_url: &str, path: &[u8], id: u64) -> hyper::body::Bytes {
+    let mut digits = itoa::Buffer::new();
+    joined([base_url.as_bytes(), path, digits.format(id).as_bytes()])
 }
