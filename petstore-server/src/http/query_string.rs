@@ -144,7 +144,41 @@ pub fn list_query(query: Option<&str>) -> Result<ListQuery, ApiError> {
 
 /// [`list_query`] of any query: pair by pair.
 fn any_list_query(query: Option<&str>) -> Result<ListQuery, ApiError> {
+    let (limit, status, after) = page_params(
+        query,
+        |v| v.parse::<PetStatus>().ok(),
+        "available, pending, sold",
+        |v| v.parse::<PetId>().ok(),
+        "a pet id",
+    )?;
     let mut list = ListQuery::new();
+    if let Some(limit) = limit {
+        list = list.limit(limit);
+    }
+    if let Some(status) = status {
+        list = list.status(status);
+    }
+    if let Some(after) = after {
+        list = list.after(after);
+    }
+    Ok(list)
+}
+
+/// What [`page_params`] read: `limit`, `status`, `after`, each if given.
+type PageParams<S, A> = (Option<PageSize>, Option<S>, Option<A>);
+
+/// The `limit`, `status` and `after` of a list's query, each at most once
+/// and nothing else, pair by pair: what the pets' and the orders' lists
+/// share. `status_of` and `after_of` read the list's own status and
+/// cursor; `statuses` and `cursor` name them in the refusals.
+fn page_params<S, A>(
+    query: Option<&str>,
+    status_of: impl Fn(&str) -> Option<S>,
+    statuses: &str,
+    after_of: impl Fn(&str) -> Option<A>,
+    cursor: &str,
+) -> Result<PageParams<S, A>, ApiError> {
+    let (mut limit, mut status, mut after) = (None, None, None);
     let mut seen = [false; 3];
     for pair in pairs(query.unwrap_or("")) {
         let (name, value) = pair?;
@@ -161,37 +195,36 @@ fn any_list_query(query: Option<&str>) -> Result<ListQuery, ApiError> {
         }
         match slot {
             0 => {
-                let limit = digits(&value)
-                    .and_then(|n| PageSize::new(n).ok())
-                    .ok_or_else(|| {
-                        ApiError::InvalidQuery(format!(
-                            "limit must be an integer from 1 to 100 without leading zeros, got {:?}",
-                            quote(&value)
-                        ))
-                    })?;
-                list = list.limit(limit);
+                limit = Some(
+                    digits(&value)
+                        .and_then(|n| PageSize::new(n).ok())
+                        .ok_or_else(|| {
+                            ApiError::InvalidQuery(format!(
+                                "limit must be an integer from 1 to 100 without leading zeros, got {:?}",
+                                quote(&value)
+                            ))
+                        })?,
+                );
             }
             1 => {
-                let status: PetStatus = value.parse().map_err(|_| {
+                status = Some(status_of(&value).ok_or_else(|| {
                     ApiError::InvalidQuery(format!(
-                        "status must be one of available, pending, sold, got {:?}",
+                        "status must be one of {statuses}, got {:?}",
                         quote(&value)
                     ))
-                })?;
-                list = list.status(status);
+                })?);
             }
             _ => {
-                let after: PetId = value.parse().map_err(|_| {
+                after = Some(after_of(&value).ok_or_else(|| {
                     ApiError::InvalidQuery(format!(
-                        "after must be a pet id, an integer from 1 to 9223372036854775807 without leading zeros, got {:?}",
+                        "after must be {cursor}, an integer from 1 to 9223372036854775807 without leading zeros, got {:?}",
                         quote(&value)
                     ))
-                })?;
-                list = list.after(after);
+                })?);
             }
         }
     }
-    Ok(list)
+    Ok((limit, status, after))
 }
 
 /// The two shapes nearly every list request has, `limit=N` and
@@ -250,52 +283,22 @@ fn digits(s: &str) -> Option<u64> {
 /// Parses `listOrders`'s query: `limit` (1..100), `status` (an order's),
 /// `after` (an order id); each at most once, nothing else.
 pub fn order_query(query: Option<&str>) -> Result<OrderQuery, ApiError> {
+    let (limit, status, after) = page_params(
+        query,
+        |v| v.parse::<OrderStatus>().ok(),
+        "placed, completed, cancelled, expired",
+        |v| v.parse::<OrderId>().ok(),
+        "an order id",
+    )?;
     let mut list = OrderQuery::new();
-    let mut seen = [false; 3];
-    for pair in pairs(query.unwrap_or("")) {
-        let (name, value) = pair?;
-        let slot = match name.as_ref() {
-            "limit" => 0,
-            "status" => 1,
-            "after" => 2,
-            _ => return Err(unknown(&name)),
-        };
-        if std::mem::replace(&mut seen[slot], true) {
-            return Err(ApiError::InvalidQuery(format!(
-                "query parameter `{name}` is given more than once"
-            )));
-        }
-        match slot {
-            0 => {
-                let limit = digits(&value)
-                    .and_then(|n| PageSize::new(n).ok())
-                    .ok_or_else(|| {
-                        ApiError::InvalidQuery(format!(
-                            "limit must be an integer from 1 to 100 without leading zeros, got {:?}",
-                            quote(&value)
-                        ))
-                    })?;
-                list = list.limit(limit);
-            }
-            1 => {
-                let status: OrderStatus = value.parse().map_err(|_| {
-                    ApiError::InvalidQuery(format!(
-                        "status must be one of placed, completed, cancelled, expired, got {:?}",
-                        quote(&value)
-                    ))
-                })?;
-                list = list.status(status);
-            }
-            _ => {
-                let after: OrderId = value.parse().map_err(|_| {
-                    ApiError::InvalidQuery(format!(
-                        "after must be an order id, an integer from 1 to 9223372036854775807 without leading zeros, got {:?}",
-                        quote(&value)
-                    ))
-                })?;
-                list = list.after(after);
-            }
-        }
+    if let Some(limit) = limit {
+        list = list.limit(limit);
+    }
+    if let Some(status) = status {
+        list = list.status(status);
+    }
+    if let Some(after) = after {
+        list = list.after(after);
     }
     Ok(list)
 }
