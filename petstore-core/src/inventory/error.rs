@@ -234,6 +234,16 @@ pub enum ApplyError {
         /// The id that came instead.
         found: u64,
     },
+    /// The orders do not follow on from the copy's last order id
+    /// ([`Inventory::apply_orders`](crate::Inventory::apply_orders)).
+    /// Nothing was applied.
+    #[error("order ids must follow on: expected order {expected}, found {found}")]
+    OrderGap {
+        /// The next order id the copy can take.
+        expected: u64,
+        /// The id that came instead.
+        found: u64,
+    },
     /// The inventory is durable: its pets come from its journal alone, and
     /// pets applied only in memory would be lost at the next start.
     #[error("pets can be applied only to an in-memory inventory")]

@@ -337,6 +337,63 @@ impl Inventory {
         (body, next)
     }
 
+    /// Applies orders a read copy fetched from the store that decides
+    /// them (PostgreSQL): each new one (the next id) is added, each it
+    /// holds takes the given state. `orders` must be in ascending id
+    /// order; an order id beyond the next is a gap, and then nothing is
+    /// applied. Their pets' statuses are applied apart, by
+    /// [`apply_statuses`](Self::apply_statuses). A durable inventory
+    /// refuses, as [`apply`](Self::apply) does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use petstore_core::{PetId, Timestamp, Inventory, inventory::ApplyError};
+    /// use petstore_core::order::{Actor, Order, OrderId, OrderStatus};
+    /// let at = Timestamp::from_unix_secs(1_000);
+    /// let order = |id, status, closed| {
+    ///     let id = OrderId::new(id).unwrap();
+    ///     Order::from_parts(id, PetId::MIN, status, "shop", at, at, closed).unwrap()
+    /// };
+    /// let copy = Inventory::in_memory();
+    /// assert_eq!(copy.apply_orders(&[order(1, OrderStatus::Placed, None)]), Ok(1));
+    /// assert_eq!(copy.apply_orders(&[order(1, OrderStatus::Expired, Some(at))]), Ok(1));
+    /// assert_eq!(copy.order(&Actor::new("shop"), OrderId::MIN).unwrap().status(), OrderStatus::Expired);
+    /// assert_eq!(
+    ///     copy.apply_orders(&[order(3, OrderStatus::Placed, None)]),
+    ///     Err(ApplyError::OrderGap { expected: 2, found: 3 })
+    /// );
+    /// ```
+    pub fn apply_orders(&self, orders: &[Order]) -> Result<usize, super::ApplyError> {
+        if self.journal.is_some() {
+            return Err(super::ApplyError::Durable);
+        }
+        let mut book = self.orders.write();
+        let mut next = book.len() + 1;
+        for order in orders {
+            let id = order.id().get();
+            if id > next {
+                return Err(super::ApplyError::OrderGap {
+                    expected: next,
+                    found: id,
+                });
+            }
+            next = next.max(id + 1);
+        }
+        for order in orders {
+            // A name the book holds already is shared, not copied.
+            let order = match book.name(order.placed_by()) {
+                Some(name) => Order {
+                    placed_by: name,
+                    ..order.clone()
+                },
+                None => order.clone(),
+            };
+            book.put(&order);
+        }
+        Ok(orders.len())
+    }
+
     /// How many orders there are, of every key (the last order id).
     pub fn orders_len(&self) -> u64 {
         self.orders.read().len()

@@ -29,4 +29,4 @@ pub use actor::Actor;
 pub use error::OrderError;
 pub use id::OrderId;
 pub use new_order::{Hold, NewOrder};
-pub use record::{Order, OrderStatus, UnknownOrderStatus};
+pub use record::{InvalidOrder, Order, OrderStatus, UnknownOrderStatus};

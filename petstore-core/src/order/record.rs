@@ -89,6 +89,11 @@ impl FromStr for OrderStatus {
     }
 }
 
+/// Why [`Order::from_parts`] refused an order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("not an order: {0}")]
+pub struct InvalidOrder(&'static str);
+
 /// One order as it stands. Times are whole seconds, as the contract
 /// writes them, so a hold ends exactly where `expiresAt` says.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,6 +108,56 @@ pub struct Order {
 }
 
 impl Order {
+    /// An order as another store keeps it (a read copy of PostgreSQL's
+    /// table), checked as the core would have made it: closed exactly
+    /// when it is no longer placed, and never closed or lapsing before it
+    /// was placed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use petstore_core::{PetId, Timestamp};
+    /// use petstore_core::order::{Order, OrderId, OrderStatus};
+    /// let at = Timestamp::from_unix_secs(1_000);
+    /// let later = Timestamp::from_unix_secs(1_900);
+    /// let order = Order::from_parts(OrderId::MIN, PetId::MIN, OrderStatus::Placed, "shop", at, later, None)
+    ///     .unwrap();
+    /// assert_eq!(order.expires_at(), later);
+    /// // Placed, yet closed: refused.
+    /// assert!(Order::from_parts(OrderId::MIN, PetId::MIN, OrderStatus::Placed, "shop", at, later, Some(at))
+    ///     .is_err());
+    /// ```
+    pub fn from_parts(
+        id: OrderId,
+        pet: PetId,
+        status: OrderStatus,
+        placed_by: &str,
+        placed_at: Timestamp,
+        expires_at: Timestamp,
+        closed_at: Option<Timestamp>,
+    ) -> Result<Order, InvalidOrder> {
+        if placed_by.is_empty() {
+            return Err(InvalidOrder("its placedBy is empty"));
+        }
+        if (status == OrderStatus::Placed) != closed_at.is_none() {
+            return Err(InvalidOrder(
+                "it must have closedAt exactly when it is no longer placed",
+            ));
+        }
+        if expires_at < placed_at || closed_at.is_some_and(|closed| closed < placed_at) {
+            return Err(InvalidOrder("it expires or closes before it was placed"));
+        }
+        Ok(Order {
+            id,
+            pet,
+            status,
+            placed_by: Arc::from(placed_by),
+            placed_at,
+            expires_at,
+            closed_at,
+        })
+    }
+
     /// Its id.
     pub fn id(&self) -> OrderId {
         self.id

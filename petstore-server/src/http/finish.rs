@@ -175,16 +175,16 @@ impl Admitted {
                 Err(error) => Err(error),
                 Ok(()) => return self.step(state, api, Step::Transition(id, transition)),
             },
-            Checked::ListOrders(ref query) => no_body(&body)
-                .and_then(|()| serves_orders(state))
-                .map(|()| list_orders(state, api, query, &self.actor())),
+            Checked::ListOrders(ref query) => {
+                no_body(&body).map(|()| list_orders(state, api, query, &self.actor()))
+            }
             Checked::PlaceOrder(_) => match complete(body).and_then(|body| new_order(&body)) {
                 Err(error) => Err(error),
                 Ok(new) => return self.step(state, api, Step::Place(new)),
             },
-            Checked::GetOrder(id) => no_body(&body)
-                .and_then(|()| serves_orders(state))
-                .and_then(|()| get_order(state, id, &self.actor())),
+            Checked::GetOrder(id) => {
+                no_body(&body).and_then(|()| get_order(state, id, &self.actor()))
+            }
             Checked::OrderStep(id, action, _) => match transition_body(body) {
                 Err(error) => Err(error),
                 Ok(()) => return self.step(state, api, order_step(id, action)),
@@ -299,22 +299,6 @@ struct Success<'a> {
     status: StatusCode,
     body: Bytes,
     extra: Extra<'a>,
-}
-
-/// 501 on a backend that keeps no orders yet (replicas).
-fn serves_orders(state: &AppState) -> Result<(), ApiError> {
-    if state.store.serves_orders() {
-        Ok(())
-    } else {
-        Err(not_served())
-    }
-}
-
-fn not_served() -> ApiError {
-    ApiError::NotImplemented(
-        "orders are not kept by replicas (PostgreSQL) yet; a single server (--data) keeps them"
-            .into(),
-    )
 }
 
 fn get_order(state: &AppState, id: OrderId, actor: &Actor) -> Result<Success<'static>, ApiError> {
@@ -536,7 +520,6 @@ fn keyed_failed(step: Step, error: KeyedFailed) -> ApiError {
         KeyedFailed::NotFound => StepFailed::PetNotFound,
         KeyedFailed::OrderNotFound => StepFailed::OrderNotFound,
         KeyedFailed::HeldByAnother => return ApiError::InsufficientScope(KeyScope::OrdersAll),
-        KeyedFailed::NotServed => StepFailed::NotServed,
         KeyedFailed::Unavailable => StepFailed::Unavailable,
     };
     match stepped_error(step, failed) {
@@ -702,7 +685,6 @@ fn stepped_error(step: Step, failed: StepFailed) -> Result<std::convert::Infalli
             order.map_or(0, OrderId::get)
         )),
         StepFailed::HeldByAnother(_) => ApiError::InsufficientScope(KeyScope::OrdersAll),
-        StepFailed::NotServed => not_served(),
         // Not stored, or not known to be: as a create's 503.
         StepFailed::Unavailable => ApiError::Unavailable,
     })

@@ -16,10 +16,10 @@ use std::future::Future;
 use std::sync::Arc;
 
 use petstore_core::inventory::{StepRequest, Stepped};
-use petstore_core::{idempotency::Claim, NewPet, Pet, PetId, Transition};
+use petstore_core::{idempotency::Claim, NewPet, Pet};
 use tokio::sync::{mpsc, oneshot};
 
-use super::failed::{CreateFailed, StepFailed, TransitionFailed};
+use super::failed::{CreateFailed, StepFailed};
 
 /// One kind of write a committer batches: what a waiter is answered when
 /// its item was decided, and why it was not.
@@ -39,16 +39,6 @@ impl Item for NewPet {
     type Done = Pet;
     type Failed = CreateFailed;
     const NOT_STORED: CreateFailed = CreateFailed;
-}
-
-/// A transition of one pet: each decided on its own within its batch
-/// (a later one sees an earlier one's change), so each has its own
-/// answer; the batch as a whole fails only when it could not be made
-/// durable.
-impl Item for (PetId, Transition) {
-    type Done = Result<Pet, TransitionFailed>;
-    type Failed = TransitionFailed;
-    const NOT_STORED: TransitionFailed = TransitionFailed::Unavailable;
 }
 
 /// A create that may hold a claimed idempotency key (the journal's

@@ -5,7 +5,7 @@
 //! |---|---|---|---|
 //! | in memory | `--in-memory` | the core's [`Inventory::create`] and [`Inventory::steps`], at once | the inventory |
 //! | journal | `--data DIR` (default) | a committer task for each: a group commit per batch, on one blocking thread ([`journal`]) | the inventory |
-//! | PostgreSQL | `--postgres URL` | a committer task for each: a transaction per batch ([`postgres`]); no orders yet, a transition is the status change alone | an in-memory read copy of the table |
+//! | PostgreSQL | `--postgres URL` | a committer task for each: a transaction per batch, decided by PostgreSQL ([`postgres`]) | an in-memory read copy of the tables |
 //!
 //! Reads always come from the core's in-memory [`Inventory`], whatever
 //! the backend, with no await; only a create, a transition, or a get the
@@ -16,7 +16,7 @@
 //! | file | holds |
 //! |---|---|
 //! | `mod.rs` | the seam: [`Store`] |
-//! | `failed.rs` | [`CreateFailed`], `TransitionFailed`, [`StepFailed`], [`KeyedFailed`]: why a write was not made |
+//! | `failed.rs` | [`CreateFailed`], [`StepFailed`], [`KeyedFailed`]: why a write was not made |
 //! | `committer.rs` | the queue-batch-reply loop both durable backends share, for any kind of write |
 //! | `journal.rs` | [`JournalStore`]: the journal's committer tasks |
 //! | `lapse.rs` | the timer that expires lapsed holds of a local store |
@@ -37,7 +37,7 @@ mod postgres;
 
 use std::sync::Arc;
 
-use petstore_core::inventory::{Step, StepRequest, Stepped};
+use petstore_core::inventory::{StepRequest, Stepped};
 use petstore_core::{Inventory, NewPet, Pet, PetId};
 use prometheus_client::collector::Collector;
 
@@ -116,26 +116,19 @@ impl Store {
     /// Decides a step where the truth lives and makes it; once this
     /// returns `Ok`, the change is as durable as a created pet and
     /// readable from [`inventory`](Self::inventory). Bounded in time like
-    /// [`create`](Self::create). Replicas keep no orders yet: there a pet
-    /// transition is the transition alone, and an order's step is
-    /// [`StepFailed::NotServed`].
+    /// [`create`](Self::create).
     pub async fn step(&self, request: StepRequest) -> Result<Stepped, StepFailed> {
         match self {
             Store::Memory(inventory) => memory_step(inventory, request),
             Store::Journal(journal) => journal.step(request).await,
-            Store::Postgres(pg) => match request.step {
-                Step::Transition(id, t) => pg
-                    .transition(id, t)
-                    .await
-                    .map(Stepped::Pet)
-                    .map_err(StepFailed::from),
-                _ => Err(StepFailed::NotServed),
-            },
+            Store::Postgres(pg) => pg.step(request).await,
         }
     }
 
     /// The timer that expires lapsed holds ([`lapse`]), for a backend
-    /// that keeps orders itself: spawn it once.
+    /// whose inventory decides its orders itself: spawn it once.
+    /// PostgreSQL's replicas run their own, by PostgreSQL's clock, from
+    /// [`Postgres::open`].
     pub fn lapses(
         &self,
         clock: Arc<dyn petstore_core::Clock>,
@@ -146,11 +139,6 @@ impl Store {
             }
             Store::Postgres(_) => None,
         }
-    }
-
-    /// Whether the backend keeps orders (every one but replicas, for now).
-    pub fn serves_orders(&self) -> bool {
-        !matches!(self, Store::Postgres(_))
     }
 
     /// What idempotency key `keyed` holds, for a request that will not
@@ -214,10 +202,7 @@ impl Store {
                 failed::keyed_step_done(step, memory_step(inventory, request))
             }
             Store::Journal(journal) => journal.step_keyed(request, keyed).await,
-            Store::Postgres(pg) => match request.step {
-                Step::Transition(id, t) => pg.transition_keyed(id, t, keyed).await,
-                _ => Err(KeyedFailed::NotServed),
-            },
+            Store::Postgres(pg) => pg.step_keyed(request, keyed).await,
         }
     }
 

@@ -256,6 +256,46 @@ impl Postgres {
             .unwrap_or_else(|e| panic!("psql {sql:?} failed: {e}"))
     }
 
+    /// Takes the schema back to `version` (2 to 4), as a database made by
+    /// that release holds it, its pets (and kept keys) left as they are:
+    /// what a migration test starts from. Each step undoes one version.
+    pub fn downgrade_to(&self, version: u32) {
+        assert!((2..=4).contains(&version), "no downgrade to {version}");
+        // 5: the orders, their functions, and the kept orders' columns
+        // and CHECKs (the answer codes and the kept row as version 4
+        // wrote them).
+        self.psql(
+            "DROP FUNCTION petstore_expire; DROP FUNCTION petstore_steps;
+             DROP FUNCTION petstore_close_order; DROP FUNCTION petstore_set_pet;
+             DROP TABLE petstore_orders; DROP TABLE petstore_order_counter;
+             ALTER TABLE petstore_idempotency
+                 DROP CONSTRAINT petstore_idempotency_answer,
+                 DROP CONSTRAINT petstore_idempotency_kept,
+                 DROP COLUMN order_id, DROP COLUMN order_status,
+                 ADD CONSTRAINT petstore_idempotency_answer_check
+                     CHECK (answer IN (0, 200, 201, 409)),
+                 ADD CONSTRAINT petstore_idempotency_check
+                     CHECK (answer = 0 OR pet_id IS NOT NULL AND status IS NOT NULL);
+             UPDATE petstore_schema SET version = 4;",
+        );
+        if version <= 3 {
+            self.psql(
+                "DROP FUNCTION petstore_create_keyed;
+                 DROP FUNCTION petstore_transition_keyed;
+                 DROP TABLE petstore_idempotency;
+                 UPDATE petstore_schema SET version = 3;",
+            );
+        }
+        if version <= 2 {
+            self.psql(
+                "DROP FUNCTION petstore_transition(bigint[], text[], text[]);
+                 DROP TABLE petstore_changes;
+                 ALTER TABLE petstore_pets DROP COLUMN last_change;
+                 UPDATE petstore_schema SET version = 2;",
+            );
+        }
+    }
+
     /// Writes pet 2 with a name the contract refuses (a control
     /// character), around the table's CHECK, as a database from before
     /// that CHECK (or a hand-written row) could hold it: a row a

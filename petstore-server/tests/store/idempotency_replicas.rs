@@ -389,19 +389,14 @@ fn an_expired_key_is_free_again_and_pruned() {
 #[test]
 fn a_database_of_schema_version_3_is_migrated_and_keeps_keys() {
     // Version 3 is version 4 without the table and its functions: a
-    // database of the previous release, with pets in it.
+    // database of that release, with pets in it.
     let pg = Postgres::start();
     let old = replica(&pg);
     old.create_pet(&serde_json::json!({"name": "Old", "categoryId": 1}));
     drop(old);
-    pg.psql(
-        "DROP FUNCTION petstore_create_keyed;
-         DROP FUNCTION petstore_transition_keyed;
-         DROP TABLE petstore_idempotency;
-         UPDATE petstore_schema SET version = 3;",
-    );
+    pg.downgrade_to(3);
     let replicas = [replica(&pg), replica(&pg)];
-    let migrated = "schema migrated from version 3 to 4";
+    let migrated = "schema migrated from version 3 to 5";
     wait_until(BOUND, || {
         replicas[0].stderr_text().contains(migrated) || replicas[1].stderr_text().contains(migrated)
     });
@@ -411,7 +406,7 @@ fn a_database_of_schema_version_3_is_migrated_and_keeps_keys() {
         1,
         "one replica migrates:\n{log}"
     );
-    assert_eq!(pg.psql("SELECT version FROM petstore_schema"), "4");
+    assert_eq!(pg.psql("SELECT version FROM petstore_schema"), "5");
     let first = create(&replicas[0], "k-new", REX);
     assert_eq!(first.status, 201, "{}", first.describe());
     assert_eq!(first.json()["id"], 2);

@@ -23,7 +23,11 @@ use std::time::Instant;
 
 use deadpool_postgres::{Object, Pool};
 use futures_util::future::join_all;
-use petstore_core::{inventory::ApplyError, CategoryId, Inventory, NewPet, Pet, PetId, PetStatus};
+use petstore_core::{
+    inventory::ApplyError,
+    order::{Order, OrderId},
+    CategoryId, Inventory, NewPet, Pet, PetId, PetStatus, Timestamp,
+};
 use tokio::time::timeout;
 use tokio_postgres::{AsyncMessage, Config, NoTls, Row};
 
@@ -39,22 +43,44 @@ const PAGE: i64 = 10_000;
 const LOAD_IN_FLIGHT: usize = 4;
 /// The channel of `LISTEN`/`NOTIFY`.
 const CHANNEL: &str = "petstore_pets";
-/// New pets (`kind` 0) and changed rows (`kind` 1), one snapshot. The
+/// New pets (`kind` 0), changed pets (`kind` 1), new orders (`kind` 2)
+/// and changed orders (`kind` 3), one snapshot. An order's row comes in
+/// the pets' columns where their types agree (`name` its `placed_by`,
+/// `category_id` its pet), its times after (`ORDER_COLUMNS`). The
 /// literal `last_change > 0` lets the planner use the partial index
 /// whatever the parameter.
-const TAIL: &str = "(SELECT id, name, category_id, status, last_change, 0 AS kind \
+const TAIL: &str = "(SELECT id, name, category_id, status, last_change, 0 AS kind, \
+                     NULL::int8 AS placed, NULL::int8 AS expires, NULL::int8 AS closed \
                      FROM petstore_pets WHERE id > $1 ORDER BY id LIMIT $3) \
                     UNION ALL \
-                    (SELECT id, NULL, NULL, status, last_change, 1 \
+                    (SELECT id, NULL, NULL, status, last_change, 1, NULL, NULL, NULL \
                      FROM petstore_pets WHERE last_change > $2 AND last_change > 0 \
+                     ORDER BY last_change LIMIT $3) \
+                    UNION ALL \
+                    (SELECT id, placed_by, pet_id, status, last_change, 2, \
+                     extract(epoch FROM placed_at)::int8, extract(epoch FROM expires_at)::int8, \
+                     extract(epoch FROM closed_at)::int8 \
+                     FROM petstore_orders WHERE id > $4 ORDER BY id LIMIT $3) \
+                    UNION ALL \
+                    (SELECT id, placed_by, pet_id, status, last_change, 3, \
+                     extract(epoch FROM placed_at)::int8, extract(epoch FROM expires_at)::int8, \
+                     extract(epoch FROM closed_at)::int8 \
+                     FROM petstore_orders WHERE last_change > $2 AND id <= $4 \
                      ORDER BY last_change LIMIT $3)";
+/// Where a tail row holds an order's id, pet, status, placer and times.
+const ORDER_COLUMNS: [usize; 7] = [0, 2, 3, 1, 6, 7, 8];
+/// Orders by id, as the load reads them.
+const ORDER_RANGE: &str = "SELECT id, pet_id, status, placed_by, \
+     extract(epoch FROM placed_at)::int8, extract(epoch FROM expires_at)::int8, \
+     extract(epoch FROM closed_at)::int8 \
+     FROM petstore_orders WHERE id BETWEEN $1 AND $2 ORDER BY id";
 const RANGE: &str = "SELECT id, name, category_id, status FROM petstore_pets \
                      WHERE id BETWEEN $1 AND $2 ORDER BY id";
 /// What is committed when the load starts: every id up to `last_id`,
 /// every change up to `last_change` (the rows read after show at least
 /// that much).
-const COMMITTED: &str =
-    "SELECT last_id, (SELECT last_change FROM petstore_changes) FROM petstore_counter";
+const COMMITTED: &str = "SELECT last_id, (SELECT last_change FROM petstore_changes), \
+     (SELECT last_id FROM petstore_order_counter) FROM petstore_counter";
 
 /// What a catch-up must bring into the copy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,15 +184,29 @@ impl Postgres {
             let from = self.copy.len() as i64;
             let after =
                 i64::try_from(self.changes_applied.load(Ordering::Acquire)).unwrap_or(i64::MAX);
-            let rows = match client.query(&statement, &[&from, &after, &PAGE]).await {
+            let orders_held = i64::try_from(self.copy.orders_len()).unwrap_or(i64::MAX);
+            let rows = match client
+                .query(&statement, &[&from, &after, &PAGE, &orders_held])
+                .await
+            {
                 Ok(rows) => rows,
                 Err(e) => return Err(PullFailed::Unreachable(discard(client, &e))),
             };
-            let (mut fresh, mut changed): (Vec<&Row>, Vec<&Row>) = rows
-                .iter()
-                .partition(|row| row.try_get::<_, i32>(5).ok() == Some(0));
+            let mut kinds: [Vec<&Row>; 4] = Default::default();
+            for row in &rows {
+                let kind = row
+                    .try_get::<_, i32>(5)
+                    .ok()
+                    .and_then(|k| usize::try_from(k).ok());
+                if let Some(rows) = kind.and_then(|k| kinds.get_mut(k)) {
+                    rows.push(row);
+                }
+            }
+            let [mut fresh, mut changed, fresh_orders, changed_orders] = kinds;
             let more_pets = fresh.len() as i64 == PAGE;
             let more_changes = changed.len() as i64 == PAGE;
+            let more_fresh_orders = fresh_orders.len() as i64 == PAGE;
+            let more_changed_orders = changed_orders.len() as i64 == PAGE;
             let changes = changes_of(&mut changed).map_err(PullFailed::BadRow)?;
             let beyond = |held: u64| changes.iter().position(|(id, _, _)| id.get() > held);
             // New pets wait while more changes than a page are pending
@@ -189,8 +229,20 @@ impl Postgres {
             self.copy
                 .apply_statuses(&statuses)
                 .map_err(|e| PullFailed::BadRow(format!("a change the copy cannot apply: {e}")))?;
-            if let Some(&(_, _, last)) = changes[..upto].last() {
-                self.changes_applied.store(last, Ordering::Release);
+            let mut mark = changes[..upto]
+                .last()
+                .map_or(self.changes_applied.load(Ordering::Acquire), |c| c.2);
+            // Orders changed after a full page of them were not read: the
+            // mark stays at that page's last, and the next round reads
+            // on from there (statuses applied twice are the same).
+            if more_changed_orders {
+                if let Some(last) = changed_orders.iter().filter_map(|row| change_of(row)).max() {
+                    mark = mark.min(last);
+                }
+            }
+            self.apply_orders(&fresh_orders, &changed_orders, mark)?;
+            if mark > self.changes_applied.load(Ordering::Acquire) {
+                self.changes_applied.store(mark, Ordering::Release);
             }
             if let Some(&(_, _, last)) = changes.last() {
                 self.latest_change.fetch_max(last, Ordering::Relaxed);
@@ -205,10 +257,57 @@ impl Postgres {
                     "the changed row of petstore_pets with id {id} is not among its pets"
                 )));
             }
-            if !more_pets && !more_changes {
+            if !more_pets && !more_changes && !more_fresh_orders && !more_changed_orders {
                 return Ok(());
             }
         }
+    }
+
+    /// Applies orders to the copy up to change `mark`, so that an order
+    /// never shows a step whose pet's change the copy has not applied:
+    /// new orders in id order (stopping at the first made after the
+    /// mark: ids stay gapless, the next round brings it), then changes to
+    /// orders the copy holds (a change to one it does not hold yet comes
+    /// with that order, read whole, in a later round).
+    fn apply_orders(&self, fresh: &[&Row], changed: &[&Row], mark: u64) -> Result<(), PullFailed> {
+        let within = |row: &&Row| change_of(row).is_some_and(|change| change <= mark);
+        let read = |rows: &[&Row]| -> Result<Vec<Order>, PullFailed> {
+            rows.iter()
+                .map(|row| {
+                    order_at(row, ORDER_COLUMNS).ok_or_else(|| {
+                        let id = row.try_get::<_, i64>(0).unwrap_or(0);
+                        PullFailed::BadRow(format!(
+                            "the row of petstore_orders with id {id} is not a valid order"
+                        ))
+                    })
+                })
+                .collect()
+        };
+        let mut fresh: Vec<&Row> = fresh.to_vec();
+        fresh.sort_by_key(|row| row.try_get::<_, i64>(0).unwrap_or(i64::MAX));
+        let fresh: Vec<&Row> = fresh.into_iter().take_while(within).collect();
+        let held = self.copy.orders_len() + fresh.len() as u64;
+        let mut changed: Vec<&Row> = changed
+            .iter()
+            .copied()
+            .filter(within)
+            .filter(|row| {
+                row.try_get::<_, i64>(0)
+                    .ok()
+                    .and_then(|id| u64::try_from(id).ok())
+                    .is_some_and(|id| id <= held)
+            })
+            .collect();
+        changed.sort_by_key(|row| row.try_get::<_, i64>(4).unwrap_or(i64::MAX));
+        let mut orders = read(&fresh)?;
+        let mut changes = read(&changed)?;
+        // One call, ids ascending for the new ones first; a change to one
+        // of them (already read whole) is the same state again.
+        orders.append(&mut changes);
+        orders.sort_by_key(|order| order.id());
+        self.copy.apply_orders(&orders).map(drop).map_err(|e| {
+            PullFailed::BadRow(format!("the orders do not follow on from the copy: {e}"))
+        })
     }
 
     /// Applies new pets, in id order, to the copy.
@@ -308,10 +407,10 @@ impl Postgres {
 /// and the tail applies every later one again, in order.
 pub(super) async fn load(pool: &Pool, copy: &Inventory) -> Result<u64, String> {
     let client = pool.get().await.map_err(|e| pool_error(&e))?;
-    let (last, changes): (i64, i64) = client
+    let (last, changes, orders): (i64, i64, i64) = client
         .query_one(COMMITTED, &[])
         .await
-        .and_then(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+        .and_then(|row| Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?)))
         .map_err(|e| describe(&e))?;
     let statement = client.prepare(RANGE).await.map_err(|e| describe(&e))?;
     let mut from = 1i64;
@@ -344,7 +443,88 @@ pub(super) async fn load(pool: &Pool, copy: &Inventory) -> Result<u64, String> {
             copy.len()
         ));
     }
+    // The orders after the pets, whose statuses their rows agree with
+    // (or are older than: the tail applies every later change again).
+    let statement = client
+        .prepare(ORDER_RANGE)
+        .await
+        .map_err(|e| describe(&e))?;
+    let mut from = 1i64;
+    while from <= orders {
+        let to = from.saturating_add(PAGE - 1).min(orders);
+        let rows = client
+            .query(&statement, &[&from, &to])
+            .await
+            .map_err(|e| describe(&e))?;
+        let page = rows
+            .iter()
+            .map(|row| order_at(row, [0, 1, 2, 3, 4, 5, 6]))
+            .collect::<Option<Vec<Order>>>()
+            .ok_or_else(|| {
+                format!(
+                    "a row of petstore_orders with an id from {from} to {to} is not a valid order"
+                )
+            })?;
+        copy.apply_orders(&page)
+            .map_err(|e| format!("the orders table has a hole in its ids: {e}"))?;
+        from = to.saturating_add(1);
+    }
+    if (copy.orders_len() as i64) < orders {
+        return Err(format!(
+            "the order counter says {orders} orders, the table has {}",
+            copy.orders_len()
+        ));
+    }
     u64::try_from(changes).map_err(|_| format!("the change counter is negative: {changes}"))
+}
+
+/// The order in `row`'s columns `at`: id, pet, status, placer, and
+/// placed, expires and closed as Unix seconds. `None` when they do not
+/// make one the core would have made.
+pub(super) fn order_at(row: &Row, at: [usize; 7]) -> Option<Order> {
+    let positive = |i: usize| {
+        row.try_get::<_, i64>(i)
+            .ok()
+            .and_then(|n| u64::try_from(n).ok())
+    };
+    let time = |i: usize| positive(i).map(Timestamp::from_unix_secs);
+    let closed = match row.try_get::<_, Option<i64>>(at[6]).ok()? {
+        None => None,
+        Some(_) => Some(time(at[6])?),
+    };
+    Order::from_parts(
+        OrderId::new(positive(at[0])?)?,
+        PetId::new(positive(at[1])?)?,
+        row.try_get::<_, &str>(at[2]).ok()?.parse().ok()?,
+        row.try_get::<_, &str>(at[3]).ok()?,
+        time(at[4])?,
+        time(at[5])?,
+        closed,
+    )
+    .ok()
+}
+
+/// The order in seven columns from `first` on, as [`order_at`] reads them.
+pub(super) fn order_of(row: &Row, first: usize) -> Option<Order> {
+    order_at(
+        row,
+        [
+            first,
+            first + 1,
+            first + 2,
+            first + 3,
+            first + 4,
+            first + 5,
+            first + 6,
+        ],
+    )
+}
+
+/// A tail row's change number.
+fn change_of(row: &Row) -> Option<u64> {
+    row.try_get::<_, i64>(4)
+        .ok()
+        .and_then(|c| u64::try_from(c).ok())
 }
 
 /// Pets out of `id, name, category_id, status` rows, checked as the core

@@ -1,10 +1,10 @@
 //! Keyed writes on PostgreSQL: a POST's `Idempotency-Key` claimed in the
-//! same transaction as the create or the transition it answers, its
+//! same transaction as the create or the step it answers, its
 //! answer kept in `petstore_idempotency` (schema version 4), looked up by
 //! every replica, and the expired rows pruned in the background.
 //!
 //! The claim is the write's own, in `petstore_create_keyed` or
-//! `petstore_transition_keyed` (`schema.rs`), so a key is kept exactly
+//! `petstore_steps` (`schema.rs`), so a key is kept exactly
 //! when its answer commits and one of two replicas given it wins; a key
 //! is also held in memory on its replica while in flight
 //! ([`InFlight`](super::keyed::InFlight)). Why each, the lookup, and
@@ -17,19 +17,20 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use deadpool_postgres::Object;
 use petstore_core::{
     idempotency::{Answer, Fingerprint, Keyed, KeyedOutcome, Seen, RETENTION},
+    order::{Order, OrderId, OrderStatus},
     CategoryId, NewPet, Pet, PetId, PetStatus, Timestamp, Transition,
 };
 use tokio::time::timeout;
 
+use super::copy::order_of;
 use super::describe::{discard, pool_error};
-use super::keyed::{Claimed, KeptRow, KeyedCreate, KeyedTransition, Lookup};
+use super::keyed::{Claimed, KeptRow, KeyedCreate, Lookup};
 use super::stats::Op;
-use super::transition::{decided, froms, Decided};
 use super::write::json_tail;
 use super::{Postgres, QUERY_TIMEOUT};
 use crate::log_error;
-use crate::store::committer::{Commit, Item};
-use crate::store::failed::{keyed_transition_done, CreateFailed, KeyedFailed, TransitionFailed};
+use crate::store::committer::Commit;
+use crate::store::failed::{CreateFailed, KeyedFailed};
 
 /// Most keyed writes in one transaction.
 pub const MAX_BATCH: usize = 512;
@@ -51,16 +52,15 @@ const CREATE: &str = "SELECT item, new_id, kept_fingerprint, kept_answer, kept_p
      kept_category, kept_status, kept_transition \
      FROM petstore_create_keyed($1::text[], $2::text[], $3::bytea[], $4::timestamptz[], \
      $5::text[], $6::int8[], $7::text[], $8::text[], $9::int8)";
-const TRANSITION: &str = "SELECT item, change, pet_name, pet_category, pet_status, won, \
-     kept_fingerprint, kept_answer, kept_pet, kept_name, kept_category, kept_status, \
-     kept_transition \
-     FROM petstore_transition_keyed($1::int8[], $2::text[], $3::text[], $4::text[], \
-     $5::text[], $6::text[], $7::bytea[], $8::timestamptz[], $9::int8) ORDER BY item";
-/// A batch of keys: the kept rows found, each with its key's place.
+/// A batch of keys: the kept rows found, each with its key's place, and
+/// the order a kept order's answer names.
 const LOOKUP: &str = "SELECT p.n, k.fingerprint, k.answer, k.pet_id, k.name, k.category_id, \
-     k.status, k.transition \
+     k.status, k.transition, k.order_status, o.id, o.pet_id, o.status, o.placed_by, \
+     extract(epoch FROM o.placed_at)::int8, extract(epoch FROM o.expires_at)::int8, \
+     extract(epoch FROM o.closed_at)::int8 \
      FROM unnest($1::text[], $2::text[], $3::timestamptz[]) WITH ORDINALITY AS p(scope, key, at, n) \
      JOIN petstore_idempotency k ON k.scope = p.scope AND k.key = p.key \
+     LEFT JOIN petstore_orders o ON o.id = k.order_id \
      WHERE k.answer <> 0 AND k.created_at > p.at - make_interval(secs => $4::int8)";
 /// Expired rows, at most a batch, skipping the rows a writer holds: a
 /// prune never holds up a write for long, and replicas pruning at once
@@ -103,7 +103,7 @@ impl Postgres {
     /// cannot apply a row): the kept answer of its key when there is one,
     /// so that a retry of a request already answered is still answered
     /// as it was; 503 otherwise.
-    async fn refused(&self, keyed: &Keyed) -> Result<KeyedOutcome, KeyedFailed> {
+    pub(super) async fn refused(&self, keyed: &Keyed) -> Result<KeyedOutcome, KeyedFailed> {
         KeyedOutcome::of_seen(self.lookup(keyed).await?).ok_or(KeyedFailed::Unavailable)
     }
 
@@ -192,6 +192,7 @@ impl Postgres {
             return self.refused(&keyed).await;
         }
         let fingerprint = keyed.fingerprint;
+        let keyed_again = keyed.clone();
         let Ok(answer) = self.keyed_creates.submit(KeyedCreate { new, keyed }) else {
             self.stats.count_error(Op::Queue);
             return Err(KeyedFailed::Unavailable);
@@ -199,50 +200,18 @@ impl Postgres {
         match timeout(KEYED_TIMEOUT, answer).await {
             Ok(Ok(Ok(Ok(Claimed::Won(pet))))) => Ok(KeyedOutcome::Done(Answer::Created(pet))),
             Ok(Ok(Ok(Ok(Claimed::Lost(row))))) => Ok(row.outcome(&fingerprint)),
+            Ok(Ok(Ok(Ok(Claimed::Unread)))) => self.refused(&keyed_again).await,
             Ok(Ok(Ok(Err(_)) | Err(_))) | Ok(Err(_)) | Err(_) => Err(KeyedFailed::Unavailable),
         }
     }
 
-    /// Transition `transition` of pet `id` under `keyed`'s key, claimed
-    /// in the change's own transaction: what PostgreSQL decided (kept when
-    /// the pet moved or its status refused), or what the key's holder
-    /// answered. No such pet keeps nothing.
-    pub async fn transition_keyed(
-        &self,
-        id: PetId,
-        transition: Transition,
-        keyed: Keyed,
-    ) -> Result<KeyedOutcome, KeyedFailed> {
-        let Some(_held) = self.inflight.hold(&keyed) else {
-            return Ok(KeyedOutcome::InFlight);
-        };
-        if self.health.bad_row.lock().is_some() {
-            return self.refused(&keyed).await;
-        }
-        let fingerprint = keyed.fingerprint;
-        let item = KeyedTransition {
-            id,
-            transition,
-            keyed,
-        };
-        let Ok(answer) = self.keyed_transitions.submit(item) else {
-            self.stats.count_error(Op::Queue);
-            return Err(KeyedFailed::Unavailable);
-        };
-        match timeout(KEYED_TIMEOUT, answer).await {
-            Ok(Ok(Ok(Ok(Claimed::Won(done))))) => keyed_transition_done(id, transition, done),
-            Ok(Ok(Ok(Ok(Claimed::Lost(row))))) => Ok(row.outcome(&fingerprint)),
-            _ => Err(KeyedFailed::Unavailable),
-        }
-    }
-
-    /// One batch of keyed creates or transitions written: the
+    /// One batch of keyed creates or steps written: the
     /// transaction run ([`Self::run_batch`]), its time recorded under
     /// `op` (a create's [`Op::Commit`] or [`Op::Transition`]) from
     /// `started`, when the batch began to be made, and the
     /// backend's health told either way. `None` when nothing is known
     /// stored; the failure is counted and logged by the health.
-    async fn commit_batch(
+    pub(super) async fn commit_batch(
         &self,
         op: Op,
         started: Instant,
@@ -386,7 +355,7 @@ fn retention_secs() -> i64 {
 }
 
 /// A core timestamp as PostgreSQL's `timestamptz` takes it.
-fn wall(at: Timestamp) -> SystemTime {
+pub(super) fn wall(at: Timestamp) -> SystemTime {
     UNIX_EPOCH + Duration::from_nanos(at.as_unix_nanos())
 }
 
@@ -464,7 +433,9 @@ impl Commit<KeyedCreate> for Postgres {
                         None => done.push(Err(CreateFailed)),
                     }
                 }
-                None => done.push(kept_row(row, 2).map(Claimed::Lost).ok_or(CreateFailed)),
+                // An order's answer is not among the create's columns:
+                // looked up.
+                None => done.push(Ok(kept_row(row, 2).map_or(Claimed::Unread, Claimed::Lost))),
             }
         }
         if let Some(last) = made.last().map(|pet| pet.id().get()) {
@@ -478,87 +449,22 @@ impl Commit<KeyedCreate> for Postgres {
     }
 }
 
-/// The keyed transitions' committer: one transaction per batch, shown by
-/// the copy before any 200.
-impl Commit<KeyedTransition> for Postgres {
-    async fn commit(
-        self: &Arc<Self>,
-        batch: Vec<KeyedTransition>,
-    ) -> Result<Vec<<KeyedTransition as Item>::Done>, TransitionFailed> {
-        self.stats
-            .transition_batch
-            .observe_count(batch.len() as u64);
-        let started = Instant::now();
-        let ids: Vec<i64> = batch.iter().map(|b| b.id.get() as i64).collect();
-        let tos: Vec<&str> = batch
-            .iter()
-            .map(|b| b.transition.to_status().as_str())
-            .collect();
-        let from: Vec<String> = batch.iter().map(|b| froms(b.transition)).collect();
-        let transitions: Vec<&str> = batch.iter().map(|b| b.transition.as_str()).collect();
-        let scopes: Vec<&str> = batch.iter().map(|b| b.keyed.scope.as_str()).collect();
-        let keys: Vec<&str> = batch.iter().map(|b| b.keyed.key.as_str()).collect();
-        let fingerprints: Vec<&[u8]> = batch
-            .iter()
-            .map(|b| &b.keyed.fingerprint.as_bytes()[..])
-            .collect();
-        let ats: Vec<SystemTime> = batch.iter().map(|b| wall(b.keyed.at)).collect();
-        let retention = retention_secs();
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 9] = [
-            &ids,
-            &tos,
-            &from,
-            &transitions,
-            &scopes,
-            &keys,
-            &fingerprints,
-            &ats,
-            &retention,
-        ];
-        let Some(rows) = self
-            .commit_batch(Op::Transition, started, TRANSITION, &params, batch.len())
-            .await
-        else {
-            return Err(TransitionFailed::Unavailable);
-        };
-        let mut done = Vec::with_capacity(batch.len());
-        let mut moved = Vec::new();
-        for (item, row) in batch.iter().zip(&rows) {
-            let won = row.try_get::<_, Option<bool>>(5).ok().flatten();
-            match won {
-                Some(true) => match decided(&(item.id, item.transition), row) {
-                    Decided::Moved { pet, change } => {
-                        moved.push((pet.id(), pet.status(), change));
-                        self.stats.kept.fetch_add(1, Ordering::Relaxed);
-                        done.push(Ok(Claimed::Won(Ok(pet))));
-                    }
-                    Decided::Refused(failed) => {
-                        if matches!(failed, TransitionFailed::Conflict(_)) {
-                            self.stats.kept.fetch_add(1, Ordering::Relaxed);
-                        }
-                        done.push(Ok(Claimed::Won(Err(failed))));
-                    }
-                },
-                _ => done.push(
-                    kept_row(row, 6)
-                        .map(Claimed::Lost)
-                        .ok_or(TransitionFailed::Unavailable),
-                ),
-            }
-        }
-        self.show(&moved).await;
-        Ok(done)
-    }
-}
-
 /// A kept row out of `row`'s columns from `first` on: fingerprint,
-/// answer, pet id, name, category, status, transition. `None` when the
-/// columns do not make one (no row was found, or one written around the
-/// table's CHECKs).
-fn kept_row(row: &tokio_postgres::Row, first: usize) -> Option<KeptRow> {
+/// answer, pet id, name, category, status, transition; for an order's
+/// answer (codes 1200, 1201, 1409) then the kept order status and the
+/// order's row ([`order_of`]). `None` when the columns do not make one
+/// (no row was found, one written around the table's CHECKs, or an
+/// order's answer without the order's columns).
+pub(super) fn kept_row(row: &tokio_postgres::Row, first: usize) -> Option<KeptRow> {
     let fingerprint: Vec<u8> = row.try_get(first).ok()?;
     let fingerprint = Fingerprint::from_bytes(fingerprint.try_into().ok()?);
     let answer: i16 = row.try_get(first + 1).ok()?;
+    if answer >= 1000 {
+        return Some(KeptRow {
+            fingerprint,
+            answer: kept_order(row, answer, first + 7)?,
+        });
+    }
     let id = row
         .try_get::<_, i64>(first + 2)
         .ok()
@@ -594,6 +500,38 @@ fn kept_row(row: &tokio_postgres::Row, first: usize) -> Option<KeptRow> {
     Some(KeptRow {
         fingerprint,
         answer,
+    })
+}
+
+/// A kept order answer: `answer`'s code, then the kept order status and
+/// the order's row from `first` on. A place keeps the order as it was
+/// placed, a complete or cancel the order as it closed (final), a
+/// conflict the status it met.
+fn kept_order(row: &tokio_postgres::Row, answer: i16, first: usize) -> Option<Answer> {
+    let status: OrderStatus = row.try_get::<_, &str>(first).ok()?.parse().ok()?;
+    let order = order_of(row, first + 1);
+    Some(match answer {
+        1201 => {
+            let order = order?;
+            Answer::Order(Box::new(
+                Order::from_parts(
+                    order.id(),
+                    order.pet(),
+                    OrderStatus::Placed,
+                    order.placed_by(),
+                    order.placed_at(),
+                    order.expires_at(),
+                    None,
+                )
+                .ok()?,
+            ))
+        }
+        1200 => Answer::Order(Box::new(order?)),
+        1409 => Answer::OrderConflict {
+            id: OrderId::new(u64::try_from(row.try_get::<_, i64>(first + 1).ok()?).ok()?)?,
+            status,
+        },
+        _ => return None,
     })
 }
 

@@ -1,8 +1,8 @@
 //! What a keyed write is while it waits and what it comes to, apart from
 //! the write path (`idempotency.rs`) so that [`Postgres`](super::Postgres)
-//! can hold its committers and its keys in flight: a keyed create or
-//! transition queued for its committer ([`KeyedCreate`],
-//! [`KeyedTransition`]), won or lost ([`Claimed`]), the kept row a loser
+//! can hold its committers and its keys in flight: a keyed create queued
+//! for its committer ([`KeyedCreate`]; a keyed step rides with the steps,
+//! `step.rs`), won or lost ([`Claimed`]), the kept row a loser
 //! answers with ([`KeptRow`]), a key to look up ([`Lookup`]), and the
 //! keys this replica is writing ([`InFlight`]).
 
@@ -12,11 +12,11 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use petstore_core::{
     idempotency::{Answer, Fingerprint, Keyed, KeyedOutcome},
-    NewPet, Pet, PetId, Transition,
+    NewPet, Pet,
 };
 
 use crate::store::committer::Item;
-use crate::store::failed::{CreateFailed, TransitionFailed};
+use crate::store::failed::CreateFailed;
 
 /// A kept row: its first request's fingerprint and its answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,6 +44,9 @@ pub(super) enum Claimed<T> {
     Won(T),
     /// Another request holds the key: that request's kept row.
     Lost(KeptRow),
+    /// Another request holds the key, with an answer this write's query
+    /// does not read (an order's): the caller looks the key up.
+    Unread,
 }
 
 /// A key waiting for the lookups' committer, which reads a batch of
@@ -68,20 +71,6 @@ impl Item for KeyedCreate {
     type Done = Result<Claimed<Pet>, CreateFailed>;
     type Failed = CreateFailed;
     const NOT_STORED: CreateFailed = CreateFailed;
-}
-
-/// A keyed transition waiting for its committer.
-#[derive(Debug)]
-pub(super) struct KeyedTransition {
-    pub(super) id: PetId,
-    pub(super) transition: Transition,
-    pub(super) keyed: Keyed,
-}
-
-impl Item for KeyedTransition {
-    type Done = Result<Claimed<Result<Pet, TransitionFailed>>, TransitionFailed>;
-    type Failed = TransitionFailed;
-    const NOT_STORED: TransitionFailed = TransitionFailed::Unavailable;
 }
 
 /// The keys this replica is writing now, `(scope, key)`.
@@ -128,7 +117,7 @@ mod tests {
     use super::*;
     use petstore_core::{
         idempotency::{IdempotencyKey, Scope},
-        CategoryId, Timestamp,
+        CategoryId, PetId, Timestamp,
     };
 
     fn keyed(scope: &str, key: &str) -> Keyed {

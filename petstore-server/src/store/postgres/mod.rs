@@ -1,9 +1,10 @@
 //! The PostgreSQL backend (`--postgres URL`): the table is the truth, and
 //! every replica keeps the whole inventory in the core's in-memory
-//! [`Inventory`] as a read copy of it. Creates and transitions each go to
-//! a committer task that writes a batch (at most
-//! [`MAX_BATCH`](write::MAX_BATCH)) in one transaction, pipelined in one
-//! round trip; PostgreSQL decides each transition, never the copy. The
+//! [`Inventory`] as a read copy of it, orders included. Creates and steps
+//! (an order's, or a pet transition, its door) each go to a committer task
+//! that writes a batch (at most [`MAX_BATCH`](write::MAX_BATCH)) in one
+//! transaction, pipelined in one round trip; PostgreSQL decides each
+//! step, never the copy, and lapses holds by its own clock. The
 //! copy is loaded at start and kept current by a tail that `LISTEN` wakes
 //! and a poll every [`POLL`] backs up; a batch shows in it before its
 //! answers. A failure answers 503 (never retried when a commit's outcome
@@ -19,8 +20,9 @@
 //! | `connect.rs` | the hosts of the connection string, and the server each new connection reached (for the log) |
 //! | `schema.rs` | the schema, created and migrated at start |
 //! | `write.rs` | the write path: a create queued, one transaction per batch |
-//! | `transition.rs` | the transition path: decided by PostgreSQL per batch, shown by the copy before its 200 |
-//! | `idempotency.rs` | keyed creates and transitions: the key claimed in the write's transaction, the lookup, pruning |
+//! | `step.rs` | the steps path (orders, and pet transitions as their doors): decided by PostgreSQL per batch, shown by the copy before the answer |
+//! | `expire.rs` | holds that lapsed, expired by whichever replica asks PostgreSQL first |
+//! | `idempotency.rs` | keyed creates (and the kept answers of keyed steps): the key claimed in the write's transaction, the lookup, pruning |
 //! | `keyed.rs` | a keyed write queued and what it comes to; the keys in flight |
 //! | `copy.rs` | the read copy: loaded at start, kept current by the tail and the listener |
 //! | `health.rs` | up, down, stuck or a bad row, each change logged once (`/healthz` reads it through [`Postgres::failure`]) |
@@ -30,6 +32,7 @@
 mod connect;
 mod copy;
 mod describe;
+mod expire;
 mod health;
 mod idempotency;
 mod keyed;
@@ -37,7 +40,7 @@ mod metrics;
 mod open;
 mod schema;
 mod stats;
-mod transition;
+mod step;
 mod write;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,14 +48,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::Pool;
-use petstore_core::{Inventory, PetId, Transition};
+use petstore_core::{Inventory, PetId};
 use tokio::sync::Notify;
 
 use health::Health;
 use stats::PostgresStats;
 
 use super::committer::Committer;
-use keyed::{InFlight, KeyedCreate, KeyedTransition, Lookup};
+use keyed::{InFlight, KeyedCreate, Lookup};
 
 /// The tail's poll when no notification comes.
 pub const POLL: Duration = Duration::from_millis(40);
@@ -67,13 +70,12 @@ pub struct Postgres {
     copy: Arc<Inventory>,
     pool: Pool,
     queue: Committer,
-    /// The transitions' committer: its own queue and task, so a batch of
-    /// creates and one of transitions go to PostgreSQL side by side.
-    transitions: Committer<(PetId, Transition)>,
-    /// Keyed creates and keyed transitions: committers of their own, so
-    /// that the unkeyed batches stay as they are (`idempotency.rs`).
+    /// The steps' committer, keyed or not: its own queue and task, so a
+    /// batch of creates and one of steps go to PostgreSQL side by side.
+    steps: Committer<step::Wanted>,
+    /// Keyed creates: a committer of their own, so that the unkeyed
+    /// batches stay as they are (`idempotency.rs`).
     keyed_creates: Committer<KeyedCreate>,
-    keyed_transitions: Committer<KeyedTransition>,
     /// The idempotency keys this replica is writing now.
     inflight: InFlight,
     /// The lookups of idempotency keys: a batch of keys in one query.
@@ -90,8 +92,8 @@ pub struct Postgres {
     wake: Notify,
     /// The highest id known committed: notifications, own commits, tails.
     latest: AtomicU64,
-    /// The copy has applied every status change up to this number; moved
-    /// only with `tail` held (`copy.rs`, `transition.rs`).
+    /// The copy has applied every change (of a pet's status, of an
+    /// order) up to this number; moved only with `tail` held (`copy.rs`).
     changes_applied: AtomicU64,
     /// The highest change number known committed.
     latest_change: AtomicU64,

@@ -1,6 +1,6 @@
 //! Opening the PostgreSQL store ([`Postgres::open`]): the connection
-//! pool, the schema made ready, the read copy loaded, and the committer,
-//! the tail and the listener started.
+//! pool, the schema made ready, the read copy loaded, and the committers,
+//! the tail, the listener and the expiry started.
 
 use std::str::FromStr;
 use std::sync::atomic::AtomicU64;
@@ -20,7 +20,7 @@ use super::health::Health;
 use super::schema;
 use super::stats::PostgresStats;
 use super::Postgres;
-use super::{idempotency, transition, write};
+use super::{idempotency, step, write};
 use crate::log_info;
 use crate::store::committer::{self, Committer};
 
@@ -110,18 +110,16 @@ impl Postgres {
         );
 
         let (queue, pending) = Committer::new(write::QUEUE);
-        let (transitions, pending_transitions) = Committer::new(transition::QUEUE);
+        let (steps, pending_steps) = Committer::new(step::QUEUE);
         let (keyed_creates, pending_keyed_creates) = Committer::new(idempotency::QUEUE);
         let (lookups, pending_lookups) = Committer::new(idempotency::QUEUE);
-        let (keyed_transitions, pending_keyed_transitions) = Committer::new(idempotency::QUEUE);
         let pg = Arc::new(Postgres {
             latest: AtomicU64::new(copy.len() as u64),
             copy,
             pool,
             queue,
-            transitions,
+            steps,
             keyed_creates,
-            keyed_transitions,
             inflight: Default::default(),
             lookups,
             lookup: Default::default(),
@@ -136,17 +134,12 @@ impl Postgres {
         tokio::spawn(committer::run(Arc::clone(&pg), pending, write::MAX_BATCH));
         tokio::spawn(committer::run(
             Arc::clone(&pg),
-            pending_transitions,
-            transition::MAX_BATCH,
+            pending_steps,
+            step::MAX_BATCH,
         ));
         tokio::spawn(committer::run(
             Arc::clone(&pg),
             pending_keyed_creates,
-            idempotency::MAX_BATCH,
-        ));
-        tokio::spawn(committer::run(
-            Arc::clone(&pg),
-            pending_keyed_transitions,
             idempotency::MAX_BATCH,
         ));
         tokio::spawn(committer::run(
@@ -159,6 +152,7 @@ impl Postgres {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
         tokio::spawn(Arc::clone(&pg).prune_loop(clock));
         tokio::spawn(Arc::clone(&pg).tail_loop());
+        tokio::spawn(Arc::clone(&pg).expire_loop());
         tokio::spawn(Arc::clone(&pg).listen_loop(config));
         Ok(pg)
     }

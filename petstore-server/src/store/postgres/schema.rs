@@ -6,7 +6,8 @@
 //! 1: the id counter and the pets with the contract's CHECKs; 2: the
 //! name's characters as the core checks them; 3: the change counter,
 //! `last_change` and `petstore_transition`; 4: the kept answers of
-//! idempotency keys and the two keyed functions.
+//! idempotency keys and the two keyed functions; 5: the orders, their
+//! steps (`petstore_steps`) and their lapse (`petstore_expire`).
 //!
 //! Every table, index and function, and why each is as it is:
 //! docs/replicas.md, "PostgreSQL's schema".
@@ -17,7 +18,7 @@ use tokio_postgres::Client;
 use super::describe::describe;
 
 /// The schema version this binary writes and reads.
-pub const VERSION: i32 = 4;
+pub const VERSION: i32 = 5;
 
 /// Migration `i` takes the database from version `i` to `i + 1`.
 fn migrations() -> [String; VERSION as usize] {
@@ -26,6 +27,7 @@ fn migrations() -> [String; VERSION as usize] {
         version_2(),
         VERSION_3.to_owned(),
         VERSION_4.to_owned(),
+        VERSION_5.to_owned(),
     ]
 }
 
@@ -268,6 +270,326 @@ BEGIN
 END
 $$;
 ALTER FUNCTION petstore_transition_keyed SET plan_cache_mode = force_custom_plan;
+"#;
+
+/// The orders (docs/replicas.md, "PostgreSQL's schema", version 5).
+///
+/// Order ids come from a counter row of their own, as pet ids do, so
+/// they have no gap; it is locked after the change counter, which every
+/// step takes first. A pet has at most one placed order (a unique partial
+/// index: two steps that both thought a pet free could not both commit).
+/// An order's row and its pet's share the step's change number, so the
+/// copies' tail brings both in commit order. Times are whole seconds of
+/// PostgreSQL's clock (`clock_timestamp()` once the change counter is
+/// locked): every replica judges a hold by the same clock.
+///
+/// `petstore_steps` decides a batch of steps, one per element of its
+/// arrays, in order: `kinds[i]` is `place`, `complete`, `cancel`, or the
+/// pet transitions `reserve`, `release`, `sell` (doors to the same
+/// orders); `targets[i]` the order or the pet; `actors[i]` and
+/// `sees_all[i]` who asks; `holds[i]` a place's hold in seconds; a keyed
+/// step has `keys[i]`, claimed first as `petstore_transition_keyed`
+/// claims (an unkeyed one a NULL key). Each row answers one step:
+/// `outcome` is `order` or `pet` (made), `kept` (the key's claim lost:
+/// the `kept_` columns hold the holder's answer, the `order_` ones the
+/// order it names), or why not: `pet_missing`,
+/// `order_missing`, `pet_conflict` (`pet_status`), `order_conflict`
+/// (`order_status`), `held` (another key's order, `order_id`).
+///
+/// Kept answers of orders take answer codes of their own: 1201 a placed
+/// order, 1200 a closed one, 1409 an order's conflict; the order itself
+/// is read from `petstore_orders` (a placed order's kept answer is the
+/// order as placed; a closed one's is final).
+const VERSION_5: &str = r#"
+CREATE TABLE petstore_order_counter (
+    only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    last_id bigint NOT NULL CHECK (last_id >= 0)
+);
+INSERT INTO petstore_order_counter (last_id) VALUES (0);
+CREATE TABLE petstore_orders (
+    id bigint PRIMARY KEY CHECK (id >= 1),
+    pet_id bigint NOT NULL REFERENCES petstore_pets (id),
+    status text NOT NULL CHECK (status IN ('placed', 'completed', 'cancelled', 'expired')),
+    placed_by text NOT NULL CHECK (octet_length(placed_by) BETWEEN 1 AND 256),
+    placed_at timestamptz NOT NULL,
+    expires_at timestamptz NOT NULL CHECK (expires_at >= placed_at),
+    closed_at timestamptz CHECK (closed_at >= placed_at),
+    last_change bigint NOT NULL CHECK (last_change >= 1),
+    CHECK ((status = 'placed') = (closed_at IS NULL))
+);
+CREATE UNIQUE INDEX petstore_orders_open ON petstore_orders (pet_id) WHERE status = 'placed';
+CREATE INDEX petstore_orders_due ON petstore_orders (expires_at) WHERE status = 'placed';
+CREATE INDEX petstore_orders_changed ON petstore_orders (last_change);
+
+ALTER TABLE petstore_idempotency
+    DROP CONSTRAINT petstore_idempotency_answer_check,
+    DROP CONSTRAINT petstore_idempotency_check,
+    ADD COLUMN order_id bigint CHECK (order_id >= 1),
+    ADD COLUMN order_status text
+        CHECK (order_status IN ('placed', 'completed', 'cancelled', 'expired')),
+    ADD CONSTRAINT petstore_idempotency_answer
+        CHECK (answer IN (0, 200, 201, 409, 1200, 1201, 1409)),
+    ADD CONSTRAINT petstore_idempotency_kept CHECK (
+        answer = 0
+        OR answer < 1000 AND pet_id IS NOT NULL AND status IS NOT NULL
+        OR answer >= 1000 AND order_id IS NOT NULL AND order_status IS NOT NULL);
+
+-- One change of a pet's status, as `petstore_transition` writes it.
+CREATE FUNCTION petstore_set_pet(pet bigint, to_status text, change bigint)
+RETURNS TABLE (pet_name text, pet_category bigint)
+LANGUAGE sql AS $$
+    UPDATE petstore_pets p
+    SET status = to_status,
+        last_change = change,
+        json = regexp_replace(p.json, '"status":"[a-z]+"}$', '"status":"' || to_status || '"}')
+    WHERE p.id = pet
+    RETURNING p.name, p.category_id
+$$;
+
+-- Closes placed order `closing` as `to_status` at `at`, with its pet.
+CREATE FUNCTION petstore_close_order(closing bigint, to_status text, at timestamptz, change bigint)
+RETURNS SETOF petstore_orders
+LANGUAGE plpgsql AS $$
+DECLARE
+    o petstore_orders;
+BEGIN
+    UPDATE petstore_orders SET status = to_status, closed_at = at, last_change = change
+    WHERE id = closing AND status = 'placed'
+    RETURNING * INTO o;
+    IF FOUND THEN
+        PERFORM petstore_set_pet(o.pet_id,
+            CASE to_status WHEN 'completed' THEN 'sold' ELSE 'available' END, change);
+        RETURN NEXT o;
+    END IF;
+END
+$$;
+
+CREATE FUNCTION petstore_steps(
+    kinds text[], targets bigint[], actors text[], sees_all boolean[], holds int4[],
+    scopes text[], keys text[], fps bytea[], ats timestamptz[], keep_secs int8)
+RETURNS TABLE (item integer, outcome text, change bigint,
+               order_id bigint, order_pet bigint, order_status text, order_by text,
+               order_placed bigint, order_expires bigint, order_closed bigint,
+               pet_name text, pet_category bigint, pet_status text,
+               kept_fingerprint bytea, kept_answer smallint, kept_pet bigint, kept_name text,
+               kept_category bigint, kept_status text, kept_transition text,
+               kept_order_status text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    base bigint;
+    last bigint;
+    order_base bigint;
+    next_order bigint;
+    at timestamptz;
+    k text;
+    o petstore_orders;
+    open_order petstore_orders;
+    current_status text;
+    allowed text[];
+BEGIN
+    -- The change counter first, as every status writer; then the order
+    -- counter. The time once both are held: steps commit in the order of
+    -- their times.
+    SELECT c.last_change INTO base FROM petstore_changes c FOR UPDATE;
+    SELECT c.last_id INTO order_base FROM petstore_order_counter c FOR UPDATE;
+    last := base;
+    next_order := order_base;
+    at := date_trunc('second', clock_timestamp());
+    FOR i IN 1 .. coalesce(array_length(kinds, 1), 0) LOOP
+        item := i;
+        outcome := NULL; change := NULL; order_id := NULL; order_pet := NULL;
+        order_status := NULL; order_by := NULL; order_placed := NULL; order_expires := NULL;
+        order_closed := NULL; pet_name := NULL; pet_category := NULL; pet_status := NULL;
+        kept_fingerprint := NULL; kept_answer := NULL; kept_pet := NULL; kept_name := NULL;
+        kept_category := NULL; kept_status := NULL; kept_transition := NULL;
+        kept_order_status := NULL;
+        o := NULL;
+        k := kinds[i];
+        IF keys[i] IS NOT NULL THEN
+            INSERT INTO petstore_idempotency AS kept (scope, key, fingerprint, created_at, answer)
+            VALUES (scopes[i], keys[i], fps[i], ats[i], 0)
+            ON CONFLICT (scope, key) DO UPDATE
+                SET fingerprint = EXCLUDED.fingerprint, created_at = EXCLUDED.created_at,
+                    answer = 0, pet_id = NULL, name = NULL, category_id = NULL, status = NULL,
+                    transition = NULL, order_id = NULL, order_status = NULL
+                WHERE kept.created_at <= EXCLUDED.created_at - make_interval(secs => keep_secs);
+            IF NOT FOUND THEN
+                -- The holder's kept row, committed (the claim waited for
+                -- it), and the order a kept order's answer names.
+                outcome := 'kept';
+                SELECT kept.fingerprint, kept.answer, kept.pet_id, kept.name, kept.category_id,
+                       kept.status, kept.transition, kept.order_status, kept.order_id
+                INTO kept_fingerprint, kept_answer, kept_pet, kept_name, kept_category,
+                     kept_status, kept_transition, kept_order_status, order_id
+                FROM petstore_idempotency kept
+                WHERE kept.scope = scopes[i] AND kept.key = keys[i];
+                SELECT * INTO o FROM petstore_orders WHERE id = order_id;
+                IF o.id IS NOT NULL THEN
+                    order_pet := o.pet_id; order_status := o.status; order_by := o.placed_by;
+                    order_placed := extract(epoch FROM o.placed_at)::bigint;
+                    order_expires := extract(epoch FROM o.expires_at)::bigint;
+                    order_closed := extract(epoch FROM o.closed_at)::bigint;
+                END IF;
+                RETURN NEXT;
+                CONTINUE;
+            END IF;
+        END IF;
+        IF k IN ('complete', 'cancel') THEN
+            SELECT * INTO o FROM petstore_orders WHERE id = targets[i];
+            IF o.id IS NULL OR NOT sees_all[i] AND o.placed_by <> actors[i] THEN
+                outcome := 'order_missing';
+            ELSE
+                IF o.status = 'placed' AND o.expires_at <= at THEN
+                    -- Past its hold: it lapses first, as if the timer ran.
+                    last := last + 1;
+                    SELECT * INTO o FROM petstore_close_order(o.id, 'expired', at, last);
+                END IF;
+                IF o.status <> 'placed' THEN
+                    outcome := 'order_conflict';
+                    order_id := o.id;
+                    order_status := o.status;
+                ELSE
+                    last := last + 1;
+                    SELECT * INTO o FROM petstore_close_order(o.id,
+                        CASE k WHEN 'complete' THEN 'completed' ELSE 'cancelled' END, at, last);
+                    outcome := 'order';
+                END IF;
+            END IF;
+        ELSE
+            -- A pet's step: its lapsed hold lapses first.
+            SELECT * INTO open_order FROM petstore_orders
+            WHERE petstore_orders.pet_id = targets[i] AND status = 'placed';
+            IF open_order.id IS NOT NULL AND open_order.expires_at <= at THEN
+                last := last + 1;
+                PERFORM petstore_close_order(open_order.id, 'expired', at, last);
+                open_order := NULL;
+            END IF;
+            SELECT p.status INTO current_status FROM petstore_pets p WHERE p.id = targets[i];
+            allowed := CASE k WHEN 'release' THEN ARRAY['pending']
+                              WHEN 'sell' THEN ARRAY['available', 'pending']
+                              ELSE ARRAY['available'] END;
+            IF current_status IS NULL THEN
+                outcome := 'pet_missing';
+            ELSIF NOT current_status = ANY (allowed) THEN
+                outcome := 'pet_conflict';
+                pet_status := current_status;
+            ELSIF k IN ('place', 'reserve') THEN
+                next_order := next_order + 1;
+                last := last + 1;
+                INSERT INTO petstore_orders
+                    (id, pet_id, status, placed_by, placed_at, expires_at, last_change)
+                VALUES (next_order, targets[i], 'placed', actors[i], at,
+                        at + make_interval(secs => holds[i]), last)
+                RETURNING * INTO o;
+                SELECT s.pet_name, s.pet_category INTO pet_name, pet_category
+                FROM petstore_set_pet(targets[i], 'pending', last) s;
+                outcome := CASE k WHEN 'place' THEN 'order' ELSE 'pet' END;
+            ELSIF open_order.id IS NOT NULL THEN
+                IF NOT sees_all[i] AND open_order.placed_by <> actors[i] THEN
+                    outcome := 'held';
+                    order_id := open_order.id;
+                ELSE
+                    last := last + 1;
+                    SELECT * INTO o FROM petstore_close_order(open_order.id,
+                        CASE k WHEN 'sell' THEN 'completed' ELSE 'cancelled' END, at, last);
+                    outcome := 'pet';
+                END IF;
+            ELSIF k = 'release' THEN
+                -- A pet created pending has no order: the transition alone.
+                last := last + 1;
+                PERFORM petstore_set_pet(targets[i], 'available', last);
+                outcome := 'pet';
+            ELSE
+                -- A sale of a pet no order holds: placed and completed at once.
+                next_order := next_order + 1;
+                last := last + 1;
+                INSERT INTO petstore_orders (id, pet_id, status, placed_by, placed_at,
+                                             expires_at, closed_at, last_change)
+                VALUES (next_order, targets[i], 'completed', actors[i], at, at, at, last)
+                RETURNING * INTO o;
+                PERFORM petstore_set_pet(targets[i], 'sold', last);
+                outcome := 'pet';
+            END IF;
+            IF outcome = 'pet' THEN
+                SELECT p.name, p.category_id, p.status INTO pet_name, pet_category, pet_status
+                FROM petstore_pets p WHERE p.id = targets[i];
+            END IF;
+        END IF;
+        IF outcome IN ('order', 'pet') THEN
+            change := last;
+        END IF;
+        IF o.id IS NOT NULL AND outcome = 'order' THEN
+            order_id := o.id; order_pet := o.pet_id; order_status := o.status;
+            order_by := o.placed_by; order_placed := extract(epoch FROM o.placed_at)::bigint;
+            order_expires := extract(epoch FROM o.expires_at)::bigint;
+            order_closed := extract(epoch FROM o.closed_at)::bigint;
+        END IF;
+        IF keys[i] IS NOT NULL THEN
+            IF outcome IN ('pet_missing', 'order_missing', 'held') THEN
+                -- Nothing is kept: the client may retry.
+                DELETE FROM petstore_idempotency kept
+                WHERE kept.scope = scopes[i] AND kept.key = keys[i];
+            ELSE
+                UPDATE petstore_idempotency kept
+                SET answer = CASE outcome WHEN 'pet' THEN 200 WHEN 'pet_conflict' THEN 409
+                                  WHEN 'order_conflict' THEN 1409
+                                  ELSE CASE k WHEN 'place' THEN 1201 ELSE 1200 END END,
+                    pet_id = CASE WHEN outcome IN ('pet', 'pet_conflict') THEN targets[i] END,
+                    name = pet_name, category_id = pet_category,
+                    status = CASE WHEN outcome IN ('pet', 'pet_conflict') THEN pet_status END,
+                    transition = CASE WHEN outcome IN ('pet', 'pet_conflict')
+                                      THEN CASE k WHEN 'place' THEN 'reserve' ELSE k END END,
+                    order_id = CASE WHEN outcome IN ('order', 'order_conflict')
+                                    THEN petstore_steps.order_id END,
+                    order_status = CASE WHEN outcome IN ('order', 'order_conflict')
+                                        THEN petstore_steps.order_status END
+                WHERE kept.scope = scopes[i] AND kept.key = keys[i];
+            END IF;
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+    IF next_order > order_base THEN
+        UPDATE petstore_order_counter SET last_id = next_order;
+    END IF;
+    IF last > base THEN
+        UPDATE petstore_changes SET last_change = last;
+        PERFORM pg_notify('petstore_pets', 'change ' || last);
+    END IF;
+END
+$$;
+ALTER FUNCTION petstore_steps SET plan_cache_mode = force_custom_plan;
+
+-- Expires up to `most` placed orders whose hold lapsed by PostgreSQL's
+-- clock, each exactly once (whichever replica calls first); how many.
+CREATE FUNCTION petstore_expire(most int4)
+RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    base bigint;
+    last bigint;
+    at timestamptz;
+    due record;
+BEGIN
+    -- Nothing due: no lock taken, so idle replicas cost an index probe.
+    IF NOT EXISTS (SELECT 1 FROM petstore_orders
+                   WHERE status = 'placed' AND expires_at <= clock_timestamp()) THEN
+        RETURN 0;
+    END IF;
+    SELECT c.last_change INTO base FROM petstore_changes c FOR UPDATE;
+    last := base;
+    at := date_trunc('second', clock_timestamp());
+    FOR due IN SELECT id FROM petstore_orders WHERE status = 'placed' AND expires_at <= at
+               ORDER BY expires_at, id LIMIT most LOOP
+        last := last + 1;
+        PERFORM petstore_close_order(due.id, 'expired', at, last);
+    END LOOP;
+    IF last > base THEN
+        UPDATE petstore_changes SET last_change = last;
+        PERFORM pg_notify('petstore_pets', 'change ' || last);
+    END IF;
+    RETURN last - base;
+END
+$$;
 "#;
 
 /// The name's characters as the core checks them, so that the read copy

@@ -16,23 +16,26 @@ pub enum Op {
     /// A create or a transition refused because its committer's queue
     /// was full.
     Queue,
-    /// A batch of transitions' transaction.
+    /// A batch of steps' transaction (orders, and pet transitions).
     Transition,
     /// The lookup of an idempotency key.
     Lookup,
     /// A pass of pruning expired idempotency keys.
     Prune,
+    /// A transaction expiring lapsed holds.
+    Expire,
 }
 
 impl Op {
     /// Every operation, as the metrics label them.
-    pub const ALL: [Op; 6] = [
+    pub const ALL: [Op; 7] = [
         Op::Commit,
         Op::Tail,
         Op::Queue,
         Op::Transition,
         Op::Lookup,
         Op::Prune,
+        Op::Expire,
     ];
 
     /// The label.
@@ -44,6 +47,7 @@ impl Op {
             Op::Transition => "transition",
             Op::Lookup => "idempotency_lookup",
             Op::Prune => "idempotency_prune",
+            Op::Expire => "expire",
         }
     }
 }
@@ -70,7 +74,7 @@ pub struct PostgresStats {
     pub pruned: AtomicU64,
     /// Rows in `petstore_idempotency` at the end of the last prune pass.
     pub kept_keys: AtomicU64,
-    errors: [AtomicU64; 6],
+    errors: [AtomicU64; Op::ALL.len()],
 }
 
 impl Default for PostgresStats {
