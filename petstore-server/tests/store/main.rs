@@ -12,6 +12,7 @@
 //! | `idempotency_lookup.rs` | a keyed POST looks its key up in PostgreSQL only for an invalid body, or a write the copy refused |
 //! | `idempotency_replicas.rs` | `Idempotency-Key` on two replicas: replay, 422, scoping, storms, kill -9, expiry, migration |
 //! | `keys_replicas.rs` | two replicas with one keys file give one key the same 403, 401 and 200, before and after a reload |
+//! | `orders_replicas.rs` | orders on two replicas: every row, doors, kept keys, one winner, a hold that lapses once, a race with expiry, PostgreSQL down, migration |
 //! | `postgres.rs` | replicas on one PostgreSQL, its outages, a counter or rows it cannot use |
 //! | `postgres_failover.rs` | a primary killed, its synchronous standby promoted: nothing acknowledged lost, creates back, the log names the host |
 //! | `syscalls.rs` | under strace: every 201 follows an `fdatasync` of the journal |
@@ -33,6 +34,7 @@ mod disk;
 mod idempotency_lookup;
 mod idempotency_replicas;
 mod keys_replicas;
+mod orders_replicas;
 mod postgres;
 mod postgres_failover;
 mod syscalls;
