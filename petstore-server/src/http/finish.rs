@@ -73,6 +73,9 @@ enum Work {
     /// An order's step, or a pet transition (its door).
     Step(StepRequest),
     CatchUp(PetId),
+    /// An order the read copy does not hold yet, which another replica
+    /// may have just placed.
+    CatchUpOrder(OrderId),
     /// A POST with an idempotency key: its body not yet validated.
     Keyed {
         keyed: Keyed,
@@ -111,6 +114,16 @@ impl Waiting {
                 (false, Err(ApiError::NotFound(_))) => Err(ApiError::Unconfirmed),
                 (_, result) => result,
             },
+            Work::CatchUpOrder(id) => {
+                let actor = self.admitted.actor();
+                match (
+                    state.store.catch_up_order(id).await,
+                    get_order(state, id, &actor),
+                ) {
+                    (false, Err(ApiError::NotFound(_))) => Err(ApiError::Unconfirmed),
+                    (_, result) => result,
+                }
+            }
             Work::Keyed { keyed, write, body } => {
                 let actor = self.admitted.actor();
                 let at = keyed.at;
@@ -183,7 +196,14 @@ impl Admitted {
                 Ok(new) => return self.step(state, api, Step::Place(new)),
             },
             Checked::GetOrder(id) => {
-                no_body(&body).and_then(|()| get_order(state, id, &self.actor()))
+                // As a pet's: asked before the read.
+                let may_catch_up = state.store.may_catch_up_order(id);
+                match no_body(&body).and_then(|()| get_order(state, id, &self.actor())) {
+                    Err(ApiError::NotFound(_)) if may_catch_up => {
+                        return self.wait(Work::CatchUpOrder(id))
+                    }
+                    result => result,
+                }
             }
             Checked::OrderStep(id, action, _) => match transition_body(body) {
                 Err(error) => Err(error),

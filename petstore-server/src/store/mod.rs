@@ -38,7 +38,7 @@ mod postgres;
 use std::sync::Arc;
 
 use petstore_core::inventory::{StepRequest, Stepped};
-use petstore_core::{Inventory, NewPet, Pet, PetId};
+use petstore_core::{order::OrderId, Inventory, NewPet, Pet, PetId};
 use prometheus_client::collector::Collector;
 
 pub use failed::{CreateFailed, KeyedFailed, StepFailed};
@@ -235,6 +235,23 @@ impl Store {
     pub async fn catch_up(&self, id: PetId) -> bool {
         match self {
             Store::Postgres(pg) => pg.catch_up_to(id.get()).await,
+            Store::Memory(_) | Store::Journal(_) => true,
+        }
+    }
+
+    /// [`may_catch_up`](Self::may_catch_up) for an order: one another
+    /// replica may have just placed.
+    pub fn may_catch_up_order(&self, id: OrderId) -> bool {
+        match self {
+            Store::Memory(_) | Store::Journal(_) => false,
+            Store::Postgres(pg) => pg.may_catch_up_order(id),
+        }
+    }
+
+    /// [`catch_up`](Self::catch_up) for an order.
+    pub async fn catch_up_order(&self, id: OrderId) -> bool {
+        match self {
+            Store::Postgres(pg) => pg.catch_up_order(id).await,
             Store::Memory(_) | Store::Journal(_) => true,
         }
     }

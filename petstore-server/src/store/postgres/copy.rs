@@ -91,6 +91,8 @@ pub(super) enum Want {
     Pet(u64),
     /// The change with this number.
     Change(u64),
+    /// The order with this id.
+    Order(u64),
 }
 
 impl Postgres {
@@ -112,6 +114,7 @@ impl Postgres {
             Want::Everything => false,
             Want::Pet(id) => self.copy.len() as u64 >= id,
             Want::Change(change) => self.changes_applied.load(Ordering::Acquire) >= change,
+            Want::Order(id) => self.copy.orders_len() >= id,
         }
     }
 

@@ -48,7 +48,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::Pool;
-use petstore_core::{Inventory, PetId};
+use petstore_core::{order::OrderId, Inventory, PetId};
 use tokio::sync::Notify;
 
 use health::Health;
@@ -113,6 +113,18 @@ impl Postgres {
     /// it yet (another replica created it a moment ago).
     pub fn may_catch_up(&self, id: PetId) -> bool {
         id.get() > self.copy.len() as u64
+    }
+
+    /// Whether order `id` may exist although the read copy does not hold
+    /// it yet (another replica placed it a moment ago).
+    pub fn may_catch_up_order(&self, id: OrderId) -> bool {
+        id.get() > self.copy.orders_len()
+    }
+
+    /// Brings the copy up to order `id` (one tail query at most); whether
+    /// PostgreSQL answered.
+    pub async fn catch_up_order(&self, id: OrderId) -> bool {
+        self.catch_up(copy::Want::Order(id.get())).await
     }
 
     /// The collector of its metrics, for `/metrics`.
