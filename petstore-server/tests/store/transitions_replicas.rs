@@ -383,8 +383,8 @@ fn a_killed_replica_loses_no_acknowledged_transition() {
     // on both replicas, while one replica is killed with SIGKILL. Every
     // acknowledged reserve must be in PostgreSQL (pending, or sold once
     // sold), every acknowledged sell sold; nothing is half there (the
-    // stored JSON follows the status); a restarted replica and the
-    // survivor show the table.
+    // stored JSON follows the status, each pet's order its status); a
+    // restarted replica and the survivor show the table.
     let pg = Postgres::start();
     let a = replica(&pg);
     let b = replica(&pg);
@@ -443,8 +443,24 @@ fn a_killed_replica_loses_no_acknowledged_transition() {
         );
     }
     assert_json_follows_status(&pg);
+    assert_orders_follow_pets(&pg);
     let restarted = replica(&pg);
     assert_copies_match_the_table(&pg, &[&b, &restarted]);
+}
+
+/// Every pet's order agrees with its status, as the doors left them: a
+/// pending pet has exactly its one placed order, a sold one a completed
+/// order, an available one no open order (the pets here are all created
+/// available, so every pending or sold one came through a door).
+fn assert_orders_follow_pets(pg: &Postgres) {
+    let wrong = pg.psql(
+        "SELECT p.id, p.status, string_agg(o.status, ',') FROM petstore_pets p \
+         LEFT JOIN petstore_orders o ON o.pet_id = p.id GROUP BY p.id, p.status \
+         HAVING (p.status = 'pending') <> (count(*) FILTER (WHERE o.status = 'placed') = 1) \
+             OR (p.status = 'sold') <> (count(*) FILTER (WHERE o.status = 'completed') = 1) \
+             OR count(*) FILTER (WHERE o.status = 'placed') > 1",
+    );
+    assert_eq!(wrong, "", "pets whose orders disagree (id|status|orders)");
 }
 
 /// A transition, or `None` when the replica cannot be reached or its
