@@ -1,20 +1,22 @@
-//! The read copy: every committed pet in the core's in-memory
+//! The read copy: every committed pet and order in the core's in-memory
 //! [`Inventory`], loaded at start ([`load`]) and kept current by tailing
-//! the table ([`Postgres::catch_up_to`]), woken by the listener's
+//! the tables ([`Postgres::catch_up_to`]), woken by the listener's
 //! notifications and by a poll ([`POLL`]).
 //!
-//! The tail asks two things in one statement, so both answers come from
+//! The tail asks four things in one statement, so all answers come from
 //! one snapshot: the pets above the copy's last id (ids commit in order,
-//! so that is every new pet), and the rows changed after the last change
+//! so that is every new pet), the pet rows changed after the last change
 //! number the copy applied (changes commit in the order of their numbers,
-//! so that is every change since, each row as it now is). It applies the
-//! new pets first, then the statuses in change order. A row changed but
-//! not yet in the copy (its pet is beyond this page of new pets) is not
-//! passed: the round stops before it and the next brings the pet in
-//! first. While more changes wait than a page holds, new pets wait too
-//! (unless a change names one), so that the copy shows a state PostgreSQL
-//! was in (every pet as of one change number), not a newer pet beside an
-//! older status.
+//! so that is every change since, each row as it now is), and the same
+//! two of orders. It applies the new pets first, then the statuses in
+//! change order. A row changed but not yet in the copy (its pet is beyond
+//! this page of new pets) is not passed: the round stops before it and
+//! the next brings the pet in first. While more changes wait than a page
+//! holds, new pets wait too (unless a change names one), so that the copy
+//! shows a state PostgreSQL was in (every pet as of one change number),
+//! not a newer pet beside an older status. Orders follow up to the change
+//! number the pets reached: an order's step and its pet's change share
+//! one number, so the copy never shows an order ahead of its pet.
 
 use std::future::poll_fn;
 use std::sync::atomic::Ordering;
