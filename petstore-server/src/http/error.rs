@@ -105,11 +105,12 @@ pub enum ApiError {
     /// no error number; the cause is logged once, when it starts.
     #[error("pets cannot be stored right now; reading pets still works")]
     Unavailable,
-    /// 503 `unavailable`: a pet this server does not hold yet may exist
-    /// (another replica may just have made it), and the store could not
-    /// be asked. Never a 404 for a pet that may have been acknowledged.
-    #[error("this pet cannot be looked up right now; try again shortly")]
-    Unconfirmed,
+    /// 503 `unavailable`: a pet or an order (which of the two) this
+    /// server does not hold yet may exist (another replica may just have
+    /// made it), and the store could not be asked. Never a 404 for one
+    /// that may have been acknowledged.
+    #[error("this {0} cannot be looked up right now; try again shortly")]
+    Unconfirmed(&'static str),
 }
 
 /// The `WWW-Authenticate` value of a 403 for `scope`: one static text
@@ -165,7 +166,7 @@ impl ApiError {
             }
             ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
-            ApiError::Unavailable | ApiError::Unconfirmed => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable | ApiError::Unconfirmed(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -191,7 +192,7 @@ impl ApiError {
             ApiError::KeyBanned { .. } => "key_banned",
             ApiError::Internal => "internal",
             ApiError::NotImplemented(_) => "not_implemented",
-            ApiError::Unavailable | ApiError::Unconfirmed => "unavailable",
+            ApiError::Unavailable | ApiError::Unconfirmed(_) => "unavailable",
         }
     }
 
@@ -279,7 +280,7 @@ mod tests {
             ApiError::Internal,
             ApiError::NotImplemented("o".into()),
             ApiError::Unavailable,
-            ApiError::Unconfirmed,
+            ApiError::Unconfirmed("pet"),
         ];
         for e in all {
             let response = e.to_response();

@@ -111,7 +111,7 @@ impl Waiting {
             Work::CatchUp(id) => match (state.store.catch_up(id).await, get_pet(state, api, id)) {
                 // Not in the copy, and the store could not say whether it
                 // exists: a 404 could deny an acknowledged pet.
-                (false, Err(ApiError::NotFound(_))) => Err(ApiError::Unconfirmed),
+                (false, Err(ApiError::NotFound(_))) => Err(ApiError::Unconfirmed("pet")),
                 (_, result) => result,
             },
             Work::CatchUpOrder(id) => {
@@ -120,7 +120,7 @@ impl Waiting {
                     state.store.catch_up_order(id).await,
                     get_order(state, id, &actor),
                 ) {
-                    (false, Err(ApiError::NotFound(_))) => Err(ApiError::Unconfirmed),
+                    (false, Err(ApiError::NotFound(_))) => Err(ApiError::Unconfirmed("order")),
                     (_, result) => result,
                 }
             }

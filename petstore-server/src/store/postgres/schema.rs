@@ -308,7 +308,11 @@ CREATE TABLE petstore_order_counter (
 INSERT INTO petstore_order_counter (last_id) VALUES (0);
 CREATE TABLE petstore_orders (
     id bigint PRIMARY KEY CHECK (id >= 1),
-    pet_id bigint NOT NULL REFERENCES petstore_pets (id),
+    -- No foreign key: a step inserts an order only for a pet it read in
+    -- the same transaction, under the change counter's lock, and pets are
+    -- never deleted; the key's check would lock the pet's row once more
+    -- per order, about a third of a place's time.
+    pet_id bigint NOT NULL CHECK (pet_id >= 1),
     status text NOT NULL CHECK (status IN ('placed', 'completed', 'cancelled', 'expired')),
     placed_by text NOT NULL CHECK (octet_length(placed_by) BETWEEN 1 AND 256),
     placed_at timestamptz NOT NULL,
@@ -373,7 +377,7 @@ RETURNS TABLE (item integer, outcome text, change bigint,
                pet_name text, pet_category bigint, pet_status text,
                kept_fingerprint bytea, kept_answer smallint, kept_pet bigint, kept_name text,
                kept_category bigint, kept_status text, kept_transition text,
-               kept_order_status text)
+               kept_order_status text, lapsed boolean)
 LANGUAGE plpgsql AS $$
 DECLARE
     base bigint;
@@ -382,10 +386,11 @@ DECLARE
     next_order bigint;
     at timestamptz;
     k text;
+    pet bigint;
+    to_status text;
     o petstore_orders;
     open_order petstore_orders;
     current_status text;
-    allowed text[];
 BEGIN
     -- The change counter first, as every status writer; then the order
     -- counter. The time once both are held: steps commit in the order of
@@ -402,8 +407,8 @@ BEGIN
         order_closed := NULL; pet_name := NULL; pet_category := NULL; pet_status := NULL;
         kept_fingerprint := NULL; kept_answer := NULL; kept_pet := NULL; kept_name := NULL;
         kept_category := NULL; kept_status := NULL; kept_transition := NULL;
-        kept_order_status := NULL;
-        o := NULL;
+        kept_order_status := NULL; lapsed := false;
+        o := NULL; pet := NULL; to_status := NULL;
         k := kinds[i];
         IF keys[i] IS NOT NULL THEN
             INSERT INTO petstore_idempotency AS kept (scope, key, fingerprint, created_at, answer)
@@ -442,6 +447,7 @@ BEGIN
                 IF o.status = 'placed' AND o.expires_at <= at THEN
                     -- Past its hold: it lapses first, as if the timer ran.
                     last := last + 1;
+                    lapsed := true;
                     SELECT * INTO o FROM petstore_close_order(o.id, 'expired', at, last);
                 END IF;
                 IF o.status <> 'placed' THEN
@@ -449,76 +455,87 @@ BEGIN
                     order_id := o.id;
                     order_status := o.status;
                 ELSE
-                    last := last + 1;
-                    SELECT * INTO o FROM petstore_close_order(o.id,
-                        CASE k WHEN 'complete' THEN 'completed' ELSE 'cancelled' END, at, last);
                     outcome := 'order';
+                    pet := o.pet_id;
+                    to_status := CASE k WHEN 'complete' THEN 'sold' ELSE 'available' END;
+                    last := last + 1;
+                    UPDATE petstore_orders
+                    SET status = CASE k WHEN 'complete' THEN 'completed' ELSE 'cancelled' END,
+                        closed_at = at, last_change = last
+                    WHERE id = o.id
+                    RETURNING * INTO o;
                 END IF;
             END IF;
         ELSE
-            -- A pet's step: its lapsed hold lapses first.
+            -- A pet's step: the pet and its placed order, whose lapsed
+            -- hold lapses first.
+            pet := targets[i];
+            SELECT p.status INTO current_status FROM petstore_pets p WHERE p.id = pet;
             SELECT * INTO open_order FROM petstore_orders
-            WHERE petstore_orders.pet_id = targets[i] AND status = 'placed';
+            WHERE petstore_orders.pet_id = pet AND status = 'placed';
             IF open_order.id IS NOT NULL AND open_order.expires_at <= at THEN
                 last := last + 1;
+                lapsed := true;
                 PERFORM petstore_close_order(open_order.id, 'expired', at, last);
                 open_order := NULL;
+                current_status := 'available';
             END IF;
-            SELECT p.status INTO current_status FROM petstore_pets p WHERE p.id = targets[i];
-            allowed := CASE k WHEN 'release' THEN ARRAY['pending']
-                              WHEN 'sell' THEN ARRAY['available', 'pending']
-                              ELSE ARRAY['available'] END;
             IF current_status IS NULL THEN
                 outcome := 'pet_missing';
-            ELSIF NOT current_status = ANY (allowed) THEN
+            ELSIF NOT current_status = ANY (CASE k WHEN 'release' THEN ARRAY['pending']
+                                                  WHEN 'sell' THEN ARRAY['available', 'pending']
+                                                  ELSE ARRAY['available'] END) THEN
                 outcome := 'pet_conflict';
                 pet_status := current_status;
-            ELSIF k IN ('place', 'reserve') THEN
-                next_order := next_order + 1;
-                last := last + 1;
-                INSERT INTO petstore_orders
-                    (id, pet_id, status, placed_by, placed_at, expires_at, last_change)
-                VALUES (next_order, targets[i], 'placed', actors[i], at,
-                        at + make_interval(secs => holds[i]), last)
-                RETURNING * INTO o;
-                SELECT s.pet_name, s.pet_category INTO pet_name, pet_category
-                FROM petstore_set_pet(targets[i], 'pending', last) s;
-                outcome := CASE k WHEN 'place' THEN 'order' ELSE 'pet' END;
-            ELSIF open_order.id IS NOT NULL THEN
-                IF NOT sees_all[i] AND open_order.placed_by <> actors[i] THEN
-                    outcome := 'held';
-                    order_id := open_order.id;
-                ELSE
-                    last := last + 1;
-                    SELECT * INTO o FROM petstore_close_order(open_order.id,
-                        CASE k WHEN 'sell' THEN 'completed' ELSE 'cancelled' END, at, last);
-                    outcome := 'pet';
-                END IF;
-            ELSIF k = 'release' THEN
-                -- A pet created pending has no order: the transition alone.
-                last := last + 1;
-                PERFORM petstore_set_pet(targets[i], 'available', last);
-                outcome := 'pet';
+            ELSIF open_order.id IS NOT NULL AND k <> 'reserve' AND k <> 'place'
+                  AND NOT sees_all[i] AND open_order.placed_by <> actors[i] THEN
+                outcome := 'held';
+                order_id := open_order.id;
             ELSE
-                -- A sale of a pet no order holds: placed and completed at once.
-                next_order := next_order + 1;
+                outcome := CASE k WHEN 'place' THEN 'order' ELSE 'pet' END;
                 last := last + 1;
-                INSERT INTO petstore_orders (id, pet_id, status, placed_by, placed_at,
-                                             expires_at, closed_at, last_change)
-                VALUES (next_order, targets[i], 'completed', actors[i], at, at, at, last)
-                RETURNING * INTO o;
-                PERFORM petstore_set_pet(targets[i], 'sold', last);
-                outcome := 'pet';
-            END IF;
-            IF outcome = 'pet' THEN
-                SELECT p.name, p.category_id, p.status INTO pet_name, pet_category, pet_status
-                FROM petstore_pets p WHERE p.id = targets[i];
+                IF k IN ('place', 'reserve') THEN
+                    to_status := 'pending';
+                    next_order := next_order + 1;
+                    INSERT INTO petstore_orders
+                        (id, pet_id, status, placed_by, placed_at, expires_at, last_change)
+                    VALUES (next_order, pet, 'placed', actors[i], at,
+                            at + make_interval(secs => holds[i]), last)
+                    RETURNING * INTO o;
+                ELSIF open_order.id IS NOT NULL THEN
+                    to_status := CASE k WHEN 'sell' THEN 'sold' ELSE 'available' END;
+                    UPDATE petstore_orders
+                    SET status = CASE k WHEN 'sell' THEN 'completed' ELSE 'cancelled' END,
+                        closed_at = at, last_change = last
+                    WHERE id = open_order.id
+                    RETURNING * INTO o;
+                ELSIF k = 'release' THEN
+                    -- A pet created pending has no order: the transition alone.
+                    to_status := 'available';
+                ELSE
+                    -- A sale of a pet no order holds: placed and completed at once.
+                    to_status := 'sold';
+                    next_order := next_order + 1;
+                    INSERT INTO petstore_orders (id, pet_id, status, placed_by, placed_at,
+                                                 expires_at, closed_at, last_change)
+                    VALUES (next_order, pet, 'completed', actors[i], at, at, at, last)
+                    RETURNING * INTO o;
+                END IF;
             END IF;
         END IF;
-        IF outcome IN ('order', 'pet') THEN
+        IF to_status IS NOT NULL THEN
+            -- The step's change: its pet's, as `petstore_transition` writes it.
+            UPDATE petstore_pets p
+            SET status = to_status, last_change = last,
+                json = regexp_replace(p.json, '"status":"[a-z]+"}$', '"status":"' || to_status || '"}')
+            WHERE p.id = pet
+            RETURNING p.name, p.category_id, p.status INTO pet_name, pet_category, pet_status;
+            change := last;
+        ELSIF lapsed THEN
+            -- Refused after the lapse it made: that change is its number.
             change := last;
         END IF;
-        IF o.id IS NOT NULL AND outcome = 'order' THEN
+        IF o.id IS NOT NULL AND outcome IN ('order', 'pet') THEN
             order_id := o.id; order_pet := o.pet_id; order_status := o.status;
             order_by := o.placed_by; order_placed := extract(epoch FROM o.placed_at)::bigint;
             order_expires := extract(epoch FROM o.expires_at)::bigint;
@@ -535,7 +552,8 @@ BEGIN
                                   WHEN 'order_conflict' THEN 1409
                                   ELSE CASE k WHEN 'place' THEN 1201 ELSE 1200 END END,
                     pet_id = CASE WHEN outcome IN ('pet', 'pet_conflict') THEN targets[i] END,
-                    name = pet_name, category_id = pet_category,
+                    name = CASE WHEN outcome = 'pet' THEN pet_name END,
+                    category_id = CASE WHEN outcome = 'pet' THEN pet_category END,
                     status = CASE WHEN outcome IN ('pet', 'pet_conflict') THEN pet_status END,
                     transition = CASE WHEN outcome IN ('pet', 'pet_conflict')
                                       THEN CASE k WHEN 'place' THEN 'reserve' ELSE k END END,
@@ -557,7 +575,6 @@ BEGIN
     END IF;
 END
 $$;
-ALTER FUNCTION petstore_steps SET plan_cache_mode = force_custom_plan;
 
 -- Expires up to `most` placed orders whose hold lapsed by PostgreSQL's
 -- clock, each exactly once (whichever replica calls first); how many.

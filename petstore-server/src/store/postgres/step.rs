@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime};
 use petstore_core::{
     idempotency::{Keyed, KeyedOutcome, RETENTION},
     inventory::{Step, StepRequest, Stepped},
-    order::{Hold, OrderId, OrderStatus},
+    order::{Hold, Order, OrderId, OrderStatus},
     CategoryId, NewPet, PetId, PetStatus, Transition,
 };
 use tokio::time::timeout;
@@ -50,7 +50,7 @@ const STEPS: &str = "SELECT item, outcome, change, order_id, order_pet, order_st
      order_placed, order_expires, order_closed, pet_name, pet_category, pet_status, \
      kept_fingerprint, kept_answer, kept_pet, kept_name, kept_category, kept_status, \
      kept_transition, kept_order_status, order_id, order_pet, order_status, order_by, \
-     order_placed, order_expires, order_closed \
+     order_placed, order_expires, order_closed, lapsed \
      FROM petstore_steps($1::text[], $2::int8[], $3::text[], $4::bool[], $5::int4[], \
      $6::text[], $7::text[], $8::bytea[], $9::timestamptz[], $10::int8) ORDER BY item";
 
@@ -184,32 +184,116 @@ impl Commit<Wanted> for Postgres {
         else {
             return Err(StepFailed::Unavailable);
         };
-        let mut last = None;
+        let mut shown = Shown::default();
         let mut done = Vec::with_capacity(batch.len());
         for (wanted, row) in batch.iter().zip(&rows) {
-            if let Some(change) = row
-                .try_get::<_, Option<i64>>(2)
-                .ok()
-                .flatten()
-                .and_then(|c| u64::try_from(c).ok())
-            {
-                last = last.max(Some(change));
-            }
+            shown.add(wanted.request.step, row);
             let decided = decided(wanted.request.step, row);
             if wanted.keyed.is_some() && matches!(decided, Claimed::Won(_)) {
                 self.stats.kept.fetch_add(1, Ordering::Relaxed);
             }
             done.push(decided);
         }
-        if let Some(last) = last {
-            // Read-your-writes: the copy shows the batch (and every
-            // change before it) before any answer. Should PostgreSQL not
-            // answer that in time, the steps are committed all the same,
-            // and the tail brings them.
-            self.latest_change.fetch_max(last, Ordering::Relaxed);
-            let _ = timeout(SHOW_WAIT, self.catch_up(Want::Change(last))).await;
-        }
+        self.show_steps(&shown).await;
         Ok(done)
+    }
+}
+
+/// What a batch changed, for this replica's copy to show before the
+/// answers: each change's number, pet and status, and the order it made
+/// or closed.
+#[derive(Debug, Default)]
+struct Shown {
+    changes: Vec<(u64, PetId, PetStatus)>,
+    orders: Vec<Order>,
+    /// A step lapsed a hold first (a change the rows do not describe), or
+    /// a row could not be read: the copy catches up instead.
+    incomplete: bool,
+}
+
+impl Shown {
+    fn add(&mut self, step: Step, row: &tokio_postgres::Row) {
+        let Some(change) = row
+            .try_get::<_, Option<i64>>(2)
+            .ok()
+            .flatten()
+            .and_then(|c| u64::try_from(c).ok())
+        else {
+            return;
+        };
+        let order = order_of(row, 3);
+        let pet = match (step, &order) {
+            (Step::Transition(pet, _), _) => Some(pet),
+            (_, Some(order)) => Some(order.pet()),
+            _ => None,
+        };
+        let status = row
+            .try_get::<_, Option<&str>>(12)
+            .ok()
+            .flatten()
+            .and_then(|s| s.parse::<PetStatus>().ok());
+        let lapsed = row.try_get::<_, Option<bool>>(28).ok().flatten() != Some(false);
+        match (pet, status) {
+            (Some(pet), Some(status)) if !lapsed => {
+                self.changes.push((change, pet, status));
+                self.orders.extend(order);
+            }
+            _ => self.incomplete = true,
+        }
+    }
+
+    /// The batch's last change number, if it made any.
+    fn last(&self) -> Option<u64> {
+        self.changes.iter().map(|c| c.0).max()
+    }
+}
+
+impl Postgres {
+    /// Makes this replica's copy show a committed batch (and every
+    /// change before it), so that its answers read their own writes here.
+    /// When the copy has applied every change before the batch, and the
+    /// rows describe each of its changes, they are applied at once;
+    /// otherwise the copy catches up (one tail query). Bounded by
+    /// [`SHOW_WAIT`]: should PostgreSQL not answer in time, the steps are
+    /// committed all the same, and the tail brings them.
+    async fn show_steps(&self, shown: &Shown) {
+        let Some(last) = shown.last() else {
+            if shown.incomplete {
+                let _ = timeout(SHOW_WAIT, self.catch_up(Want::Everything)).await;
+            }
+            return;
+        };
+        self.latest_change.fetch_max(last, Ordering::Relaxed);
+        if !shown.incomplete {
+            if let Ok(_one) = timeout(SHOW_WAIT, self.tail.lock()).await {
+                let applied = self.changes_applied.load(Ordering::Acquire);
+                if applied >= last {
+                    return;
+                }
+                // Every change before the batch applied, and the batch's
+                // numbers the next ones, each described by its row: the
+                // orders first (they check their ids), then the statuses.
+                let next = shown.changes.first().map(|c| c.0);
+                let contiguous =
+                    next == Some(applied + 1) && last - applied == shown.changes.len() as u64;
+                let statuses: Vec<(PetId, PetStatus)> = shown
+                    .changes
+                    .iter()
+                    .map(|&(_, pet, status)| (pet, status))
+                    .collect();
+                if contiguous
+                    && statuses
+                        .iter()
+                        .all(|(pet, _)| pet.get() <= self.copy.len() as u64)
+                    && self.copy.apply_orders(&shown.orders).is_ok()
+                    && self.copy.apply_statuses(&statuses).is_ok()
+                {
+                    self.changes_applied.store(last, Ordering::Release);
+                    return;
+                }
+            }
+        }
+        let _ = timeout(SHOW_WAIT, self.catch_up(Want::Change(last))).await;
     }
 }
 
