@@ -170,7 +170,7 @@ impl Postgres {
     /// Applies every pet above the copy's maximum and every change after
     /// the last it applied, a page at a time. Called with the tail's lock
     /// held: the change number applied moves only here and in
-    /// [`show`](Self::show), both under it.
+    /// `show_steps` (`step.rs`), both under it.
     async fn pull(&self) -> Result<(), PullFailed> {
         let client = self
             .pool
