@@ -266,6 +266,7 @@ impl Postgres {
         // wrote them).
         self.psql(
             "DROP FUNCTION petstore_expire; DROP FUNCTION petstore_steps;
+             DROP FUNCTION petstore_steps_state;
              DROP FUNCTION petstore_close_order; DROP FUNCTION petstore_set_pet;
              DROP TABLE petstore_orders; DROP TABLE petstore_order_counter;
              ALTER TABLE petstore_idempotency

@@ -368,6 +368,27 @@ BEGIN
 END
 $$;
 
+-- What a batch of steps reads, one row per step in its order: the order
+-- a complete or cancel names, the pet the step moves, and that pet's
+-- placed order.
+CREATE FUNCTION petstore_steps_state(kinds text[], targets bigint[])
+RETURNS TABLE (n integer, kind text, target bigint, named_id bigint, named_pet bigint,
+               named_status text, named_by text, named_placed timestamptz,
+               named_expires timestamptz, pet bigint, pet_status text, pet_name text,
+               pet_category bigint, open_id bigint, open_by text, open_placed timestamptz,
+               open_expires timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT i.n::integer, i.kind, i.target, o.id, o.pet_id, o.status, o.placed_by, o.placed_at,
+           o.expires_at, p.id, p.status, p.name, p.category_id, op.id, op.placed_by,
+           op.placed_at, op.expires_at
+    FROM unnest(kinds, targets) WITH ORDINALITY AS i(kind, target, n)
+    LEFT JOIN petstore_orders o ON i.kind IN ('complete', 'cancel') AND o.id = i.target
+    LEFT JOIN petstore_pets p
+        ON p.id = CASE WHEN i.kind IN ('complete', 'cancel') THEN o.pet_id ELSE i.target END
+    LEFT JOIN petstore_orders op ON op.pet_id = p.id AND op.status = 'placed'
+    ORDER BY i.n
+$$;
+
 CREATE FUNCTION petstore_steps(
     kinds text[], targets bigint[], actors text[], sees_all boolean[], holds int4[],
     scopes text[], keys text[], fps bytea[], ats timestamptz[], keep_secs int8)
@@ -391,6 +412,12 @@ DECLARE
     o petstore_orders;
     open_order petstore_orders;
     current_status text;
+    r record;
+    closing text;
+    new_ids bigint[] := '{}'; new_pets bigint[] := '{}'; new_status text[] := '{}';
+    new_by text[] := '{}'; new_expires timestamptz[] := '{}'; new_changes bigint[] := '{}';
+    closed_ids bigint[] := '{}'; closed_status text[] := '{}'; closed_changes bigint[] := '{}';
+    moved_ids bigint[] := '{}'; moved_status text[] := '{}'; moved_changes bigint[] := '{}';
 BEGIN
     -- The change counter first, as every status writer; then the order
     -- counter. The time once both are held: steps commit in the order of
@@ -400,6 +427,122 @@ BEGIN
     last := base;
     next_order := order_base;
     at := date_trunc('second', clock_timestamp());
+    -- The usual batch, set-based: no key, no pet moved by two of its
+    -- steps, no hold to lapse first. Its pets and orders are read in one
+    -- query, decided in memory in order, and written in one statement
+    -- each; any other batch takes the loop below, a few statements a
+    -- step.
+    IF NOT EXISTS (SELECT 1 FROM unnest(keys) AS u(key) WHERE u.key IS NOT NULL)
+       AND (SELECT count(s.pet) = count(DISTINCT s.pet)
+                   AND NOT coalesce(bool_or(s.named_status = 'placed'
+                                            AND s.named_expires <= at), false)
+                   AND NOT coalesce(bool_or(s.open_expires <= at), false)
+            FROM petstore_steps_state(kinds, targets) s) THEN
+        FOR r IN SELECT * FROM petstore_steps_state(kinds, targets) LOOP
+            item := r.n;
+            outcome := NULL; change := NULL; order_id := NULL; order_pet := NULL;
+            order_status := NULL; order_by := NULL; order_placed := NULL;
+            order_expires := NULL; order_closed := NULL; pet_name := r.pet_name;
+            pet_category := r.pet_category; pet_status := NULL; kept_fingerprint := NULL;
+            kept_answer := NULL; kept_pet := NULL; kept_name := NULL; kept_category := NULL;
+            kept_status := NULL; kept_transition := NULL; kept_order_status := NULL;
+            lapsed := false; to_status := NULL; closing := NULL;
+            k := r.kind;
+            IF k IN ('complete', 'cancel') THEN
+                IF r.named_id IS NULL OR NOT sees_all[r.n] AND r.named_by <> actors[r.n] THEN
+                    outcome := 'order_missing';
+                ELSIF r.named_status <> 'placed' THEN
+                    outcome := 'order_conflict';
+                    order_id := r.named_id;
+                    order_status := r.named_status;
+                ELSE
+                    outcome := 'order';
+                    closing := CASE k WHEN 'complete' THEN 'completed' ELSE 'cancelled' END;
+                    to_status := CASE k WHEN 'complete' THEN 'sold' ELSE 'available' END;
+                    order_id := r.named_id; order_by := r.named_by;
+                    order_placed := extract(epoch FROM r.named_placed)::bigint;
+                    order_expires := extract(epoch FROM r.named_expires)::bigint;
+                END IF;
+            ELSIF r.pet IS NULL THEN
+                outcome := 'pet_missing';
+            ELSIF NOT r.pet_status = ANY (CASE k WHEN 'release' THEN ARRAY['pending']
+                                                 WHEN 'sell' THEN ARRAY['available', 'pending']
+                                                 ELSE ARRAY['available'] END) THEN
+                outcome := 'pet_conflict';
+                pet_status := r.pet_status;
+            ELSIF r.open_id IS NOT NULL AND NOT sees_all[r.n] AND r.open_by <> actors[r.n] THEN
+                outcome := 'held';
+                order_id := r.open_id;
+            ELSE
+                outcome := CASE k WHEN 'place' THEN 'order' ELSE 'pet' END;
+                IF k IN ('place', 'reserve') OR r.open_id IS NULL AND k = 'sell' THEN
+                    -- A new order: placed, or a sale placed and completed at once.
+                    next_order := next_order + 1;
+                    to_status := CASE k WHEN 'sell' THEN 'sold' ELSE 'pending' END;
+                    order_id := next_order; order_by := actors[r.n];
+                    order_placed := extract(epoch FROM at)::bigint;
+                    order_expires := CASE k WHEN 'sell' THEN order_placed
+                                            ELSE order_placed + holds[r.n] END;
+                    new_ids := new_ids || next_order; new_pets := new_pets || r.pet;
+                    new_status := new_status || CASE k WHEN 'sell' THEN 'completed'
+                                                       ELSE 'placed' END;
+                    new_by := new_by || actors[r.n];
+                    new_expires := new_expires || to_timestamp(order_expires);
+                    new_changes := new_changes || (last + 1);
+                    IF k = 'sell' THEN
+                        order_closed := order_placed;
+                        order_status := 'completed';
+                    ELSE
+                        order_status := 'placed';
+                    END IF;
+                ELSIF r.open_id IS NOT NULL THEN
+                    closing := CASE k WHEN 'sell' THEN 'completed' ELSE 'cancelled' END;
+                    to_status := CASE k WHEN 'sell' THEN 'sold' ELSE 'available' END;
+                    order_id := r.open_id; order_by := r.open_by;
+                    order_placed := extract(epoch FROM r.open_placed)::bigint;
+                    order_expires := extract(epoch FROM r.open_expires)::bigint;
+                ELSE
+                    -- A pet created pending has no order: the transition alone.
+                    to_status := 'available';
+                END IF;
+            END IF;
+            IF to_status IS NOT NULL THEN
+                last := last + 1;
+                change := last;
+                pet_status := to_status;
+                moved_ids := moved_ids || r.pet; moved_status := moved_status || to_status;
+                moved_changes := moved_changes || last;
+                IF order_id IS NOT NULL THEN
+                    order_pet := r.pet;
+                END IF;
+                IF closing IS NOT NULL THEN
+                    order_status := closing;
+                    order_closed := extract(epoch FROM at)::bigint;
+                    closed_ids := closed_ids || order_id; closed_status := closed_status || closing;
+                    closed_changes := closed_changes || last;
+                END IF;
+            END IF;
+            IF outcome NOT IN ('pet', 'order') THEN
+                pet_name := NULL; pet_category := NULL;
+            END IF;
+            RETURN NEXT;
+        END LOOP;
+        INSERT INTO petstore_orders
+            (id, pet_id, status, placed_by, placed_at, expires_at, closed_at, last_change)
+        SELECT w.id, w.pet, w.status, w.by, at, w.expires,
+               CASE w.status WHEN 'placed' THEN NULL ELSE at END, w.change
+        FROM unnest(new_ids, new_pets, new_status, new_by, new_expires, new_changes)
+            AS w(id, pet, status, by, expires, change);
+        UPDATE petstore_orders closed SET status = w.status, closed_at = at,
+                                          last_change = w.change
+        FROM unnest(closed_ids, closed_status, closed_changes) AS w(id, status, change)
+        WHERE closed.id = w.id;
+        UPDATE petstore_pets p
+        SET status = w.status, last_change = w.change,
+            json = regexp_replace(p.json, '"status":"[a-z]+"}$', '"status":"' || w.status || '"}')
+        FROM unnest(moved_ids, moved_status, moved_changes) AS w(id, status, change)
+        WHERE p.id = w.id;
+    ELSE
     FOR i IN 1 .. coalesce(array_length(kinds, 1), 0) LOOP
         item := i;
         outcome := NULL; change := NULL; order_id := NULL; order_pet := NULL;
@@ -566,6 +709,7 @@ BEGIN
         END IF;
         RETURN NEXT;
     END LOOP;
+    END IF;
     IF next_order > order_base THEN
         UPDATE petstore_order_counter SET last_id = next_order;
     END IF;
