@@ -380,3 +380,112 @@ fn a_database_of_schema_version_4_is_migrated_and_takes_orders() {
         "shop",
     );
 }
+
+#[test]
+fn the_set_based_batch_decides_as_the_loop_does() {
+    // One batch of every kind of step on distinct pets, decided twice in
+    // PostgreSQL, each time rolled back: unkeyed (the set-based path)
+    // and with its first step keyed (the loop). Both must answer every
+    // step alike and leave the same pets and orders.
+    let pg = Postgres::start();
+    let a = replica(&pg);
+    let free: Vec<u64> = (0..4).map(|_| pet(&a, "available")).collect();
+    let pending = pet(&a, "pending");
+    let held: Vec<u64> = (0..4).map(|_| pet(&a, "available")).collect();
+    for (i, id) in held.iter().enumerate() {
+        let key = if i < 3 { SHOP } else { OTHER };
+        placed(
+            &place(&a, key, &format!(r#"{{"petId":{id}}}"#)),
+            *id,
+            if i < 3 { "shop" } else { "other" },
+        );
+    }
+    let sold = pet(&a, "sold");
+    // (kind, target): order ids 1 to 4 hold `held`, the fourth another key's.
+    let steps: [(&str, u64); 12] = [
+        ("place", free[0]),
+        ("reserve", free[1]),
+        ("sell", free[2]),
+        ("release", pending),
+        ("complete", 1),
+        ("cancel", 2),
+        ("release", held[2]),
+        ("sell", held[3]),
+        ("cancel", 4),
+        ("place", sold),
+        ("reserve", 999_999),
+        ("complete", 999_999),
+    ];
+    let array = |f: &dyn Fn(usize, &(&str, u64)) -> String| {
+        steps
+            .iter()
+            .enumerate()
+            .map(|(i, s)| f(i, s))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let kinds = array(&|_, (k, _)| format!("'{k}'"));
+    let targets = array(&|_, (_, t)| t.to_string());
+    let run = |keyed: bool| {
+        let key = |i: usize, text: &str, null: &str| {
+            if keyed && i == 0 {
+                text.to_owned()
+            } else {
+                null.to_owned()
+            }
+        };
+        let scopes = array(&|i, _| key(i, "'shop'", "NULL"));
+        let keys = array(&|i, _| key(i, "'k'", "NULL"));
+        let fps = array(&|i, _| {
+            key(
+                i,
+                &format!("'\\x{}'::bytea", "00".repeat(32)),
+                "NULL::bytea",
+            )
+        });
+        let ats = array(&|i, _| key(i, "now()", "NULL::timestamptz"));
+        let actors = array(&|_, _| "'shop'".to_owned());
+        let all = array(&|_, _| "false".to_owned());
+        let holds = array(&|_, _| "900".to_owned());
+        pg.psql(&format!(
+            "BEGIN;
+             SELECT item, outcome, change, order_id, order_pet, order_status, order_by,
+                    pet_name, pet_category, pet_status, lapsed
+             FROM petstore_steps(ARRAY[{kinds}], ARRAY[{targets}]::int8[], ARRAY[{actors}],
+                  ARRAY[{all}], ARRAY[{holds}], ARRAY[{scopes}]::text[], ARRAY[{keys}]::text[],
+                  ARRAY[{fps}], ARRAY[{ats}]::timestamptz[], 86400) ORDER BY item;
+             SELECT string_agg(id || ':' || status, ' ' ORDER BY id) FROM petstore_pets;
+             SELECT string_agg(id || ':' || pet_id || ':' || status, ' ' ORDER BY id)
+                 FROM petstore_orders;
+             SELECT last_change FROM petstore_changes;
+             ROLLBACK;"
+        ))
+    };
+    let set_based = run(false);
+    let looped = run(true);
+    assert_eq!(set_based, looped);
+    // And the answers are the contract's.
+    let outcomes: Vec<&str> = set_based
+        .lines()
+        .filter_map(|line| line.split('|').nth(1))
+        .take(steps.len())
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            "order",
+            "pet",
+            "pet",
+            "pet",
+            "order",
+            "order",
+            "pet",
+            "held",
+            "order_missing",
+            "pet_conflict",
+            "pet_missing",
+            "order_missing"
+        ],
+        "{set_based}"
+    );
+}
