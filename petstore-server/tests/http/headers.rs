@@ -687,11 +687,12 @@ fn openapi_document_declares_500_503_formats_and_bounds() {
             "{id}: 500 code {codes:?}"
         );
         // 503 only where a pet, an order or a change can fail to be
-        // stored, or (replicas) where a pet another replica made may not
-        // be confirmed.
+        // stored, or (replicas) where a pet or an order another replica
+        // made may not be confirmed.
         let writes = [
             "createPet",
             "getPet",
+            "getOrder",
             "reservePet",
             "releasePet",
             "sellPet",
