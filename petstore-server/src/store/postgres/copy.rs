@@ -38,6 +38,9 @@ use super::describe::{describe, discard, pool_error};
 use super::stats::Op;
 use super::{Postgres, MAX_BACKOFF, POLL, QUERY_TIMEOUT};
 
+/// How long a notification waits before the tail asks: see
+/// [`Postgres::tail_loop`].
+const OWN_COMMIT_PAUSE: std::time::Duration = std::time::Duration::from_millis(2);
 /// Pets per query when loading or tailing.
 const PAGE: i64 = 10_000;
 /// Load queries in flight at once: a few, which `join_all` polls in
@@ -345,7 +348,18 @@ impl Postgres {
     pub(super) async fn tail_loop(self: Arc<Self>) {
         let mut wait = POLL;
         loop {
-            let _ = timeout(wait, self.wake.notified()).await;
+            let woken = timeout(wait, self.wake.notified()).await.is_ok();
+            if woken {
+                // Most notifications are this replica's own commits, which
+                // its committers show in the copy themselves a moment
+                // later: a short pause lets them, and a notification the
+                // copy has caught up with then costs no query. The poll
+                // still asks every time.
+                tokio::time::sleep(OWN_COMMIT_PAUSE).await;
+                if self.behind() == 0 && self.changes_behind() == 0 {
+                    continue;
+                }
+            }
             wait = if self.catch_up_to(0).await {
                 POLL
             } else {
