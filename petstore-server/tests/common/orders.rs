@@ -98,17 +98,23 @@ pub fn secs_between(from: &Value, to: &Value) -> i64 {
     secs(to) - secs(from)
 }
 
+/// Each call the next of `servers`, round and round: the scenarios below
+/// send each write to the next server.
+fn in_turn<'a>(servers: &'a [&'a Server]) -> impl Fn() -> &'a Server {
+    let turns = std::cell::Cell::new(0);
+    move || {
+        let i = turns.get();
+        turns.set(i + 1);
+        servers[i % servers.len()]
+    }
+}
+
 /// Every row of the contract's orders, each write on the next of
 /// `servers` (one node: the one server; replicas: each in turn, so a step
 /// is decided against what another replica wrote) and each read on the
 /// server that wrote last (read-your-writes).
 pub fn every_row(servers: &[&Server]) {
-    let turns = std::cell::Cell::new(0);
-    let next = || {
-        let i = turns.get();
-        turns.set(i + 1);
-        servers[i % servers.len()]
-    };
+    let next = in_turn(servers);
     let server = next();
     // Place: 201, Location, the pet held.
     let rex = pet(server, "available");
@@ -193,12 +199,7 @@ pub fn every_row(servers: &[&Server]) {
 /// The pet transitions as doors to orders, each write on the next of
 /// `servers`, each read where the last write was answered.
 pub fn doors(servers: &[&Server]) {
-    let turns = std::cell::Cell::new(0);
-    let next = || {
-        let i = turns.get();
-        turns.set(i + 1);
-        servers[i % servers.len()]
-    };
+    let next = in_turn(servers);
     let server = next();
     let rex = pet(server, "available");
     // Reserve places an order for the calling key, and answers the pet.
@@ -270,12 +271,7 @@ pub fn doors(servers: &[&Server]) {
 /// A kept place and a kept conflict, each request on the next of
 /// `servers`: the key is kept where every server reads it.
 pub fn idempotency_replays(servers: &[&Server]) {
-    let turns = std::cell::Cell::new(0);
-    let next = || {
-        let i = turns.get();
-        turns.set(i + 1);
-        servers[i % servers.len()]
-    };
+    let next = in_turn(servers);
     let server = servers[0];
     let rex = pet(server, "available");
     let body = format!(r#"{{"petId":{rex}}}"#);

@@ -477,7 +477,7 @@ pub(super) async fn load(pool: &Pool, copy: &Inventory) -> Result<u64, String> {
             .map_err(|e| describe(&e))?;
         let page = rows
             .iter()
-            .map(|row| order_at(row, [0, 1, 2, 3, 4, 5, 6]))
+            .map(|row| order_of(row, 0))
             .collect::<Option<Vec<Order>>>()
             .ok_or_else(|| {
                 format!(

@@ -187,8 +187,10 @@ impl Commit<Wanted> for Postgres {
         let mut shown = Shown::default();
         let mut done = Vec::with_capacity(batch.len());
         for (wanted, row) in batch.iter().zip(&rows) {
-            shown.add(wanted.request.step, row);
-            let decided = decided(wanted.request.step, row);
+            // The order a step made or closed, read once for both.
+            let order = order_of(row, 3);
+            let decided = decided(wanted.request.step, row, order.clone());
+            shown.add(wanted.request.step, row, order);
             if wanted.keyed.is_some() && matches!(decided, Claimed::Won(_)) {
                 self.stats.kept.fetch_add(1, Ordering::Relaxed);
             }
@@ -212,7 +214,7 @@ struct Shown {
 }
 
 impl Shown {
-    fn add(&mut self, step: Step, row: &tokio_postgres::Row) {
+    fn add(&mut self, step: Step, row: &tokio_postgres::Row, order: Option<Order>) {
         let Some(change) = row
             .try_get::<_, Option<i64>>(2)
             .ok()
@@ -221,7 +223,6 @@ impl Shown {
         else {
             return;
         };
-        let order = order_of(row, 3);
         let pet = match (step, &order) {
             (Step::Transition(pet, _), _) => Some(pet),
             (_, Some(order)) => Some(order.pet()),
@@ -327,14 +328,19 @@ fn hold(step: Step) -> i32 {
     i32::try_from(secs).unwrap_or(i32::MAX)
 }
 
-/// One step's outcome out of its row (`petstore_steps`'s columns).
-fn decided(step: Step, row: &tokio_postgres::Row) -> Claimed<Result<Stepped, StepFailed>> {
+/// One step's outcome out of its row (`petstore_steps`'s columns) and the
+/// order read from it.
+fn decided(
+    step: Step,
+    row: &tokio_postgres::Row,
+    order: Option<Order>,
+) -> Claimed<Result<Stepped, StepFailed>> {
     let outcome = row.try_get::<_, Option<&str>>(1).ok().flatten();
     let text = |i: usize| row.try_get::<_, Option<&str>>(i).ok().flatten();
     let unavailable = Err(StepFailed::Unavailable);
     let done = match outcome {
         Some("kept") => return kept_row(row, 13).map_or(Claimed::Unread, Claimed::Lost),
-        Some("order") => order_of(row, 3).map_or(unavailable, |order| Ok(Stepped::Order(order))),
+        Some("order") => order.map_or(unavailable, |order| Ok(Stepped::Order(order))),
         Some("pet") => pet(step, row).map_or(unavailable, |pet| Ok(Stepped::Pet(pet))),
         Some("pet_missing") => Err(StepFailed::PetNotFound),
         Some("order_missing") => Err(StepFailed::OrderNotFound),
