@@ -15,6 +15,7 @@
 //! | [`pet`] | [`Pet`], [`NewPet`] and its `createPet` body parser, [`PetStatus`], [`Transition`], [`PetId`], [`CategoryId`], the Unicode name rules, the pet's canonical JSON |
 //! | [`inventory`] | [`Inventory`]: storage, `get`/`list`/`create`, `transition`, order steps (beta), `apply`/`apply_statuses` for a read copy; [`ListQuery`], [`PageSize`], [`Page`], encoded pages, order queries; its errors |
 //! | [`order`] | orders (beta): an order, its status and id, who acts on it, what placing one asks |
+//! | [`event`] | events (beta): the feed of every change, [`Event`](event::Event), its cursor and page |
 //! | [`journal`] | the append-only journal of a durable inventory: [`JournalOptions`], recovery, `check_journal` and `repair_journal` |
 //! | [`idempotency`] | idempotency keys: the key and its header parser, what a keyed write keeps and replays |
 //! | [`limit`] | the rate limiter: [`RateLimiter`], [`KeyLimiter`], the anonymous limiter, [`Decision`], [`Plans`] and [`Quota`] |
@@ -42,6 +43,7 @@
 #![deny(missing_docs)]
 
 pub mod clock;
+pub mod event;
 pub mod idempotency;
 pub mod inventory;
 pub mod limit;

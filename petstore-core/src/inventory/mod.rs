@@ -25,6 +25,7 @@
 //! May use: `pet`, `order`, `idempotency`, `clock.rs`.
 
 mod error;
+mod feed;
 mod final_pages;
 mod id_set;
 pub mod journal;
@@ -49,11 +50,13 @@ pub use query::{FinalPage, JsonPage, ListQuery, OrderPage, OrderQuery, Page, Pag
 pub use steps::{Step, StepRequest, Stepped};
 
 use crate::clock::{Clock, SystemClock};
+use crate::event::log::Entry;
 use crate::idempotency::{Answer, Claim, KeptKeys, Keyed, KeyedOutcome, Seen};
 use crate::order::book::OrderBook;
 use crate::order::Actor;
 use crate::pet::json::decode;
 use crate::pet::{NewPet, Pet, PetId, PetStatus, Transition};
+use feed::Feed;
 use final_pages::FinalPages;
 #[cfg(doc)]
 use id_set::IdSet;
@@ -98,6 +101,8 @@ pub struct Inventory {
     /// it is done.
     combine: Mutex<steps::Combine>,
     combined: parking_lot::Condvar,
+    /// The events of every change published (beta), in that order.
+    feed: Feed,
 }
 
 impl Inventory {
@@ -143,10 +148,19 @@ impl Inventory {
         let mut book = OrderBook::default();
         let kept = Arc::new(KeptKeys::default());
         let now = clock.now();
+        let feed = Feed::default();
+        // The time the records read are dated by (a journal written before
+        // times were: 0, long past any retention).
+        let mut time = 0u64;
         let (journal, recovery) = Journal::open(dir.as_ref(), options, |record, json, keyed| {
             let answer = match record {
+                Record::Time(secs) => {
+                    time = secs;
+                    None
+                }
                 Record::Pet(id, status) => {
                     records.push_json(id, status, json);
+                    feed.push(Entry::pet_created(id.get(), status, time));
                     // Decoded only for a key: replay of unkeyed pets
                     // stays a copy of bytes.
                     keyed
@@ -171,6 +185,7 @@ impl Inventory {
                     }
                     let status = transition.to_status();
                     records.set_status(index, status);
+                    feed.push(Entry::pet_changed(id.get(), status, time));
                     keyed
                         .as_ref()
                         .and_then(|_| decode(id, status, records.json(index)))
@@ -190,6 +205,11 @@ impl Inventory {
                 }
                 Record::Order(step) => {
                     let order = steps::restore_step(&mut records, &mut book, &step)?;
+                    // As `publish` gave them: the pet's change, then the order.
+                    let pet_status = order.status().pet_status();
+                    feed.push(Entry::pet_changed(order.pet().get(), pet_status, time));
+                    let at = order.closed_at().unwrap_or(order.placed_at()).unix_secs();
+                    feed.push(Entry::order(order.id().get(), order.status(), at));
                     match (&keyed, step.door) {
                         (None, _) => None,
                         // Through a pet transition: the pet was the answer.
@@ -226,6 +246,7 @@ impl Inventory {
             steps: Mutex::new(()),
             combine: Mutex::new(steps::Combine::default()),
             combined: parking_lot::Condvar::new(),
+            feed,
         };
         // Holds that lapsed while no server ran lapse now, and are written.
         inventory.expire_due(now).map_err(|failure| OpenError::Io {
@@ -276,13 +297,17 @@ impl Inventory {
     /// callers run it on a blocking thread.
     pub fn create(&self, new: NewPet) -> Result<Pet, CreateError> {
         if let Some(journal) = &self.journal {
-            return journal.append(new, &|batch| self.publish(batch));
+            return journal.append(new, &|batch, at| self.publish(batch, at));
         }
         let mut records = self.records.write();
         let next = records.ends.len() as u64 + 1;
         let id = PetId::new(next).ok_or(CreateError::IdsExhausted)?;
         let pet = new.into_pet(id);
         records.push(&pet);
+        self.feed
+            .record(&[Change::Created(pet.clone())], unix_secs_now());
+        drop(records);
+        self.feed.announce();
         Ok(pet)
     }
 
@@ -306,7 +331,7 @@ impl Inventory {
     /// ```
     pub fn create_many(&self, news: Vec<NewPet>) -> Result<Vec<Pet>, CreateError> {
         if let Some(journal) = &self.journal {
-            return journal.append_many(news, &[], &|batch| self.publish(batch));
+            return journal.append_many(news, &[], &|batch, at| self.publish(batch, at));
         }
         let mut records = self.records.write();
         let first = records.ends.len() as u64 + 1;
@@ -322,6 +347,10 @@ impl Inventory {
         for pet in &pets {
             records.push(pet);
         }
+        let changes: Vec<Change> = pets.iter().cloned().map(Change::Created).collect();
+        self.feed.record(&changes, unix_secs_now());
+        drop(records);
+        self.feed.announce();
         Ok(pets)
     }
 
@@ -567,7 +596,7 @@ impl Inventory {
                     .iter()
                     .map(|c| c.as_ref().map(Claim::keyed))
                     .collect();
-                journal.append_many(news, &keys, &|batch| self.publish(batch))?
+                journal.append_many(news, &keys, &|batch, at| self.publish(batch, at))?
             }
             None => self.create_many(news)?,
         };
@@ -697,8 +726,14 @@ impl Inventory {
         Ok(changes.len())
     }
 
-    /// Publishes a durable batch of the journal, in its order.
-    fn publish(&self, changes: &[Change]) {
+    /// Publishes a batch of changes, in its order (a durable one once the
+    /// journal has it), dated `at` (Unix seconds) for the feed.
+    fn publish(&self, changes: &[Change], at: u64) {
+        self.publish_locked(changes, at);
+        self.feed.announce();
+    }
+
+    fn publish_locked(&self, changes: &[Change], at: u64) {
         let mut records = self.records.write();
         let mut book = None;
         for change in changes {
@@ -712,6 +747,8 @@ impl Inventory {
                 Change::Order(order) => book.get_or_insert_with(|| self.orders.write()).put(order),
             }
         }
+        // Before the locks go: see `feed.rs` on why.
+        self.feed.record(changes, at);
     }
 
     /// Sets one pet's status and drops the kept first pages it reaches,
@@ -863,6 +900,12 @@ impl Inventory {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// The system clock's time in Unix seconds: what an in-memory
+/// inventory's events are dated by.
+fn unix_secs_now() -> u64 {
+    SystemClock::new().now().unix_secs()
 }
 
 /// The outcome of a keyed write whose key was taken (never [`Seen::New`]:

@@ -402,13 +402,14 @@ impl Inventory {
     /// Writes and publishes what a decider decided.
     fn commit(&self, written: Written) -> Result<(), StorageFailure> {
         match &self.journal {
-            Some(journal) => {
-                journal.append_records(&written.lines, written.count, written.changes, &|changes| {
-                    self.publish(changes)
-                })
-            }
+            Some(journal) => journal.append_records(
+                &written.lines,
+                written.count,
+                written.changes,
+                &|changes, at| self.publish(changes, at),
+            ),
             None => {
-                self.publish(&written.changes);
+                self.publish(&written.changes, super::unix_secs_now());
                 Ok(())
             }
         }

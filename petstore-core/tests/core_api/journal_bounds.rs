@@ -35,6 +35,7 @@ fn fill(dir: &Path, n: usize) -> Vec<u8> {
             .unwrap();
     }
     drop(inventory);
+    crate::scratch::strip_times(dir);
     fs::read(dir.join(JOURNAL_FILE)).unwrap()
 }
 

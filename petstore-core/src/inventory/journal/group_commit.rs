@@ -16,7 +16,7 @@ use super::files::{
     ensure_regular_file, ensure_regular_path, file_identity, sync_dir, JOURNAL_FILE,
 };
 use super::options::{FsyncPolicy, JournalOptions};
-use super::record::{encode_keyed_line, encode_line, KeyedWrite, Record};
+use super::record::{encode_keyed_line, encode_line, encode_time_line, KeyedWrite, Record};
 use super::replay::{replay, Recovery, TornTail};
 use super::save_aside::cut_aside;
 use super::stats::JournalStats;
@@ -39,8 +39,9 @@ pub(crate) enum Change {
     Order(Order),
 }
 
-/// How the caller publishes a durable batch, in journal order.
-pub(crate) type Publish<'a> = &'a dyn Fn(&[Change]);
+/// How the caller publishes a durable batch, in journal order, with the
+/// time (Unix seconds) of the time record that dates it.
+pub(crate) type Publish<'a> = &'a dyn Fn(&[Change], u64);
 
 /// An open journal: appends pets and transitions by group commit and holds the data
 /// directory's lock for as long as it lives. One mutex guards the pending
@@ -95,6 +96,8 @@ struct CommitState {
     flushing: bool,
     failed: Option<StorageFailure>,
     stats: JournalStats,
+    /// The second of the last time record written since open.
+    last_time: Option<u64>,
 }
 
 /// A failed write or sync, classified: a full disk is worth saying so.
@@ -193,6 +196,7 @@ impl Journal {
                 flushing: false,
                 failed: None,
                 stats: JournalStats::default(),
+                last_time: None,
             }),
             flushed: Condvar::new(),
         };
@@ -384,7 +388,17 @@ impl Journal {
     /// released during the I/O.
     fn lead(&self, state: &mut MutexGuard<'_, CommitState>, publish: Publish<'_>) {
         state.flushing = true;
-        let batch = std::mem::take(&mut state.pending);
+        let mut batch = std::mem::take(&mut state.pending);
+        // A batch is dated by the time record before it: one is written
+        // when the second is not the last one written.
+        let time = crate::clock::Clock::now(&crate::clock::SystemClock::new()).unix_secs();
+        if state.last_time != Some(time) {
+            let mut dated = Vec::with_capacity(batch.len() + 40);
+            encode_time_line(time, &mut dated);
+            dated.extend_from_slice(&batch);
+            batch = dated;
+            state.last_time = Some(time);
+        }
         let changes = std::mem::take(&mut state.pending_changes);
         let upto = state.written;
         // Records, not changes: an order's step is one record of two.
@@ -416,7 +430,7 @@ impl Journal {
             // synced into a deleted or replaced file is not durable.
             let checked = synced.and_then(|()| self.check_path());
             if checked.is_ok() {
-                publish(&changes);
+                publish(&changes, time);
             }
             (checked, fsync_time)
         });
@@ -481,6 +495,7 @@ mod tests {
                 flushing: false,
                 failed: None,
                 stats: JournalStats::default(),
+                last_time: None,
             }),
             flushed: Condvar::new(),
         }
@@ -494,7 +509,7 @@ mod tests {
             fail_sync: true,
         });
         let published = Mutex::new(Vec::new());
-        let publish = |b: &[Change]| published.lock().extend_from_slice(b);
+        let publish = |b: &[Change], _| published.lock().extend_from_slice(b);
         let new = || NewPet::new("Rex", CategoryId::MIN).unwrap();
         let first = journal.append(new(), &publish);
         assert!(matches!(first, Err(CreateError::Storage(ref f))
@@ -520,18 +535,20 @@ mod tests {
             fail_sync: true,
         });
         let published = Mutex::new(Vec::new());
-        let publish = |b: &[Change]| published.lock().extend_from_slice(b);
+        let publish = |b: &[Change], _| published.lock().extend_from_slice(b);
         let change = || vec![Change::Changed(PetId::MIN, PetStatus::Sold)];
         let outcome = journal.append_records(b"x\n", 1, change(), &publish);
         assert!(matches!(outcome, Err(ref f) if f.fault == StorageFault::SyncFailed));
-        // Written, never synced: nothing published, later ones refused
-        // without touching the file.
-        assert_eq!(*written.lock(), b"x\n");
+        // Written (after the batch's time record), never synced: nothing
+        // published, later ones refused without touching the file.
+        assert!(written.lock().starts_with(br#"{"time":"#));
+        assert!(written.lock().ends_with(b"}\nx\n"));
         assert!(published.lock().is_empty());
+        let len = written.lock().len();
         assert!(journal
             .append_records(b"y\n", 1, change(), &publish)
             .is_err());
-        assert_eq!(*written.lock(), b"x\n");
+        assert_eq!(written.lock().len(), len);
     }
 
     #[test]
@@ -542,7 +559,7 @@ mod tests {
             fail_sync: false,
         });
         let published = Mutex::new(Vec::new());
-        let publish = |b: &[Change]| {
+        let publish = |b: &[Change], _| {
             published.lock().extend(b.iter().filter_map(|c| match c {
                 Change::Created(p) => Some(p.id().get()),
                 Change::Changed(..) | Change::Order(_) => None,

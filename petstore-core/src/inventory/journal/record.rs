@@ -18,6 +18,8 @@ const TRANSITION_PREFIX: &[u8] = br#"{"transition":"#;
 const KEYED_PREFIX: &[u8] = br#"{"keyed":"#;
 /// An order's step: see [`encode_order_line`].
 const ORDER_PREFIX: &[u8] = br#"{"order":"#;
+/// The time of the records after it: see [`encode_time_line`].
+const TIME_PREFIX: &[u8] = br#"{"time":"#;
 /// The transition record's body as written: `{"id":7,"action":"sell"}`.
 const ACTION_PREFIX: &[u8] = br#","action":""#;
 
@@ -37,6 +39,9 @@ pub(crate) enum Record {
     /// A step refused for its order's status then, kept for its
     /// idempotency key (only in a keyed record): changes nothing.
     OrderConflict(OrderId, OrderStatus),
+    /// The time (Unix seconds) the records after it were written at,
+    /// until the next: what dates a created pet's event. Changes nothing.
+    Time(u64),
 }
 
 /// One step of an order, and its pet's change with it, in one record:
@@ -207,6 +212,36 @@ pub(crate) fn encode_transition_line(id: PetId, transition: Transition, out: &mu
     out.extend_from_slice(format!("{crc:08x}").as_bytes());
     out.extend_from_slice(LINE_SUFFIX);
     out.push(b'\n');
+}
+
+/// Appends one journal line that dates the records after it:
+/// `{"time":1764324000,"crc32":"..."}`. A batch of the group commit
+/// starts with one when its second is not the last one written, so a
+/// busy journal spends one line a second on it.
+pub(crate) fn encode_time_line(unix_secs: u64, out: &mut Vec<u8>) {
+    out.extend_from_slice(TIME_PREFIX);
+    let start = out.len();
+    crate::pet::json::push_decimal(out, unix_secs);
+    let crc = crc32fast::hash(&out[start..]);
+    out.extend_from_slice(CRC_PREFIX);
+    out.extend_from_slice(format!("{crc:08x}").as_bytes());
+    out.extend_from_slice(LINE_SUFFIX);
+    out.push(b'\n');
+}
+
+/// A checked time record's body: decimal digits, one spelling.
+fn parse_time(body: &[u8]) -> Result<u64, String> {
+    let bad = || format!("bad time: {:?}", String::from_utf8_lossy(body));
+    if body.is_empty() || body.len() > 19 || (body[0] == b'0' && body.len() > 1) {
+        return Err(bad());
+    }
+    if !body.iter().all(u8::is_ascii_digit) {
+        return Err(bad());
+    }
+    std::str::from_utf8(body)
+        .ok()
+        .and_then(|digits| digits.parse().ok())
+        .ok_or_else(bad)
 }
 
 /// An order step's body: `{"step":"place","id":12,"pet":7,"by":"shop","at":…,"expires":…}`,
@@ -527,6 +562,9 @@ fn decode_unkeyed(line: &[u8], scratch: &mut Vec<u8>) -> Result<Record, String> 
     if line.starts_with(ORDER_PREFIX) {
         return parse_step(checked_body(line, ORDER_PREFIX)?).map(Record::Order);
     }
+    if line.starts_with(TIME_PREFIX) {
+        return parse_time(checked_body(line, TIME_PREFIX)?).map(Record::Time);
+    }
     if line.starts_with(TRANSITION_PREFIX) {
         let (id, transition) = parse_transition(checked_body(line, TRANSITION_PREFIX)?)?;
         return Ok(Record::Transition(id, transition));
@@ -779,5 +817,32 @@ mod tests {
         assert_eq!(line.len() + 2, LONGEST_COMPACT_RECORD);
         assert_eq!(LONGEST_COMPACT_RECORD, 1474);
         assert!(line.len() * 40 < MAX_RECORD_LEN);
+    }
+
+    #[test]
+    fn time_lines_round_trip_and_other_spellings_are_refused() {
+        let mut out = Vec::new();
+        encode_time_line(1_764_324_000, &mut out);
+        let line = &out[..out.len() - 1];
+        let v: serde_json::Value = serde_json::from_slice(line).unwrap();
+        assert_eq!(v["time"], 1_764_324_000u64);
+        let mut scratch = Vec::new();
+        assert_eq!(
+            decode_record(line, &mut scratch),
+            Ok((Record::Time(1_764_324_000), None))
+        );
+        for body in ["01", "", "1.5", "-1", "99999999999999999999", "\"1\""] {
+            let line = format!(
+                r#"{{"time":{body},"crc32":"{:08x}"}}"#,
+                crc32fast::hash(body.as_bytes())
+            );
+            assert!(
+                decode_record(line.as_bytes(), &mut scratch).is_err(),
+                "{body}"
+            );
+        }
+        let mut bad = line.to_vec();
+        bad[9] ^= 1;
+        assert!(decode_record(&bad, &mut scratch).is_err());
     }
 }

@@ -304,6 +304,8 @@ impl Statuses {
                 }
                 self.last_was_pet = false;
             }
+            // A time changes nothing and may stand anywhere.
+            Record::Time(_) => {}
             // A kept conflict changes nothing; it names a pet before it.
             Record::Conflict(id, _, transition) => {
                 if id.get() > self.last_id {

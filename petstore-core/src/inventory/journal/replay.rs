@@ -105,7 +105,7 @@ pub(super) fn replay(
             }
             Record::Pet(..) => pets += 1,
             Record::Transition(..) | Record::Order(_) => transitions += 1,
-            Record::Conflict(..) | Record::OrderConflict(..) => {}
+            Record::Conflict(..) | Record::OrderConflict(..) | Record::Time(_) => {}
         }
         restore(record, &json, keyed).map_err(|reason| corrupt(line_no, reason))?;
     }

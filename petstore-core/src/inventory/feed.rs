@@ -1,0 +1,215 @@
+//! The inventory's feed of events (beta): every change it publishes is
+//! appended to its `EventLog` in the order it publishes them (commit
+//! order), and read back as [`Event`]s with the pet or order they left.
+//!
+//! Why the log is appended under the records' write lock: a reader that
+//! takes [`Inventory::events_head`] before it reads a page then sees every
+//! change up to that position in the page (it may see later ones too), so
+//! a client that lists and then follows from that position misses none.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use parking_lot::RwLock;
+
+use super::journal::Change;
+use super::Inventory;
+use crate::clock::Timestamp;
+use crate::event::log::{Entry, EventLog, Happened};
+use crate::event::{Event, EventData, EventId, EventPage, EventQuery, FeedError, JsonEvents};
+use crate::order::{OrderId, OrderStatus};
+use crate::pet::json::decode;
+use crate::pet::PetId;
+
+/// Told the newest position after each change published.
+type EventHook = Box<dyn Fn(EventId) + Send + Sync>;
+
+/// The log and who is told of new events.
+#[derive(Default)]
+pub(super) struct Feed {
+    log: RwLock<EventLog>,
+    hook: OnceLock<EventHook>,
+}
+
+impl std::fmt::Debug for Feed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Feed")
+            .field("log", &self.log)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Feed {
+    /// Appends the events of `changes`, published at `at` (Unix seconds;
+    /// an order's own events carry the order's time). Called with the
+    /// records' write lock held, so in publishing order.
+    pub(super) fn record(&self, changes: &[Change], at: u64) {
+        if changes.is_empty() {
+            return;
+        }
+        let mut log = self.log.write();
+        for change in changes {
+            log.push(entry_of(change, at));
+        }
+    }
+
+    /// Appends one entry (replay).
+    pub(super) fn push(&self, entry: Entry) {
+        self.log.write().push(entry);
+    }
+
+    /// Tells the hook, if there is one, the newest position: called once
+    /// the locks of a publish are released.
+    pub(super) fn announce(&self) {
+        if let Some(hook) = self.hook.get() {
+            hook(self.log.read().head());
+        }
+    }
+}
+
+/// The event of one published change.
+fn entry_of(change: &Change, at: u64) -> Entry {
+    match change {
+        Change::Created(pet) => Entry::pet_created(pet.id().get(), pet.status(), at),
+        Change::Changed(id, status) => Entry::pet_changed(id.get(), *status, at),
+        Change::Order(order) => {
+            let at = order.closed_at().unwrap_or(order.placed_at()).unix_secs();
+            Entry::order(order.id().get(), order.status(), at)
+        }
+    }
+}
+
+impl Inventory {
+    /// The newest event's position: the feed's position that what the
+    /// inventory holds now reflects. A page read after this call shows
+    /// every change up to it (and perhaps later ones), so a client that
+    /// lists, then follows the feed from here, misses no change.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use petstore_core::*;
+    /// use petstore_core::event::{EventId, EventQuery};
+    /// let inventory = Inventory::in_memory();
+    /// assert_eq!(inventory.events_head(), EventId::START);
+    /// let rex = inventory.create(NewPet::new("Rex", CategoryId::MIN).unwrap()).unwrap();
+    /// let cursor = inventory.events_head();
+    /// inventory.transition(rex.id(), Transition::Sell).unwrap();
+    /// // Following from the cursor gives the sale and not the create.
+    /// let now = Timestamp::from_unix_secs(u32::MAX.into());
+    /// let page = inventory.events(&EventQuery::new().after(cursor), now).unwrap();
+    /// let kinds: Vec<&str> = page.events.iter().map(|e| e.kind.as_str()).collect();
+    /// assert_eq!(kinds, ["pet.status_changed", "order.completed"]);
+    /// ```
+    pub fn events_head(&self) -> EventId {
+        self.feed.log.read().head()
+    }
+
+    /// How long events are kept: those older are dropped, and a cursor
+    /// before them is [`FeedError::Expired`]. 7 days unless set
+    /// ([`DEFAULT_RETENTION`](crate::event::DEFAULT_RETENTION)).
+    pub fn set_event_retention(&self, retention: Duration) {
+        self.feed.log.write().set_retention(retention);
+    }
+
+    /// How many events are held.
+    pub fn events_held(&self) -> usize {
+        self.feed.log.read().len()
+    }
+
+    /// Calls `hook` with the newest position after every change that
+    /// reaches the feed (a batch of them at once): a server wakes the
+    /// clients waiting for events there. Called on the thread that
+    /// published, with no lock held; it must be quick. Only the first
+    /// hook set is kept.
+    pub fn on_events(&self, hook: impl Fn(EventId) + Send + Sync + 'static) {
+        let _ = self.feed.hook.set(Box::new(hook));
+    }
+
+    /// A page of events after the query's cursor, oldest first, judged at
+    /// `now` for their retention. See [`Event`] for an example.
+    pub fn events(&self, query: &EventQuery, now: Timestamp) -> Result<EventPage, FeedError> {
+        let (after, entries) = self
+            .feed
+            .log
+            .read()
+            .read(query.after, query.limit.get(), now)?;
+        let next = EventId::new(after.get() + entries.len() as u64);
+        let events = self.render(after, &entries);
+        Ok(EventPage { events, next })
+    }
+
+    /// [`events`](Self::events), encoded as the JSON response body: a
+    /// bare array of Event.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use petstore_core::*;
+    /// use petstore_core::event::EventQuery;
+    /// let inventory = Inventory::in_memory();
+    /// let now = Timestamp::from_unix_secs(u32::MAX.into());
+    /// assert_eq!(inventory.events_json(&EventQuery::new(), now).unwrap().body, b"[]");
+    /// inventory.create(NewPet::new("Rex", CategoryId::MIN).unwrap()).unwrap();
+    /// let page = inventory.events_json(&EventQuery::new(), now).unwrap();
+    /// let events: serde_json::Value = serde_json::from_slice(&page.body).unwrap();
+    /// assert_eq!(events[0]["data"]["name"], "Rex");
+    /// assert_eq!((page.count, page.next.get()), (1, 1));
+    /// ```
+    pub fn events_json(&self, query: &EventQuery, now: Timestamp) -> Result<JsonEvents, FeedError> {
+        let page = self.events(query, now)?;
+        let mut body = Vec::with_capacity(64 + page.events.len() * 160);
+        body.push(b'[');
+        for (i, event) in page.events.iter().enumerate() {
+            if i > 0 {
+                body.push(b',');
+            }
+            event.encode(&mut body);
+        }
+        body.push(b']');
+        Ok(JsonEvents {
+            body,
+            count: page.events.len(),
+            next: page.next,
+        })
+    }
+
+    /// The events of `entries`, which follow `after`: each with the pet or
+    /// order it names as the change left it. A pet or order an event
+    /// names is never gone (nothing deletes either), but should one be
+    /// missing the event is skipped rather than made up.
+    fn render(&self, after: EventId, entries: &[Entry]) -> Vec<Event> {
+        let records = self.records.read();
+        let book = self.orders.read();
+        let mut events = Vec::with_capacity(entries.len());
+        for (entry, position) in entries.iter().zip(after.get() + 1..) {
+            let data =
+                match entry.happened() {
+                    Happened::Pet { id, status, .. } => PetId::new(id)
+                        .and_then(|id| Some((id, records.index_of(id)?)))
+                        .and_then(|(id, index)| {
+                            decode(id, records.statuses[index], records.json(index))
+                        })
+                        .map(|pet| EventData::Pet(pet.with_status(status))),
+                    Happened::Order { id, status } => OrderId::new(id)
+                        .and_then(|id| book.get(id))
+                        .map(|mut order| {
+                            order.status = status;
+                            if status == OrderStatus::Placed {
+                                order.closed_at = None;
+                            }
+                            EventData::Order(order)
+                        }),
+                };
+            if let Some(data) = data {
+                events.push(Event {
+                    id: EventId::new(position),
+                    kind: entry.kind(),
+                    at: entry.at(),
+                    data,
+                });
+            }
+        }
+        events
+    }
+}
