@@ -30,6 +30,8 @@ pub const ORDER: &str = "/v1/store/orders/{orderId}";
 pub const COMPLETE: &str = "/v1/store/orders/{orderId}/complete";
 /// `cancelOrder`.
 pub const CANCEL: &str = "/v1/store/orders/{orderId}/cancel";
+/// `listEvents`: the feed of changes (beta).
+pub const EVENTS: &str = "/v1/events";
 /// `GET /metrics`.
 pub const METRICS: &str = "/metrics";
 /// `GET /docs`: the API's docs page (not an operation).
@@ -47,7 +49,7 @@ pub const ORDER_PREFIX: &str = "/v1/store/orders/";
 
 /// Every route template, as the metrics and the access log name a
 /// request's route; the last, `unknown`, is for requests that match none.
-pub const TEMPLATES: [&str; 15] = [
+pub const TEMPLATES: [&str; 16] = [
     HEALTH,
     OPENAPI_JSON,
     PETS,
@@ -59,6 +61,7 @@ pub const TEMPLATES: [&str; 15] = [
     ORDER,
     COMPLETE,
     CANCEL,
+    EVENTS,
     METRICS,
     DOCS,
     DOCS_ASSET,

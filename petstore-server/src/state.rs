@@ -13,7 +13,7 @@ use petstore_core::{Clock, Inventory};
 
 use crate::keys::{KeyExpiry, Keys, KeysError, Rerun};
 use crate::ratelimit::RateLimits;
-use crate::store::Store;
+use crate::store::{Feed, Store};
 use crate::telemetry::reloads::{reload_failed, Reloaded};
 use crate::telemetry::Metrics;
 use crate::{log_error, log_info};
@@ -33,6 +33,8 @@ pub struct AppState {
     pub metrics: Option<Metrics>,
     /// Where the rate limits are decided.
     pub limits: RateLimits,
+    /// The requests waiting for events (beta).
+    pub feed: Arc<Feed>,
     /// The key table in force. A read lock is held only for one lookup
     /// (a connection's first request with a key, or one without a valid
     /// key); a reload builds the new table outside the lock and swaps it
@@ -68,7 +70,9 @@ impl AppState {
     ) -> Self {
         let inventory = store.inventory().clone();
         let keys = Arc::new(RwLock::new(Arc::new(keys)));
+        let feed = Arc::new(store.feed());
         let metrics = metrics.map(|mut metrics| {
+            metrics.register(feed.collector(inventory.clone()));
             metrics.register(Box::new(KeyExpiry::new(keys.clone(), clock.clone())));
             for collector in store.collectors() {
                 metrics.register(collector);
@@ -80,6 +84,7 @@ impl AppState {
         });
         AppState {
             metrics,
+            feed,
             store,
             inventory,
             clock,
@@ -97,6 +102,7 @@ impl AppState {
     /// From now on, the server is stopping: see [`is_draining`](Self::is_draining).
     pub fn drain(&self) {
         self.draining.store(true, Ordering::Relaxed);
+        self.feed.drain();
     }
 
     /// Whether a signal asked the server to stop: `/healthz` answers 503

@@ -1,6 +1,6 @@
 //! [`FeedError`]: why the feed cannot answer from a cursor.
 
-use super::EventId;
+use super::id::EventId;
 
 /// A cursor the feed cannot resume from: the client lists again, then
 /// follows from the list's position.

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use super::EventId;
+use super::id::EventId;
 use crate::clock::Timestamp;
 use crate::order::{Order, OrderStatus};
 use crate::pet::Pet;

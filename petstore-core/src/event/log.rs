@@ -11,10 +11,15 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::{EventId, EventType, FeedError};
+use super::error::FeedError;
+use super::event::EventType;
+use super::id::EventId;
 use crate::clock::Timestamp;
 use crate::order::OrderStatus;
 use crate::pet::PetStatus;
+
+/// How long events are kept by default: 7 days.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// One kept event: 16 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,7 +128,7 @@ impl Default for EventLog {
         EventLog {
             first: 1,
             entries: VecDeque::new(),
-            retention: super::DEFAULT_RETENTION,
+            retention: DEFAULT_RETENTION,
         }
     }
 }

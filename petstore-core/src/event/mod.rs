@@ -29,7 +29,5 @@ mod query;
 pub use error::FeedError;
 pub use event::{Event, EventData, EventType};
 pub use id::EventId;
+pub use log::DEFAULT_RETENTION;
 pub use query::{EventLimit, EventPage, EventQuery, JsonEvents};
-
-/// How long events are kept by default: 7 days.
-pub const DEFAULT_RETENTION: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);

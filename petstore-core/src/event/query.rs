@@ -1,7 +1,8 @@
 //! [`EventQuery`]: which events a page asks for; [`EventPage`] and
 //! [`JsonEvents`]: what it gets.
 
-use super::{Event, EventId};
+use super::event::Event;
+use super::id::EventId;
 
 /// How many events a page holds at most: 1 to [`EventLimit::MAX`].
 ///

@@ -22,7 +22,7 @@
 //! (`idempotency/`), and a durable one writes the key into the same
 //! journal record as the write, so the two survive a crash together.
 //!
-//! May use: `pet`, `order`, `idempotency`, `clock.rs`.
+//! May use: `pet`, `order`, `idempotency`, `event`, `clock.rs`.
 
 mod error;
 mod feed;
@@ -56,7 +56,6 @@ use crate::order::book::OrderBook;
 use crate::order::Actor;
 use crate::pet::json::decode;
 use crate::pet::{NewPet, Pet, PetId, PetStatus, Transition};
-use feed::Feed;
 use final_pages::FinalPages;
 #[cfg(doc)]
 use id_set::IdSet;
@@ -102,7 +101,7 @@ pub struct Inventory {
     combine: Mutex<steps::Combine>,
     combined: parking_lot::Condvar,
     /// The events of every change published (beta), in that order.
-    feed: Feed,
+    feed: feed::Feed,
 }
 
 impl Inventory {
@@ -148,7 +147,7 @@ impl Inventory {
         let mut book = OrderBook::default();
         let kept = Arc::new(KeptKeys::default());
         let now = clock.now();
-        let feed = Feed::default();
+        let feed = feed::Feed::default();
         // The time the records read are dated by (a journal written before
         // times were: 0, long past any retention).
         let mut time = 0u64;

@@ -120,6 +120,15 @@ pub struct Cli {
     )]
     pub data: PathBuf,
 
+    /// How long the feed of events (beta) keeps an event.
+    ///
+    /// A cursor older than this is 410 `cursor_expired`. Seconds, or a
+    /// number with a unit: `90s`, `30m`, `36h`, `7d`. Each event kept
+    /// costs 16 bytes of memory.
+    #[arg(long, env = "PETSTORE_EVENTS_RETENTION", default_value = "7d",
+          value_parser = retention, value_name = "DURATION", help_heading = STORAGE)]
+    pub events_retention: Duration,
+
     /// Keep the inventory in memory only: pets are lost when the server
     /// stops.
     ///
@@ -436,9 +445,59 @@ fn parse_base_url(s: &str) -> Result<String, String> {
     }
 }
 
+/// `--events-retention`: seconds, or a number with `s`, `m`, `h` or `d`;
+/// from one second to 366 days.
+fn retention(text: &str) -> Result<Duration, String> {
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let per = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => {
+            return Err(format!(
+                "{text:?}: a number of seconds, or with s, m, h or d (7d)"
+            ))
+        }
+    };
+    let secs = digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(per))
+        .filter(|secs| (1..=366 * 86_400).contains(secs))
+        .ok_or_else(|| format!("{text:?}: from 1s to 366d"))?;
+    Ok(Duration::from_secs(secs))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn event_retention_reads_seconds_or_a_unit() {
+        let secs = |text| retention(text).map(|d| d.as_secs());
+        assert_eq!(secs("7d"), Ok(604_800));
+        assert_eq!(secs("36h"), Ok(129_600));
+        assert_eq!(secs("90"), Ok(90));
+        assert_eq!(secs("30m"), Ok(1_800));
+        for bad in [
+            "",
+            "0",
+            "7w",
+            "d",
+            "-1s",
+            "367d",
+            "1.5h",
+            "99999999999999999999d",
+        ] {
+            assert!(retention(bad).is_err(), "{bad}");
+        }
+        let cli = Cli::try_parse_from(["petstore-server"]).unwrap();
+        assert_eq!(cli.events_retention.as_secs(), 604_800);
+    }
 
     #[test]
     fn flags_parse() {

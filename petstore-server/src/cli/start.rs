@@ -138,6 +138,7 @@ pub(super) async fn serve(cli: Cli) -> Result<(), String> {
         Some(pg) => Store::Postgres(pg),
         None => Store::local(Arc::new(open_local(&cli)?)),
     };
+    store.inventory().set_event_retention(cli.events_retention);
     let redis_timeout = Duration::from_millis(cli.redis_timeout);
     let limits = match &cli.redis {
         Some(url) => {

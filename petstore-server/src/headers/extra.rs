@@ -35,6 +35,15 @@ pub enum Extra<'a> {
         base_url: &'a str,
         next: Option<OrderQuery>,
     },
+    /// A page of events: its `Link: rel="next"`, on every page, the
+    /// last page's too (following it is how a client keeps following).
+    EventsNext {
+        base_url: &'a str,
+        limit: usize,
+        /// `wait`, in seconds, when the request had one.
+        wait: Option<u64>,
+        after: u64,
+    },
     /// A placed order: its `Location: {base_url}/store/orders/{id}`.
     OrderLocation { base_url: &'a str, id: OrderId },
     /// A created pet: its `Location: {base_url}/pets/{id}`.
@@ -81,6 +90,12 @@ impl Extra<'_> {
             Extra::OrderLocation { base_url, id } => {
                 location(base_url, b"/store/orders/", id.get())
             }
+            Extra::EventsNext {
+                base_url,
+                limit,
+                wait,
+                after,
+            } => events_link(base_url, limit, wait, after),
             Extra::Next { next: None, .. }
             | Extra::OrderNext { next: None, .. }
             | Extra::Deprecated(_)
@@ -161,6 +176,25 @@ fn next_link(
         status.map(str::as_bytes).unwrap_or_default(),
         if after.is_some() { b"&after=" } else { b"" },
         after.unwrap_or_default(),
+        b">; rel=\"next\"",
+    ])
+}
+
+/// `<{base_url}/events?limit=N[&wait=W]&after=A>; rel="next"`.
+fn events_link(base_url: &str, limit: usize, wait: Option<u64>, after: u64) -> hyper::body::Bytes {
+    let mut limit_digits = itoa::Buffer::new();
+    let mut wait_digits = itoa::Buffer::new();
+    let mut after_digits = itoa::Buffer::new();
+    let wait = wait.map(|secs| wait_digits.format(secs).as_bytes());
+    joined([
+        b"<",
+        base_url.as_bytes(),
+        b"/events?limit=",
+        limit_digits.format(limit).as_bytes(),
+        if wait.is_some() { b"&wait=" } else { b"" },
+        wait.unwrap_or_default(),
+        b"&after=",
+        after_digits.format(after).as_bytes(),
         b">; rel=\"next\"",
     ])
 }

@@ -17,6 +17,8 @@ pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-poli
 pub const DEPRECATION: HeaderName = HeaderName::from_static("deprecation");
 /// `Sunset` (RFC 8594).
 pub const SUNSET: HeaderName = HeaderName::from_static("sunset");
+/// `Events-Cursor`: the feed's position a list page reflects (beta).
+pub const EVENTS_CURSOR: HeaderName = HeaderName::from_static("events-cursor");
 /// `Idempotent-Replayed` (an answer given again for an `Idempotency-Key`).
 pub const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 /// `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header), read on

@@ -142,7 +142,9 @@ impl QuotaHeaders {
         let binding = decision.into();
         let templates = &self.0.templates;
         let template = match extra {
-            Extra::Next { .. } | Extra::OrderNext { .. } => &templates.list,
+            Extra::Next { .. } | Extra::OrderNext { .. } | Extra::EventsNext { .. } => {
+                &templates.list
+            }
             Extra::Deprecated(_) => &templates.get,
             Extra::Location { .. } | Extra::OrderLocation { .. } => &templates.created,
             Extra::Nothing => &templates.changed,

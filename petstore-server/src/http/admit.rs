@@ -36,6 +36,7 @@ use super::body::MAX_BODY;
 use super::connection::Connection;
 use super::cors::Origin;
 use super::error::{ApiError, HttpResponse};
+use super::query_string::EventsRequest;
 use super::reply::{decorate, empty, json, refusal};
 use super::route::{order_segment, pet_segment, Operation, OrderAction, Route};
 use super::{cors, docs, health, query_string};
@@ -44,6 +45,7 @@ use crate::keys::{Scope, Scopes};
 use crate::paths::UNKNOWN;
 use crate::ratelimit::{Charged, Later};
 use crate::state::AppState;
+use petstore_core::event::EventId;
 
 /// What the access log and the metrics need to know of an answered
 /// request.
@@ -198,6 +200,9 @@ pub struct Admitted {
     /// Whether its key has `orders:all`: it sees and acts on every key's
     /// orders.
     pub(super) all_orders: bool,
+    /// A list's `Events-Cursor`: the feed's position, read before the
+    /// page (`Inventory::events_head`, on why before).
+    pub(super) events_cursor: Option<EventId>,
 }
 
 impl Admitted {
@@ -219,6 +224,7 @@ pub(super) enum Checked {
     PlaceOrder(Option<IdempotencyKey>),
     GetOrder(OrderId),
     OrderStep(OrderId, OrderAction, Option<IdempotencyKey>),
+    ListEvents(EventsRequest),
 }
 
 /// The checks of one request that need no body (the module's order);
@@ -272,6 +278,7 @@ pub fn admit(connection: &Connection, head: Head<'_>, now: Timestamp) -> Admissi
         (&Method::POST, Route::Orders) => Operation::PlaceOrder,
         (_, Route::Order(_)) if get => Operation::GetOrder,
         (&Method::POST, Route::OrderStep(_, action)) => Operation::OrderStep(action),
+        (_, Route::Events) if get => Operation::ListEvents,
         (&Method::OPTIONS, route) if cors_on => {
             let mut response = empty(StatusCode::NO_CONTENT);
             let allow = route.allow(true);
@@ -503,6 +510,7 @@ fn limited(
             served,
             origin,
             all_orders,
+            events_cursor: None,
         }),
         Err(error) => {
             let api = &*connection.api;
@@ -551,6 +559,7 @@ fn check(head: Head<'_>, op: Operation) -> Result<Checked, ApiError> {
             Ok(Checked::Transition(id, transition, key))
         }
         Operation::ListOrders => Ok(Checked::ListOrders(query_string::order_query(query)?)),
+        Operation::ListEvents => Ok(Checked::ListEvents(query_string::events_query(query)?)),
         Operation::PlaceOrder => {
             query_string::expect_none(query)?;
             let key = idempotency_key(head)?;

@@ -76,6 +76,18 @@ pub enum ApiError {
     /// request (method, path or body).
     #[error("this Idempotency-Key was used with another request (a different method, path or body); use a new key for a new request")]
     IdempotencyKeyReused,
+    /// 410 `cursor_expired`: the feed cannot resume from the cursor (its
+    /// events are past their retention, or it is beyond the newest); the
+    /// message says which. The client lists again.
+    #[error("{0}")]
+    CursorExpired(String),
+    /// 429 `too_many_waiters` (this key's) or 503 (the server's, `total`):
+    /// as many requests already wait for events as may.
+    #[error("{}", if *.total { "this server has as many requests waiting for events as it takes; retry without wait, or later" } else { "this API key has as many requests waiting for events as it may; retry without wait, or once one is answered" })]
+    TooManyWaiters {
+        /// The server's cap, not the key's.
+        total: bool,
+    },
     /// 413 `payload_too_large`.
     #[error("the request body is larger than {0} bytes")]
     PayloadTooLarge(usize),
@@ -158,6 +170,9 @@ impl ApiError {
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::StatusConflict(_) | ApiError::IdempotencyKeyInUse => StatusCode::CONFLICT,
+            ApiError::CursorExpired(_) => StatusCode::GONE,
+            ApiError::TooManyWaiters { total: false } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::TooManyWaiters { total: true } => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -186,6 +201,8 @@ impl ApiError {
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::RequestTimeout(_) => "request_timeout",
             ApiError::StatusConflict(_) => "status_conflict",
+            ApiError::CursorExpired(_) => "cursor_expired",
+            ApiError::TooManyWaiters { .. } => "too_many_waiters",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::RateLimited { .. } => "rate_limited",
@@ -281,6 +298,9 @@ mod tests {
             ApiError::NotImplemented("o".into()),
             ApiError::Unavailable,
             ApiError::Unconfirmed("pet"),
+            ApiError::CursorExpired("c".into()),
+            ApiError::TooManyWaiters { total: false },
+            ApiError::TooManyWaiters { total: true },
         ];
         for e in all {
             let response = e.to_response();

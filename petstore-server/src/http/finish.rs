@@ -23,8 +23,10 @@ use std::sync::Arc;
 
 use http_body_util::Full;
 use hyper::body::Bytes;
+use hyper::header::HeaderValue;
 use hyper::{Response, StatusCode};
 use petstore_core::{
+    event::EventId,
     idempotency::{Fingerprint, IdempotencyKey, Scope},
     inventory::{FinalPage, OrderQuery, Step, StepRequest, Stepped},
     order::{Actor, NewOrder, Order, OrderId},
@@ -37,12 +39,15 @@ use super::api::Api;
 use super::body::{BodyRead, MAX_BODY};
 use super::connection::Connection;
 use super::error::{ApiError, HttpResponse};
+use super::query_string::EventsRequest;
 use super::reply::{decorate, refusal};
 use super::route::OrderAction;
-use crate::headers::{Extra, IDEMPOTENT_REPLAYED};
+use crate::headers::{Extra, EVENTS_CURSOR, IDEMPOTENT_REPLAYED};
 use crate::keys::Scope as KeyScope;
 use crate::state::AppState;
-use crate::store::{Answer, CreateFailed, Keyed, KeyedFailed, KeyedOutcome, StepFailed};
+use crate::store::{
+    Answer, CreateFailed, Keyed, KeyedFailed, KeyedOutcome, StepFailed, WaitRefused,
+};
 use crate::util::buffers;
 use crate::util::hex::hex;
 
@@ -76,6 +81,9 @@ enum Work {
     /// An order the read copy does not hold yet, which another replica
     /// may have just placed.
     CatchUpOrder(OrderId),
+    /// A page of events that was empty, to read again once an event
+    /// after `after` is published or the request's `wait` is up.
+    Events(EventsRequest, EventId),
     /// A POST with an idempotency key: its body not yet validated.
     Keyed {
         keyed: Keyed,
@@ -124,6 +132,21 @@ impl Waiting {
                     (_, result) => result,
                 }
             }
+            Work::Events(request, after) => {
+                let key = self.admitted.served.key.unwrap_or_default();
+                match state.feed.slot(key) {
+                    Err(refused) => Err(ApiError::TooManyWaiters {
+                        total: refused == WaitRefused::Total,
+                    }),
+                    Ok(slot) => {
+                        let wait = request.wait.unwrap_or_default();
+                        state.feed.wait(&slot, after, wait).await;
+                        let mut again = request;
+                        again.query = again.query.after(after);
+                        events_page(state, api, &again).map(|page| page.success)
+                    }
+                }
+            }
             Work::Keyed { keyed, write, body } => {
                 let actor = self.admitted.actor();
                 let at = keyed.at;
@@ -137,10 +160,9 @@ impl Waiting {
                 };
                 return self.admitted.answer(api, result, |mut response, served| {
                     if replayed {
-                        response.headers_mut().insert(
-                            IDEMPOTENT_REPLAYED,
-                            hyper::header::HeaderValue::from_static("true"),
-                        );
+                        response
+                            .headers_mut()
+                            .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
                     }
                     (response, served)
                 });
@@ -162,8 +184,24 @@ impl Admitted {
                 Err(error) => self.answer(api, Err(error), Finished::Answered),
             };
         }
+        if matches!(self.op, Checked::ListPets(_) | Checked::ListOrders(_)) && state.feed.serves() {
+            self.events_cursor = Some(state.inventory.events_head());
+        }
         let result = match self.op {
             Checked::ListPets(ref list) => no_body(&body).map(|()| list_pets(state, api, list)),
+            Checked::ListEvents(_) if !state.feed.serves() => {
+                no_body(&body).and(Err(ApiError::NotImplemented(
+                    "the events feed is not served on replicas yet (beta)".into(),
+                )))
+            }
+            Checked::ListEvents(request) => match no_body(&body)
+                .and_then(|()| events_page(state, api, &request))
+            {
+                Ok(page) if page.count == 0 && request.wait.is_some() && !state.is_draining() => {
+                    return self.wait(Work::Events(request, page.next));
+                }
+                result => result.map(|page| page.success),
+            },
             Checked::CreatePet(_) => match new_pet(body) {
                 Err(error) => Err(error),
                 Ok(new) => match state.store.create_now(new) {
@@ -302,6 +340,11 @@ impl Admitted {
                 response = Response::new(Full::new(success.body));
                 *response.status_mut() = success.status;
                 *response.headers_mut() = self.quota.success(self.binding, success.extra);
+                if let Some(cursor) = self.events_cursor {
+                    response
+                        .headers_mut()
+                        .insert(EVENTS_CURSOR, HeaderValue::from(cursor.get()));
+                }
             }
             Err(error) => {
                 let deprecated = matches!(self.op, Checked::GetPet(_));
@@ -334,6 +377,42 @@ fn get_order(state: &AppState, id: OrderId, actor: &Actor) -> Result<Success<'st
 
 fn order_not_found(id: OrderId) -> ApiError {
     ApiError::NotFound(format!("no order with id {id}"))
+}
+
+/// A page of events, and where the next starts.
+struct EventsPage<'a> {
+    success: Success<'a>,
+    count: usize,
+    next: EventId,
+}
+
+fn events_page<'a>(
+    state: &AppState,
+    api: &'a Api,
+    request: &EventsRequest,
+) -> Result<EventsPage<'a>, ApiError> {
+    let page = state
+        .inventory
+        .events_json(&request.query, state.clock.now())
+        .map_err(|e| {
+            ApiError::CursorExpired(format!(
+                "{e}; list again, and follow from the list's Events-Cursor"
+            ))
+        })?;
+    Ok(EventsPage {
+        count: page.count,
+        next: page.next,
+        success: Success {
+            status: StatusCode::OK,
+            body: Bytes::from(page.body),
+            extra: Extra::EventsNext {
+                base_url: &api.options.base_url,
+                limit: request.query.limit.get(),
+                wait: request.wait.map(|wait| wait.as_secs()),
+                after: page.next.get(),
+            },
+        },
+    })
 }
 
 fn list_orders<'a>(

@@ -4,7 +4,9 @@
 //! without sockets.
 
 use std::borrow::Cow;
+use std::time::Duration;
 
+use petstore_core::event::{EventId, EventLimit, EventQuery};
 use petstore_core::inventory::OrderQuery;
 use petstore_core::order::{OrderId, OrderStatus};
 use petstore_core::{quote::quote, ListQuery, PageSize, PetId, PetStatus};
@@ -301,6 +303,67 @@ pub fn order_query(query: Option<&str>) -> Result<OrderQuery, ApiError> {
         list = list.after(after);
     }
     Ok(list)
+}
+
+/// `listEvents`'s query: which events, and how long to wait for one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventsRequest {
+    /// The cursor and the page's size.
+    pub query: EventQuery,
+    /// `wait`: how long to wait when nothing follows the cursor.
+    pub wait: Option<Duration>,
+}
+
+/// The longest `wait` of a `listEvents` request, in seconds.
+pub const MAX_WAIT_SECS: u64 = 30;
+
+/// Parses `listEvents`'s query: `after` (a cursor), `limit` (1..1000),
+/// `wait` (1..30 seconds); each at most once, nothing else.
+pub fn events_query(query: Option<&str>) -> Result<EventsRequest, ApiError> {
+    let mut request = EventsRequest {
+        query: EventQuery::new(),
+        wait: None,
+    };
+    let mut seen = [false; 3];
+    for pair in pairs(query.unwrap_or("")) {
+        let (name, value) = pair?;
+        let slot = match name.as_ref() {
+            "after" => 0,
+            "limit" => 1,
+            "wait" => 2,
+            _ => return Err(unknown(&name)),
+        };
+        if std::mem::replace(&mut seen[slot], true) {
+            return Err(ApiError::InvalidQuery(format!(
+                "query parameter `{name}` is given more than once"
+            )));
+        }
+        let bad = |what: &str| {
+            ApiError::InvalidQuery(format!("{name} must be {what}, got {:?}", quote(&value)))
+        };
+        match slot {
+            0 => {
+                let cursor = EventId::parse(&value).ok_or_else(|| {
+                    bad("a cursor: an event's id or a list's Events-Cursor (decimal digits)")
+                })?;
+                request.query = request.query.after(cursor);
+            }
+            1 => {
+                let limit = digits(&value)
+                    .and_then(|n| usize::try_from(n).ok())
+                    .and_then(EventLimit::new)
+                    .ok_or_else(|| bad("an integer from 1 to 1000 without leading zeros"))?;
+                request.query = request.query.limit(limit);
+            }
+            _ => {
+                let secs = digits(&value)
+                    .filter(|n| (1..=MAX_WAIT_SECS).contains(n))
+                    .ok_or_else(|| bad("a number of seconds from 1 to 30 without leading zeros"))?;
+                request.wait = Some(Duration::from_secs(secs));
+            }
+        }
+    }
+    Ok(request)
 }
 
 /// Parses the `orderId` path segment.

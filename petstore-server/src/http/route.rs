@@ -7,8 +7,8 @@ use petstore_core::Transition;
 use super::docs::{self, Asset};
 use crate::keys::Scope;
 use crate::paths::{
-    CANCEL, COMPLETE, DOCS, DOCS_ASSET, DOCS_PREFIX, HEALTH, METRICS, OPENAPI_JSON, ORDER, ORDERS,
-    ORDER_PREFIX, PET, PETS, PET_PREFIX, RELEASE, RESERVE, SELL,
+    CANCEL, COMPLETE, DOCS, DOCS_ASSET, DOCS_PREFIX, EVENTS, HEALTH, METRICS, OPENAPI_JSON, ORDER,
+    ORDERS, ORDER_PREFIX, PET, PETS, PET_PREFIX, RELEASE, RESERVE, SELL,
 };
 
 /// The routes of the service.
@@ -25,6 +25,8 @@ pub(super) enum Route<'a> {
     Order(&'a str),
     /// A step of one order: its `{orderId}` segment, and which.
     OrderStep(&'a str, OrderAction),
+    /// The feed of changes (beta).
+    Events,
     Metrics,
     /// The docs page.
     Docs,
@@ -49,6 +51,7 @@ impl<'a> Route<'a> {
             Route::Order(_) => ORDER,
             Route::OrderStep(_, OrderAction::Complete) => COMPLETE,
             Route::OrderStep(_, OrderAction::Cancel) => CANCEL,
+            Route::Events => EVENTS,
             Route::Metrics => METRICS,
             Route::Docs => DOCS,
             Route::DocsAsset(_) => DOCS_ASSET,
@@ -61,6 +64,7 @@ impl<'a> Route<'a> {
             OPENAPI_JSON => Some(Route::OpenApi),
             PETS => Some(Route::Pets),
             ORDERS => Some(Route::Orders),
+            EVENTS => Some(Route::Events),
             METRICS => Some(Route::Metrics),
             DOCS => Some(Route::Docs),
             _ if path.starts_with(DOCS_PREFIX) => {
@@ -140,6 +144,7 @@ pub(super) enum Operation {
     GetOrder,
     /// `completeOrder`, `cancelOrder`.
     OrderStep(OrderAction),
+    ListEvents,
 }
 
 impl Operation {
@@ -153,6 +158,7 @@ impl Operation {
             | Operation::PlaceOrder
             | Operation::GetOrder
             | Operation::OrderStep(_) => Scope::Orders,
+            Operation::ListEvents => Scope::Events,
         }
     }
 

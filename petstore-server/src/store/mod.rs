@@ -17,6 +17,7 @@
 //! |---|---|
 //! | `mod.rs` | the seam: [`Store`] |
 //! | `failed.rs` | [`CreateFailed`], [`StepFailed`], [`KeyedFailed`]: why a write was not made |
+//! | `feed.rs` | [`Feed`]: the requests waiting for events (beta), woken by one watch channel, bounded |
 //! | `committer.rs` | the queue-batch-reply loop both durable backends share, for any kind of write |
 //! | `journal.rs` | [`JournalStore`]: the journal's committer tasks |
 //! | `lapse.rs` | the timer that expires lapsed holds of a local store |
@@ -30,6 +31,7 @@
 
 mod committer;
 mod failed;
+mod feed;
 mod journal;
 mod lapse;
 mod metrics;
@@ -42,6 +44,7 @@ use petstore_core::{order::OrderId, Inventory, NewPet, Pet, PetId};
 use prometheus_client::collector::Collector;
 
 pub use failed::{CreateFailed, KeyedFailed, StepFailed};
+pub use feed::{Feed, WaitRefused};
 pub use journal::JournalStore;
 pub use petstore_core::idempotency::{Answer, Keyed, KeyedOutcome, Seen};
 pub use postgres::Postgres;
@@ -123,6 +126,12 @@ impl Store {
             Store::Journal(journal) => journal.step(request).await,
             Store::Postgres(pg) => pg.step(request).await,
         }
+    }
+
+    /// The waiters of this store's feed of events (beta); a PostgreSQL
+    /// read copy keeps no events, and its feed serves none.
+    pub fn feed(&self) -> Feed {
+        Feed::new(self.inventory(), !matches!(self, Store::Postgres(_)))
     }
 
     /// The timer that expires lapsed holds ([`lapse`]), for a backend

@@ -507,6 +507,8 @@ fn openapi_document_says_what_the_decisions_say() {
             "method_not_allowed",
             "request_timeout",
             "status_conflict",
+            "cursor_expired",
+            "too_many_waiters",
             "idempotency_key_in_use",
             "idempotency_key_reused",
             "payload_too_large",
@@ -688,8 +690,10 @@ fn openapi_document_declares_500_503_formats_and_bounds() {
         );
         // 503 only where a pet, an order or a change can fail to be
         // stored, or (replicas) where a pet or an order another replica
-        // made may not be confirmed.
+        // made may not be confirmed; and where the server has as many
+        // requests waiting for events as it takes.
         let writes = [
+            "listEvents",
             "createPet",
             "getPet",
             "getOrder",
