@@ -13,7 +13,7 @@
 //! | module | holds |
 //! |---|---|
 //! | [`pet`] | [`Pet`], [`NewPet`] and its `createPet` body parser, [`PetStatus`], [`Transition`], [`PetId`], [`CategoryId`], the Unicode name rules, the pet's canonical JSON |
-//! | [`inventory`] | [`Inventory`]: storage, `get`/`list`/`create`, `transition`, order steps (beta), `apply`/`apply_statuses` for a read copy; [`ListQuery`], [`PageSize`], [`Page`], encoded pages, order queries; its errors |
+//! | [`inventory`] | [`Inventory`]: storage, `get`/`list`/`create`, `transition`, order steps (beta), the feed of events (beta), `apply`/`apply_statuses` for a read copy; [`ListQuery`], [`PageSize`], [`Page`], encoded pages, order queries; its errors |
 //! | [`order`] | orders (beta): an order, its status and id, who acts on it, what placing one asks |
 //! | [`event`] | events (beta): the feed of every change, [`Event`](event::Event), its cursor and page |
 //! | [`journal`] | the append-only journal of a durable inventory: [`JournalOptions`], recovery, `check_journal` and `repair_journal` |

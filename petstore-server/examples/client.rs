@@ -3,11 +3,14 @@
 //! `--create` pets, each `POST` with an `Idempotency-Key`, then lists every
 //! pet by following `Link: rel="next"`, then (with `--sell`) sells the
 //! first available pet it created as an order (beta): placed, then
-//! completed; and prints a summary. It retries
+//! completed; with `--follow N`, follows the feed of events (beta) from the
+//! list's `Events-Cursor` with long polls until it has seen N events,
+//! printing each (a 410 makes it list again and follow from there); and
+//! prints a summary. It retries
 //! with jittered exponential backoff, never sooner than `Retry-After`, and
 //! stops at a `429 key_banned`.
 //!
-//! Run: `cargo run -p petstore-server --example client -- --base http://127.0.0.1:8080/v1 --key KEY [--create N] [--page-size N]`
+//! Run: `cargo run -p petstore-server --example client -- --base http://127.0.0.1:8080/v1 --key KEY [--create N] [--page-size N] [--sell] [--follow N]`
 //! (the key may instead come from `PETSTORE_API_KEY`). What it checks, what
 //! it retries and why: docs/contract.md, "A client that retries well".
 
@@ -65,6 +68,11 @@ struct Args {
     /// complete it (beta; a single server keeps orders).
     #[arg(long)]
     sell: bool,
+    /// After listing (and selling), follow the feed of events (beta)
+    /// from the list's `Events-Cursor` until this many events arrived.
+    #[arg(long, default_value_t = 0)]
+    follow: u64,
+
     /// Tries of one request (the first and its retries after 429) before
     /// giving up.
     #[arg(long = "max-attempts", default_value_t = 8,
@@ -84,6 +92,8 @@ struct Stats {
     listed: u64,
     /// Orders placed and completed.
     sold: u64,
+    /// Events of the feed followed.
+    followed: u64,
     rate_limited: u64,
     /// Tries after the first, for any reason.
     retries: u64,
@@ -395,10 +405,72 @@ impl Api {
         Ok(())
     }
 
-    /// Every page of `GET /pets?limit=N`; returns the ids in order.
-    async fn list_all(&mut self, page_size: u32) -> Result<Vec<u64>, BoxError> {
+    /// Follows the feed of events (beta) from `cursor` (a list's
+    /// `Events-Cursor`) until `count` events arrived, printing each as
+    /// `event ID TYPE SUBJECT`: long polls of `wait=10` that follow each
+    /// page's `Link: rel="next"`. A `410 cursor_expired` (the events after
+    /// the cursor are no longer kept) lists again and follows from the new
+    /// list's cursor: what was missed is in that list.
+    async fn follow(&mut self, cursor: String, count: u64, page_size: u32) -> Result<(), BoxError> {
+        let mut uri: Uri =
+            format!("{}/events?limit=100&wait=10&after={cursor}", self.base).parse()?;
+        let mut last: Option<u64> = None;
+        while self.stats.followed < count {
+            let reply = self.send(Method::GET, &uri, None).await?;
+            if reply.status == StatusCode::GONE {
+                eprintln!("GET {uri}: {}; listing again", reply.describe_error());
+                let (_, cursor) = self.list_all(page_size).await?;
+                let cursor = cursor.ok_or("the list carries no Events-Cursor")?;
+                uri = format!("{}/events?limit=100&wait=10&after={cursor}", self.base).parse()?;
+                last = None;
+                continue;
+            }
+            if reply.status != StatusCode::OK {
+                return Err(format!(
+                    "GET {uri}: expected 200, got {}: {}",
+                    reply.status,
+                    reply.describe_error()
+                )
+                .into());
+            }
+            let body: Value = serde_json::from_slice(&reply.body)
+                .map_err(|e| format!("GET {uri}: the 200 body is not JSON: {e}"))?;
+            let events = body
+                .as_array()
+                .ok_or_else(|| format!("GET {uri}: the 200 body is not an array"))?;
+            for event in events {
+                let field = |name: &str| event.get(name).and_then(Value::as_str);
+                let (Some(id), Some(kind)) = (field("id"), field("type")) else {
+                    return Err(format!("GET {uri}: an event without id or type: {event}").into());
+                };
+                // Cursors are opaque; this client only checks they rise.
+                let position: u64 = id
+                    .parse()
+                    .map_err(|_| format!("GET {uri}: event id {id:?}"))?;
+                if last.is_some_and(|last| position <= last) {
+                    return Err(format!("GET {uri}: event {id} out of order").into());
+                }
+                last = Some(position);
+                let subject = event
+                    .pointer("/data/id")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
+                println!("event {id} {kind} {subject}");
+                self.stats.followed += 1;
+            }
+            let next =
+                next_link(&reply.headers)?.ok_or_else(|| format!("GET {uri}: no next link"))?;
+            uri = resolve(&self.origin, &uri, &next)?;
+        }
+        Ok(())
+    }
+
+    /// Every page of `GET /pets?limit=N`; returns the ids in order, and
+    /// the first page's `Events-Cursor` (beta) when it has one.
+    async fn list_all(&mut self, page_size: u32) -> Result<(Vec<u64>, Option<String>), BoxError> {
         let mut uri: Uri = format!("{}/pets?limit={page_size}", self.base).parse()?;
         let mut ids: Vec<u64> = Vec::new();
+        let mut cursor = None;
         for page in 1..=MAX_PAGES {
             let reply = self.send(Method::GET, &uri, None).await?;
             if reply.status != StatusCode::OK {
@@ -408,6 +480,13 @@ impl Api {
                     reply.describe_error()
                 )
                 .into());
+            }
+            if page == 1 {
+                cursor = reply
+                    .headers
+                    .get("events-cursor")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
             }
             let body: Value = serde_json::from_slice(&reply.body)
                 .map_err(|e| format!("GET {uri}: the 200 body is not JSON: {e}"))?;
@@ -438,7 +517,7 @@ impl Api {
             }
             self.stats.listed = ids.len() as u64;
             let Some(next) = next_link(&reply.headers)? else {
-                return Ok(ids);
+                return Ok((ids, cursor));
             };
             let next = resolve(&self.origin, &uri, &next)?;
             if next == uri {
@@ -776,7 +855,7 @@ async fn run(api: &mut Api, args: &Args) -> Result<(), BoxError> {
         created.push(id);
         api.stats.created += 1;
     }
-    let listed = api.list_all(args.page_size).await?;
+    let (listed, cursor) = api.list_all(args.page_size).await?;
     // Both lists rise strictly: check that every created id is listed.
     created.sort_unstable();
     let missing: Vec<u64> = created
@@ -797,6 +876,10 @@ async fn run(api: &mut Api, args: &Args) -> Result<(), BoxError> {
         api.sell(first).await?;
         api.stats.sold += 1;
     }
+    if args.follow > 0 {
+        let cursor = cursor.ok_or("the list carries no Events-Cursor (a replica?)")?;
+        api.follow(cursor, args.follow, args.page_size).await?;
+    }
     Ok(())
 }
 
@@ -816,6 +899,7 @@ async fn main() -> ExitCode {
     println!("pets created:  {}", stats.created);
     println!("pets listed:   {}", stats.listed);
     println!("pets sold:     {}", stats.sold);
+    println!("events:        {}", stats.followed);
     println!("429 received:  {}", stats.rate_limited);
     println!("retries:       {}", stats.retries);
     println!("replayed:      {}", stats.replayed);

@@ -4,6 +4,7 @@
 //! | file | holds |
 //! |---|---|
 //! | `mod.rs` | [`Inventory`]: `get`/`list`/`create`, `transition`, `apply` and `apply_statuses` for a copy of another store |
+//! | `feed.rs` | the feed of events (beta): every change published, in that order, read back as events |
 //! | `orders.rs` | orders (beta): steps decided in batches (place, complete, cancel, pet transitions as their doors), holds that lapse |
 //! | `steps.rs` | [`Step`], [`StepRequest`], [`Stepped`]; how a step's record replays |
 //! | `query.rs` | [`ListQuery`], [`PageSize`], [`Page`], [`JsonPage`], [`FinalPage`], [`OrderQuery`], [`OrderPage`] |

@@ -625,3 +625,43 @@ fn client_retries_a_create_whose_answer_was_dropped_and_makes_one_pet() {
     assert_eq!(orders[0]["petId"], 1);
     assert_eq!(orders[0]["status"], "completed");
 }
+
+#[test]
+fn the_client_follows_the_feed_from_the_lists_cursor_and_sees_its_sale() {
+    let server = Server::start(&keys_file("client", "client-key"));
+    let base = format!("http://{}/v1", server.addr);
+    let args: Vec<String> = [
+        "--base",
+        &base,
+        "--key",
+        "client-key",
+        "--create",
+        "3",
+        "--sell",
+        "--follow",
+        "4",
+    ]
+    .iter()
+    .map(ToString::to_string)
+    .collect();
+    let (status, stdout, stderr) = run_client(&args, Duration::from_secs(120));
+    let context = format!(
+        "--- stdout:\n{stdout}\n--- stderr:\n{stderr}\n--- server stderr:\n{}",
+        server.stderr_text()
+    );
+    assert!(status.success(), "the client failed ({status}):\n{context}");
+    // The list came before the sale: following from its cursor gives the
+    // sale's four changes, and not the three creates.
+    let events: Vec<&str> = stdout.lines().filter(|l| l.starts_with("event ")).collect();
+    assert_eq!(
+        events,
+        [
+            "event 4 pet.status_changed 1",
+            "event 5 order.placed 1",
+            "event 6 pet.status_changed 1",
+            "event 7 order.completed 1",
+        ],
+        "{context}"
+    );
+    assert_eq!(summary_number(&stdout, "events:"), 4.0, "{context}");
+}

@@ -12,7 +12,7 @@
 //! | `files.rs` | [`JOURNAL_FILE`], [`LOCK_FILE`], regular-file checks, file identity, directory sync |
 //! | `dir_lock.rs` | the data directory's lock |
 //! | `group_commit.rs` | `Journal`: open, append, group commit, failure |
-//! | `record.rs` | the record format: a line per pet or per transition with its CRC-32, written and checked |
+//! | `record.rs` | the record format: a line per pet, per transition or order step, and the time records that date them, each with its CRC-32, written and checked |
 //! | `lines.rs` | `Lines`: the streaming reader, bounded memory |
 //! | `replay.rs` | replay on open, [`Recovery`], [`TornTail`] |
 //! | `save_aside.rs` | bytes cut from the journal, copied aside first |

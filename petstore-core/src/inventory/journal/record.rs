@@ -1,5 +1,6 @@
-//! The record format: one JSON line per created pet, or per transition
-//! of a pet, with the CRC-32 of its bytes; how a record is written, and
+//! The record format: one JSON line per created pet, per transition of a
+//! pet or per order step, and a time record before a batch in a new
+//! second, each with the CRC-32 of its bytes; how a record is written, and
 //! how one is checked and decoded. The format, byte for byte, and why a
 //! transition record names the transition: docs/durability.md, "Record
 //! format".
