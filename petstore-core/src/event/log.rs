@@ -145,8 +145,26 @@ impl EventLog {
         self.entries.len()
     }
 
+    pub(crate) fn retention(&self) -> Duration {
+        self.retention
+    }
+
     pub(crate) fn set_retention(&mut self, retention: Duration) {
         self.retention = retention;
+    }
+
+    /// Whether no event was ever appended: a read copy's log may then
+    /// start at any position ([`start_at`](Self::start_at)).
+    pub(crate) fn is_new(&self) -> bool {
+        self.first == 1 && self.entries.is_empty()
+    }
+
+    /// Makes the next position `next` (a read copy that starts where
+    /// another store's kept events start); only while [`is_new`](Self::is_new).
+    pub(crate) fn start_at(&mut self, next: u64) {
+        if self.is_new() && next > 0 {
+            self.first = next;
+        }
     }
 
     /// Appends an event at the next position, and drops the events that

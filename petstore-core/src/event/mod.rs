@@ -30,4 +30,4 @@ pub use error::FeedError;
 pub use event::{Event, EventData, EventType};
 pub use id::EventId;
 pub use log::DEFAULT_RETENTION;
-pub use query::{EventLimit, EventPage, EventQuery, JsonEvents};
+pub use query::{EventLimit, EventPage, EventQuery, JsonEvents, Recorded};

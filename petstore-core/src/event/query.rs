@@ -91,3 +91,21 @@ pub struct JsonEvents {
     /// Where the next page starts, as [`EventPage::next`].
     pub next: EventId,
 }
+
+/// An event as another store recorded it (a database's table of
+/// events), for a read copy to apply
+/// ([`Inventory::apply_events`](crate::Inventory::apply_events)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recorded {
+    /// Its position.
+    pub id: EventId,
+    /// What kind of change it is.
+    pub kind: super::EventType,
+    /// The pet's or the order's id.
+    pub subject: u64,
+    /// The status the change left a pet in; `None` for an order's event,
+    /// whose type says its status.
+    pub pet_status: Option<crate::pet::PetStatus>,
+    /// When it was committed.
+    pub at: crate::clock::Timestamp,
+}

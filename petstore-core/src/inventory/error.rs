@@ -244,6 +244,16 @@ pub enum ApplyError {
         /// The id that came instead.
         found: u64,
     },
+    /// The events do not follow on from the copy's newest position
+    /// ([`Inventory::apply_events`](crate::Inventory::apply_events)).
+    /// Nothing was applied.
+    #[error("event positions must follow on: expected {expected}, found {found}")]
+    EventGap {
+        /// The next position the copy can take.
+        expected: u64,
+        /// The position that came instead.
+        found: u64,
+    },
     /// The inventory is durable: its pets come from its journal alone, and
     /// pets applied only in memory would be lost at the next start.
     #[error("pets can be applied only to an in-memory inventory")]

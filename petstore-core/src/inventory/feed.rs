@@ -13,10 +13,13 @@ use std::time::Duration;
 use parking_lot::RwLock;
 
 use super::journal::Change;
+use super::ApplyError;
 use super::Inventory;
 use crate::clock::Timestamp;
 use crate::event::log::{Entry, EventLog, Happened};
-use crate::event::{Event, EventData, EventId, EventPage, EventQuery, FeedError, JsonEvents};
+use crate::event::{
+    Event, EventData, EventId, EventPage, EventQuery, EventType, FeedError, JsonEvents, Recorded,
+};
 use crate::order::{OrderId, OrderStatus};
 use crate::pet::json::decode;
 use crate::pet::PetId;
@@ -79,6 +82,20 @@ fn entry_of(change: &Change, at: u64) -> Entry {
     }
 }
 
+/// The entry of an event recorded elsewhere.
+fn entry_of_recorded(event: &Recorded) -> Entry {
+    let at = event.at.unix_secs();
+    let status = event.pet_status.unwrap_or(crate::pet::PetStatus::Available);
+    match event.kind {
+        EventType::PetCreated => Entry::pet_created(event.subject, status, at),
+        EventType::PetStatusChanged => Entry::pet_changed(event.subject, status, at),
+        EventType::OrderPlaced => Entry::order(event.subject, OrderStatus::Placed, at),
+        EventType::OrderCompleted => Entry::order(event.subject, OrderStatus::Completed, at),
+        EventType::OrderCancelled => Entry::order(event.subject, OrderStatus::Cancelled, at),
+        EventType::OrderExpired => Entry::order(event.subject, OrderStatus::Expired, at),
+    }
+}
+
 impl Inventory {
     /// The newest event's position: the feed's position that what the
     /// inventory holds now reflects. A page read after this call shows
@@ -99,7 +116,7 @@ impl Inventory {
     /// let now = Timestamp::from_unix_secs(u32::MAX.into());
     /// let page = inventory.events(&EventQuery::new().after(cursor), now).unwrap();
     /// let kinds: Vec<&str> = page.events.iter().map(|e| e.kind.as_str()).collect();
-    /// assert_eq!(kinds, ["pet.status_changed", "order.completed"]);
+    /// assert_eq!(kinds, ["order.completed", "pet.status_changed"]);
     /// ```
     pub fn events_head(&self) -> EventId {
         self.feed.log.read().head()
@@ -110,6 +127,82 @@ impl Inventory {
     /// ([`DEFAULT_RETENTION`](crate::event::DEFAULT_RETENTION)).
     pub fn set_event_retention(&self, retention: Duration) {
         self.feed.log.write().set_retention(retention);
+    }
+
+    /// Adds events recorded elsewhere (a database's table), in position
+    /// order, which follow position `after`: how a read copy keeps the
+    /// feed of the store it copies. A copy that holds no event yet starts
+    /// its feed after `after` (older events are past their retention);
+    /// then positions must follow on from the copy's newest without a gap,
+    /// and events it already holds are skipped. Returns how many were
+    /// added. All or nothing. A durable inventory refuses
+    /// ([`ApplyError::Durable`]).
+    ///
+    /// Apply the pets and orders an event names first: the event is read
+    /// back with them, and a list's [`events_head`](Self::events_head)
+    /// must not run ahead of what the list shows.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use petstore_core::*;
+    /// use petstore_core::event::{EventId, EventQuery, EventType, Recorded};
+    /// use petstore_core::inventory::ApplyError;
+    /// let copy = Inventory::in_memory();
+    /// copy.apply(&[NewPet::new("Rex", CategoryId::MIN).unwrap().into_pet(PetId::MIN)]).unwrap();
+    /// let at = Timestamp::from_unix_secs(u32::MAX.into());
+    /// let event = |id| Recorded {
+    ///     id: EventId::new(id),
+    ///     kind: EventType::PetStatusChanged,
+    ///     subject: 1,
+    ///     pet_status: Some(PetStatus::Sold),
+    ///     at,
+    /// };
+    /// // The store keeps events from 41 on: the copy's feed starts there.
+    /// assert_eq!(copy.apply_events(EventId::new(40), &[]), Ok(0));
+    /// assert_eq!(copy.events_head(), EventId::new(40));
+    /// assert_eq!(copy.apply_events(EventId::new(40), &[event(41), event(42)]), Ok(2));
+    /// assert_eq!(copy.apply_events(EventId::new(41), &[event(42), event(43)]), Ok(1));
+    /// assert_eq!(
+    ///     copy.apply_events(EventId::new(44), &[event(45)]),
+    ///     Err(ApplyError::EventGap { expected: 44, found: 45 })
+    /// );
+    /// let page = copy.events(&EventQuery::new().after(EventId::new(41)), at).unwrap();
+    /// assert_eq!(page.events.len(), 2);
+    /// ```
+    pub fn apply_events(&self, after: EventId, events: &[Recorded]) -> Result<usize, ApplyError> {
+        if self.journal.is_some() {
+            return Err(ApplyError::Durable);
+        }
+        let mut log = self.feed.log.write();
+        log.start_at(after.get() + 1);
+        let head = log.head().get();
+        let fresh = events
+            .iter()
+            .position(|event| event.id.get() > head)
+            .map_or(&[][..], |at| &events[at..]);
+        for (i, event) in fresh.iter().enumerate() {
+            let expected = head + 1 + i as u64;
+            if event.id.get() != expected {
+                return Err(ApplyError::EventGap {
+                    expected,
+                    found: event.id.get(),
+                });
+            }
+        }
+        for event in fresh {
+            log.push(entry_of_recorded(event));
+        }
+        drop(log);
+        if !fresh.is_empty() {
+            self.feed.announce();
+        }
+        Ok(fresh.len())
+    }
+
+    /// How long events are kept ([`set_event_retention`](Self::set_event_retention)).
+    pub fn event_retention(&self) -> Duration {
+        self.feed.log.read().retention()
     }
 
     /// How many events are held.

@@ -205,11 +205,11 @@ impl Inventory {
                 }
                 Record::Order(step) => {
                     let order = steps::restore_step(&mut records, &mut book, &step)?;
-                    // As `publish` gave them: the pet's change, then the order.
-                    let pet_status = order.status().pet_status();
-                    feed.push(Entry::pet_changed(order.pet().get(), pet_status, time));
+                    // As `publish` gave them: the order, then its pet's change.
                     let at = order.closed_at().unwrap_or(order.placed_at()).unix_secs();
                     feed.push(Entry::order(order.id().get(), order.status(), at));
+                    let pet_status = order.status().pet_status();
+                    feed.push(Entry::pet_changed(order.pet().get(), pet_status, time));
                     match (&keyed, step.door) {
                         (None, _) => None,
                         // Through a pet transition: the pet was the answer.

@@ -785,10 +785,12 @@ impl<'a> Decider<'a> {
         self.written.count += 1;
         self.pets.insert(order.pet, pet_status);
         self.orders.insert(order.id, order.clone());
+        // The order first, then its pet: the order of a step's two events
+        // in the feed, as PostgreSQL's replicas write them too.
+        self.written.changes.push(Change::Order(order.clone()));
         self.written
             .changes
             .push(Change::Changed(order.pet, pet_status));
-        self.written.changes.push(Change::Order(order.clone()));
         order
     }
 

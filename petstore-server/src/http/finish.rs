@@ -184,16 +184,11 @@ impl Admitted {
                 Err(error) => self.answer(api, Err(error), Finished::Answered),
             };
         }
-        if matches!(self.op, Checked::ListPets(_) | Checked::ListOrders(_)) && state.feed.serves() {
+        if matches!(self.op, Checked::ListPets(_) | Checked::ListOrders(_)) {
             self.events_cursor = Some(state.inventory.events_head());
         }
         let result = match self.op {
             Checked::ListPets(ref list) => no_body(&body).map(|()| list_pets(state, api, list)),
-            Checked::ListEvents(_) if !state.feed.serves() => {
-                no_body(&body).and(Err(ApiError::NotImplemented(
-                    "the events feed is not served on replicas yet (beta)".into(),
-                )))
-            }
             Checked::ListEvents(request) => match no_body(&body)
                 .and_then(|()| events_page(state, api, &request))
             {

@@ -34,12 +34,11 @@ struct Signal {
     draining: bool,
 }
 
-/// The feed's waiters, and whether this store serves a feed at all.
+/// The feed's waiters.
 #[derive(Debug)]
 pub struct Feed {
     signal: Arc<watch::Sender<Signal>>,
     waiting: Mutex<Waiting>,
-    serves: bool,
 }
 
 #[derive(Debug, Default)]
@@ -78,36 +77,26 @@ impl Drop for WaitSlot<'_> {
 }
 
 impl Feed {
-    /// The feed of `inventory`, which tells it of every change; `serves`
-    /// false for a store whose inventory is a read copy that keeps no
-    /// events (PostgreSQL's).
-    pub fn new(inventory: &Inventory, serves: bool) -> Feed {
+    /// The feed of `inventory`, which tells it of every change.
+    pub fn new(inventory: &Inventory) -> Feed {
         let signal = Arc::new(watch::Sender::new(Signal {
             head: inventory.events_head(),
             draining: false,
         }));
-        if serves {
-            let told = Arc::clone(&signal);
-            inventory.on_events(move |head| {
-                told.send_if_modified(|signal| {
-                    let newer = head > signal.head;
-                    if newer {
-                        signal.head = head;
-                    }
-                    newer
-                });
+        let told = Arc::clone(&signal);
+        inventory.on_events(move |head| {
+            told.send_if_modified(|signal| {
+                let newer = head > signal.head;
+                if newer {
+                    signal.head = head;
+                }
+                newer
             });
-        }
+        });
         Feed {
             signal,
             waiting: Mutex::new(Waiting::default()),
-            serves,
         }
-    }
-
-    /// Whether this store serves the feed.
-    pub fn serves(&self) -> bool {
-        self.serves
     }
 
     /// The server drains: every waiter answers now, and none waits again.
@@ -183,17 +172,14 @@ impl Collector for FeedCollector {
             waiting.metric_type(),
         )?;
         waiting.encode(metric)?;
-        if self.feed.serves() {
-            let held = as_gauge(self.inventory.events_held());
-            let metric = encoder.encode_descriptor(
-                "events_held",
-                "Events kept in memory for the feed (16 bytes each)",
-                None,
-                held.metric_type(),
-            )?;
-            held.encode(metric)?;
-        }
-        Ok(())
+        let held = as_gauge(self.inventory.events_held());
+        let metric = encoder.encode_descriptor(
+            "events_held",
+            "Events kept in memory for the feed (16 bytes each)",
+            None,
+            held.metric_type(),
+        )?;
+        held.encode(metric)
     }
 }
 
@@ -209,7 +195,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_waiter_wakes_at_a_change_and_not_before() {
         let inventory = Arc::new(Inventory::in_memory());
-        let feed = Arc::new(Feed::new(&inventory, true));
+        let feed = Arc::new(Feed::new(&inventory));
         let waiter = {
             let feed = Arc::clone(&feed);
             tokio::spawn(async move {
@@ -234,7 +220,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_waiter_answers_when_its_time_is_up_or_the_server_drains() {
         let inventory = Inventory::in_memory();
-        let feed = Feed::new(&inventory, true);
+        let feed = Feed::new(&inventory);
         let slot = feed.slot("a").unwrap();
         let started = tokio::time::Instant::now();
         feed.wait(&slot, EventId::START, Duration::from_secs(5))
@@ -250,7 +236,7 @@ mod tests {
     #[test]
     fn waiters_are_bounded_per_key_and_in_total() {
         let inventory = Inventory::in_memory();
-        let feed = Feed::new(&inventory, true);
+        let feed = Feed::new(&inventory);
         let slots: Vec<_> = (0..MAX_WAITERS_PER_KEY)
             .map(|_| feed.slot("a").unwrap())
             .collect();

@@ -128,10 +128,10 @@ impl Store {
         }
     }
 
-    /// The waiters of this store's feed of events (beta); a PostgreSQL
-    /// read copy keeps no events, and its feed serves none.
+    /// The waiters of this store's feed of events (beta): its
+    /// inventory's, which a PostgreSQL read copy keeps too (`postgres/feed.rs`).
     pub fn feed(&self) -> Feed {
-        Feed::new(self.inventory(), !matches!(self, Store::Postgres(_)))
+        Feed::new(self.inventory())
     }
 
     /// The timer that expires lapsed holds ([`lapse`]), for a backend

@@ -12,6 +12,8 @@ pub const SHOP: &str = "orders-key-shop";
 pub const OTHER: &str = "orders-key-other";
 pub const BOSS: &str = "orders-key-boss";
 pub const READER: &str = "orders-key-reader";
+/// Follows the feed of events (beta), and lists what it follows.
+pub const FOLLOWER: &str = "orders-key-follower";
 pub const JSON: &str = "application/json";
 
 pub fn keys() -> Value {
@@ -24,6 +26,7 @@ pub fn keys() -> Value {
         entry("other", OTHER, &["orders", "pets:read", "pets:write"]),
         entry("boss", BOSS, &["orders:all"]),
         entry("reader", READER, &["pets:read"]),
+        entry("follower", FOLLOWER, &["events", "pets:read", "orders:all"]),
     ]})
 }
 

@@ -656,10 +656,10 @@ fn the_client_follows_the_feed_from_the_lists_cursor_and_sees_its_sale() {
     assert_eq!(
         events,
         [
-            "event 4 pet.status_changed 1",
-            "event 5 order.placed 1",
-            "event 6 pet.status_changed 1",
-            "event 7 order.completed 1",
+            "event 4 order.placed 1",
+            "event 5 pet.status_changed 1",
+            "event 6 order.completed 1",
+            "event 7 pet.status_changed 1",
         ],
         "{context}"
     );

@@ -82,10 +82,10 @@ fn every_change_follows_in_commit_order_with_a_next_link_on_every_page() {
         [
             ("1", "pet.created"),
             ("2", "pet.created"),
-            ("3", "pet.status_changed"),
-            ("4", "order.placed"),
-            ("5", "pet.status_changed"),
-            ("6", "order.completed"),
+            ("3", "order.placed"),
+            ("4", "pet.status_changed"),
+            ("5", "order.completed"),
+            ("6", "pet.status_changed"),
         ]
     );
     assert_eq!(link, r#"</v1/events?limit=100&after=6>; rel="next""#);
@@ -100,12 +100,12 @@ fn every_change_follows_in_commit_order_with_a_next_link_on_every_page() {
         json!({"id": rex, "name": "Rex", "categoryId": 1, "status": "available"})
     );
     assert_eq!(all[1]["data"]["status"], "sold");
-    assert_eq!(all[2]["data"]["status"], "pending");
-    assert_eq!(all[3]["data"]["status"], "placed");
-    assert!(all[3]["data"].get("closedAt").is_none());
-    assert_eq!(all[4]["data"]["status"], "sold");
-    assert_eq!(all[5]["data"]["status"], "completed");
-    assert!(all[5]["data"]["closedAt"].is_string());
+    assert_eq!(all[2]["data"]["status"], "placed");
+    assert!(all[2]["data"].get("closedAt").is_none());
+    assert_eq!(all[3]["data"]["status"], "pending");
+    assert_eq!(all[4]["data"]["status"], "completed");
+    assert!(all[4]["data"]["closedAt"].is_string());
+    assert_eq!(all[5]["data"]["status"], "sold");
 
     // Paged: two at a time, each page's link to the next; the last one
     // points at the end, where a follower waits.

@@ -391,6 +391,7 @@ impl Postgres {
                             backoff = POLL;
                             // Whatever was committed while not listening.
                             self.wake.notify_one();
+                            self.events_wake.notify_one();
                         }
                         message = poll_fn(|cx| connection.poll_message(cx)) => match message {
                             Some(Ok(AsyncMessage::Notification(n))) => {
@@ -406,6 +407,7 @@ impl Postgres {
                                     self.latest.fetch_max(last, Ordering::Relaxed);
                                 }
                                 self.wake.notify_one();
+                                self.events_wake.notify_one();
                             }
                             Some(Ok(_)) => {}
                             Some(Err(_)) | None => break,

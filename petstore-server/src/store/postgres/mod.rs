@@ -25,6 +25,7 @@
 //! | `idempotency.rs` | keyed creates (and the kept answers of keyed steps): the key claimed in the write's transaction, the lookup, pruning |
 //! | `keyed.rs` | a keyed write queued and what it comes to; the keys in flight |
 //! | `copy.rs` | the read copy: loaded at start, kept current by the tail and the listener |
+//! | `feed.rs` | the feed of events (beta): PostgreSQL's table of them followed into the copy's feed, pruned |
 //! | `health.rs` | up, down, stuck or a bad row, each change logged once (`/healthz` reads it through [`Postgres::failure`]) |
 //! | `describe.rs` | PostgreSQL's errors as text, a failed connection thrown away |
 //! | `stats.rs`, `metrics.rs` | its counters and their `/metrics` |
@@ -33,6 +34,7 @@ mod connect;
 mod copy;
 mod describe;
 mod expire;
+mod feed;
 mod health;
 mod idempotency;
 mod keyed;
@@ -90,6 +92,8 @@ pub struct Postgres {
     tails_started: AtomicU64,
     /// Wakes the tail task (a notification, a reconnected listener).
     wake: Notify,
+    /// Wakes the task that follows the events (`feed.rs`), likewise.
+    events_wake: Notify,
     /// The highest id known committed: notifications, own commits, tails.
     latest: AtomicU64,
     /// The copy has applied every change (of a pet's status, of an

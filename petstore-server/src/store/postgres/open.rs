@@ -128,6 +128,7 @@ impl Postgres {
             tail: tokio::sync::Mutex::new(()),
             tails_started: AtomicU64::new(0),
             wake: Notify::new(),
+            events_wake: Notify::new(),
             changes_applied: AtomicU64::new(changes),
             latest_change: AtomicU64::new(changes),
         });
@@ -153,6 +154,7 @@ impl Postgres {
         tokio::spawn(Arc::clone(&pg).prune_loop(clock));
         tokio::spawn(Arc::clone(&pg).tail_loop());
         tokio::spawn(Arc::clone(&pg).expire_loop());
+        tokio::spawn(Arc::clone(&pg).events_loop());
         tokio::spawn(Arc::clone(&pg).listen_loop(config));
         Ok(pg)
     }

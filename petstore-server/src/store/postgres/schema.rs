@@ -7,7 +7,8 @@
 //! name's characters as the core checks them; 3: the change counter,
 //! `last_change` and `petstore_transition`; 4: the kept answers of
 //! idempotency keys and the two keyed functions; 5: the orders, their
-//! steps (`petstore_steps`) and their lapse (`petstore_expire`).
+//! steps (`petstore_steps`) and their lapse (`petstore_expire`); 6: the
+//! feed of events (beta), written by triggers on the pets and the orders.
 //!
 //! Every table, index and function, and why each is as it is:
 //! docs/replicas.md, "PostgreSQL's schema".
@@ -18,7 +19,7 @@ use tokio_postgres::Client;
 use super::describe::describe;
 
 /// The schema version this binary writes and reads.
-pub const VERSION: i32 = 5;
+pub const VERSION: i32 = 6;
 
 /// Migration `i` takes the database from version `i` to `i + 1`.
 fn migrations() -> [String; VERSION as usize] {
@@ -28,8 +29,128 @@ fn migrations() -> [String; VERSION as usize] {
         VERSION_3.to_owned(),
         VERSION_4.to_owned(),
         VERSION_5.to_owned(),
+        VERSION_6.to_owned(),
     ]
 }
+
+/// The feed of events (beta): one row per change, numbered by a counter
+/// row of its own (gapless, and in commit order: a writer holds its lock
+/// until it commits, as the id and change counters'), written by
+/// statement triggers on the pets and the orders, so every writer (a
+/// create, a keyed one, a step, an expiry) writes its events in its own
+/// transaction without knowing of them. Statement triggers with
+/// transition tables: one counter update and one insert per statement,
+/// whatever the rows. In one statement, rows go in id order (new ones)
+/// or change order (changed ones); a step writes its order before its
+/// pet, so its order's event comes first. A database migrated from an
+/// earlier version starts its feed empty, at 0.
+const VERSION_6: &str = r#"
+CREATE TABLE petstore_event_counter (
+    only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    last_id bigint NOT NULL CHECK (last_id >= 0)
+);
+INSERT INTO petstore_event_counter (last_id) VALUES (0);
+CREATE TABLE petstore_events (
+    id bigint PRIMARY KEY CHECK (id >= 1),
+    type text NOT NULL CHECK (type IN ('pet.created', 'pet.status_changed', 'order.placed',
+                                      'order.completed', 'order.cancelled', 'order.expired')),
+    subject bigint NOT NULL CHECK (subject >= 1),
+    status text NOT NULL,
+    -- The change number of the row the event is of (0 for a new pet, whose
+    -- id places it): a replica applies an event once its copy holds it.
+    change bigint NOT NULL CHECK (change >= 0),
+    at timestamptz NOT NULL
+);
+CREATE INDEX petstore_events_at ON petstore_events (at);
+
+-- Appends the rows of `events` (type, subject, status, at, in their
+-- order) under the event counter's lock.
+CREATE FUNCTION petstore_append_events(n bigint, kinds text[], subjects bigint[],
+                                       statuses text[], changes bigint[], ats timestamptz[])
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    base bigint;
+BEGIN
+    IF n = 0 THEN
+        RETURN;
+    END IF;
+    UPDATE petstore_event_counter SET last_id = last_id + n RETURNING last_id - n INTO base;
+    INSERT INTO petstore_events (id, type, subject, status, change, at)
+        SELECT base + e.i, e.kind, e.subject, e.status, e.change, e.at
+        FROM unnest(kinds, subjects, statuses, changes, ats)
+            WITH ORDINALITY AS e(kind, subject, status, change, at, i);
+END $$;
+
+CREATE FUNCTION petstore_pets_created() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    kinds text[]; subjects bigint[]; statuses text[]; changes bigint[]; ats timestamptz[];
+BEGIN
+    SELECT array_agg('pet.created'::text ORDER BY id), array_agg(id ORDER BY id),
+           array_agg(status ORDER BY id), array_agg(0::int8 ORDER BY id),
+           array_agg(clock_timestamp() ORDER BY id)
+        INTO kinds, subjects, statuses, changes, ats FROM created;
+    PERFORM petstore_append_events(coalesce(cardinality(subjects), 0), kinds, subjects, statuses,
+                                   changes, ats);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER petstore_pets_created AFTER INSERT ON petstore_pets
+    REFERENCING NEW TABLE AS created FOR EACH STATEMENT EXECUTE FUNCTION petstore_pets_created();
+
+CREATE FUNCTION petstore_pets_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    kinds text[]; subjects bigint[]; statuses text[]; changes bigint[]; ats timestamptz[];
+BEGIN
+    SELECT array_agg('pet.status_changed'::text ORDER BY n.last_change, n.id),
+           array_agg(n.id ORDER BY n.last_change, n.id),
+           array_agg(n.status ORDER BY n.last_change, n.id),
+           array_agg(n.last_change ORDER BY n.last_change, n.id),
+           array_agg(clock_timestamp() ORDER BY n.last_change, n.id)
+        INTO kinds, subjects, statuses, changes, ats
+        FROM after_rows n JOIN before_rows o ON o.id = n.id
+        WHERE o.status IS DISTINCT FROM n.status;
+    PERFORM petstore_append_events(coalesce(cardinality(subjects), 0), kinds, subjects, statuses,
+                                   changes, ats);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER petstore_pets_changed AFTER UPDATE ON petstore_pets
+    REFERENCING OLD TABLE AS before_rows NEW TABLE AS after_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION petstore_pets_changed();
+
+CREATE FUNCTION petstore_orders_placed() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    kinds text[]; subjects bigint[]; statuses text[]; changes bigint[]; ats timestamptz[];
+BEGIN
+    SELECT array_agg('order.' || status ORDER BY id), array_agg(id ORDER BY id),
+           array_agg(status ORDER BY id), array_agg(last_change ORDER BY id),
+           array_agg(coalesce(closed_at, placed_at) ORDER BY id)
+        INTO kinds, subjects, statuses, changes, ats FROM placed;
+    PERFORM petstore_append_events(coalesce(cardinality(subjects), 0), kinds, subjects, statuses,
+                                   changes, ats);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER petstore_orders_placed AFTER INSERT ON petstore_orders
+    REFERENCING NEW TABLE AS placed FOR EACH STATEMENT EXECUTE FUNCTION petstore_orders_placed();
+
+CREATE FUNCTION petstore_orders_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    kinds text[]; subjects bigint[]; statuses text[]; changes bigint[]; ats timestamptz[];
+BEGIN
+    SELECT array_agg('order.' || n.status ORDER BY n.last_change, n.id),
+           array_agg(n.id ORDER BY n.last_change, n.id),
+           array_agg(n.status ORDER BY n.last_change, n.id),
+           array_agg(n.last_change ORDER BY n.last_change, n.id),
+           array_agg(coalesce(n.closed_at, n.placed_at) ORDER BY n.last_change, n.id)
+        INTO kinds, subjects, statuses, changes, ats
+        FROM after_rows n JOIN before_rows o ON o.id = n.id
+        WHERE o.status IS DISTINCT FROM n.status;
+    PERFORM petstore_append_events(coalesce(cardinality(subjects), 0), kinds, subjects, statuses,
+                                   changes, ats);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER petstore_orders_changed AFTER UPDATE ON petstore_orders
+    REFERENCING OLD TABLE AS before_rows NEW TABLE AS after_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION petstore_orders_changed();
+"#;
 
 /// The id counter, the pets with the contract's CHECKs, a partial index
 /// per status. A counter row, not a sequence: creates then commit in id

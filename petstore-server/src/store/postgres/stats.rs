@@ -24,11 +24,13 @@ pub enum Op {
     Prune,
     /// A transaction expiring lapsed holds.
     Expire,
+    /// A query of the feed's new events, or a pass pruning old ones.
+    Events,
 }
 
 impl Op {
     /// Every operation, as the metrics label them.
-    pub const ALL: [Op; 7] = [
+    pub const ALL: [Op; 8] = [
         Op::Commit,
         Op::Tail,
         Op::Queue,
@@ -36,6 +38,7 @@ impl Op {
         Op::Lookup,
         Op::Prune,
         Op::Expire,
+        Op::Events,
     ];
 
     /// The label.
@@ -48,6 +51,7 @@ impl Op {
             Op::Lookup => "idempotency_lookup",
             Op::Prune => "idempotency_prune",
             Op::Expire => "expire",
+            Op::Events => "events",
         }
     }
 }

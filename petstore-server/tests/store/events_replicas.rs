@@ -1,0 +1,234 @@
+//! The feed of events (beta) on two replicas of one private PostgreSQL:
+//! every replica gives every change the same id, in commit order, with
+//! writes on both; a long poll on one replica wakes at a commit on the
+//! other; a client that lists on one replica and follows from its
+//! `Events-Cursor` while another writes misses nothing; a database of
+//! schema version 5 is migrated and its feed starts empty.
+
+use crate::common;
+
+use std::collections::BTreeMap;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use common::orders::*;
+use common::postgres::Postgres;
+use common::{wait_until, Server};
+
+/// Only cuts off what never happens, never a slow machine.
+const BOUND: Duration = Duration::from_secs(30);
+
+fn replica(pg: &Postgres) -> Server {
+    Server::builder().keys(keys()).postgres(&pg.url()).start()
+}
+
+/// Every event `server`'s feed holds after `after`, followed page by page.
+fn feed(server: &Server, after: u64) -> Vec<Value> {
+    let mut events = Vec::new();
+    let mut after = after.to_string();
+    loop {
+        let resp = call(
+            server,
+            "GET",
+            &format!("/v1/events?after={after}&limit=7"),
+            FOLLOWER,
+            None,
+        );
+        assert_eq!(resp.status, 200, "{}", resp.describe());
+        let page = resp.json().as_array().unwrap().clone();
+        let Some(last) = page.last() else {
+            return events;
+        };
+        after = last["id"].as_str().unwrap().to_owned();
+        events.extend(page);
+    }
+}
+
+/// The table's newest event id.
+fn newest(pg: &Postgres) -> u64 {
+    pg.psql("SELECT last_id FROM petstore_event_counter")
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn two_replicas_give_every_change_the_same_id_in_commit_order() {
+    let pg = Postgres::start();
+    let (a, b) = (replica(&pg), replica(&pg));
+    let mut orders = Vec::new();
+    for i in 0..6 {
+        let (here, there) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
+        let id = pet(here, "available");
+        let order = placed(
+            &place(there, SHOP, &format!(r#"{{"petId":{id}}}"#)),
+            id,
+            "shop",
+        );
+        orders.push((order["id"].as_u64().unwrap(), i));
+    }
+    for (id, i) in orders {
+        let step = if i % 3 == 0 { "cancel" } else { "complete" };
+        let server = if i % 2 == 0 { &a } else { &b };
+        let resp = call(
+            server,
+            "POST",
+            &format!("/v1/store/orders/{id}/{step}"),
+            SHOP,
+            None,
+        );
+        assert_eq!(resp.status, 200, "{}", resp.describe());
+    }
+    // 6 creates, 6 places and 6 closes, each place and close two events.
+    let total = newest(&pg);
+    assert_eq!(total, 30);
+    assert!(wait_until(BOUND, || feed(&a, 0).len() as u64 == total
+        && feed(&b, 0).len() as u64 == total));
+    let (on_a, on_b) = (feed(&a, 0), feed(&b, 0));
+    assert_eq!(on_a, on_b, "the same events, ids and data on both");
+    let ids: Vec<u64> = on_a
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(ids, (1..=total).collect::<Vec<_>>());
+    // In commit order: a pet's creation before its order, each step's
+    // order event next to its pet's.
+    let kinds: Vec<&str> = on_a.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        &kinds[..4],
+        [
+            "pet.created",
+            "order.placed",
+            "pet.status_changed",
+            "pet.created"
+        ]
+    );
+    assert_eq!(kinds.iter().filter(|k| **k == "order.cancelled").count(), 2);
+    assert_eq!(kinds.iter().filter(|k| **k == "order.completed").count(), 4);
+    for pair in on_a.windows(2) {
+        if pair[0]["type"].as_str().unwrap().starts_with("order.") {
+            assert_eq!(pair[1]["type"], "pet.status_changed", "{pair:?}");
+            assert_eq!(pair[1]["data"]["id"], pair[0]["data"]["petId"], "{pair:?}");
+        }
+    }
+    // The lists say where the feed stands.
+    let list = call(&b, "GET", "/v1/pets", FOLLOWER, None);
+    assert_eq!(list.header_u64("events-cursor"), total);
+}
+
+#[test]
+fn a_long_poll_on_one_replica_wakes_at_a_commit_on_the_other() {
+    let pg = Postgres::start();
+    let (a, b) = (replica(&pg), replica(&pg));
+    pet(&a, "available");
+    assert!(wait_until(BOUND, || feed(&b, 0).len() == 1));
+    let (resp, took) = thread::scope(|scope| {
+        let waiting = scope.spawn(|| {
+            let started = Instant::now();
+            let resp = call(&b, "GET", "/v1/events?after=1&wait=20", FOLLOWER, None);
+            (resp, started.elapsed())
+        });
+        assert!(wait_until(BOUND, || b.metric("petstore_event_waiters") == 1));
+        pet(&a, "sold");
+        waiting.join().unwrap()
+    });
+    assert_eq!(resp.status, 200, "{}", resp.describe());
+    let events = resp.json();
+    assert_eq!(events[0]["id"], "2", "{events}");
+    assert_eq!(events[0]["data"]["status"], "sold");
+    // Woken by the commit, not by its 20 s (a bound on a hang only).
+    assert!(took < Duration::from_secs(20), "{took:?}");
+}
+
+#[test]
+fn a_client_that_lists_on_one_replica_and_follows_misses_nothing() {
+    let pg = Postgres::start();
+    let (a, b) = (replica(&pg), replica(&pg));
+    for _ in 0..15 {
+        pet(&a, "available");
+    }
+    let (mut state, cursor) = thread::scope(|scope| {
+        // Another client writes on the other replica all the while.
+        let writer = scope.spawn(|| {
+            for i in 1..=15u64 {
+                pet(&a, "available");
+                let resp = call(&a, "POST", &format!("/v1/pets/{i}/sell"), SHOP, None);
+                assert_eq!(resp.status, 200, "{}", resp.describe());
+            }
+        });
+        let first = call(&b, "GET", "/v1/pets?limit=4", FOLLOWER, None);
+        let cursor = first.header_u64("events-cursor");
+        let mut state = BTreeMap::new();
+        let mut resp = first;
+        loop {
+            for pet in resp.json().as_array().unwrap() {
+                state.insert(
+                    pet["id"].as_u64().unwrap(),
+                    pet["status"].as_str().unwrap().to_owned(),
+                );
+            }
+            let Some(link) = resp.header("link").map(str::to_owned) else {
+                break;
+            };
+            let next = link
+                .trim_start_matches('<')
+                .split('>')
+                .next()
+                .unwrap()
+                .to_owned();
+            resp = call(&b, "GET", &next, FOLLOWER, None);
+        }
+        writer.join().unwrap();
+        (state, cursor)
+    });
+    let total = newest(&pg);
+    let last = |events: Vec<Value>| {
+        events
+            .last()
+            .and_then(|e| e["id"].as_str()?.parse::<u64>().ok())
+    };
+    assert!(wait_until(BOUND, || last(feed(&b, cursor)) == Some(total)));
+    for event in feed(&b, cursor) {
+        if event["type"].as_str().unwrap().starts_with("pet.") {
+            let pet = &event["data"];
+            state.insert(
+                pet["id"].as_u64().unwrap(),
+                pet["status"].as_str().unwrap().to_owned(),
+            );
+        }
+    }
+    let truth: BTreeMap<u64, String> = pg
+        .psql("SELECT id, status FROM petstore_pets ORDER BY id")
+        .lines()
+        .map(|line| {
+            let (id, status) = line.split_once('|').unwrap();
+            (id.parse().unwrap(), status.to_owned())
+        })
+        .collect();
+    assert_eq!(truth.len(), 30);
+    assert_eq!(state, truth);
+}
+
+#[test]
+fn a_database_of_schema_version_5_is_migrated_and_its_feed_starts_empty() {
+    let pg = Postgres::start();
+    {
+        let a = replica(&pg);
+        pet(&a, "available");
+    }
+    pg.downgrade_to(5);
+    let a = replica(&pg);
+    assert!(feed(&a, 0).is_empty());
+    assert_eq!(
+        call(&a, "GET", "/v1/pets", FOLLOWER, None).header_u64("events-cursor"),
+        0
+    );
+    pet(&a, "sold");
+    assert!(wait_until(BOUND, || feed(&a, 0).len() == 1));
+    let events = feed(&a, 0);
+    assert_eq!(
+        (events[0]["id"].as_str(), events[0]["data"]["id"].as_u64()),
+        (Some("1"), Some(2))
+    );
+}
