@@ -100,7 +100,7 @@ pub struct Recorded {
     /// Its position.
     pub id: EventId,
     /// What kind of change it is.
-    pub kind: super::EventType,
+    pub kind: super::event::EventType,
     /// The pet's or the order's id.
     pub subject: u64,
     /// The status the change left a pet in; `None` for an order's event,

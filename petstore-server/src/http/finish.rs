@@ -26,7 +26,7 @@ use hyper::body::Bytes;
 use hyper::header::HeaderValue;
 use hyper::{Response, StatusCode};
 use petstore_core::{
-    event::EventId,
+    event::{EventId, FeedError, JsonEvents},
     idempotency::{Fingerprint, IdempotencyKey, Scope},
     inventory::{FinalPage, OrderQuery, Step, StepRequest, Stepped},
     order::{Actor, NewOrder, Order, OrderId},
@@ -386,14 +386,24 @@ fn events_page<'a>(
     api: &'a Api,
     request: &EventsRequest,
 ) -> Result<EventsPage<'a>, ApiError> {
-    let page = state
+    let page = match state
         .inventory
         .events_json(&request.query, state.clock.now())
-        .map_err(|e| {
-            ApiError::CursorExpired(format!(
+    {
+        Ok(page) => page,
+        // Another replica's cursor, a moment ahead of this one's copy: an
+        // empty page after it, which a long poll waits on.
+        Err(FeedError::Ahead { after, .. }) if state.store.is_replica() => JsonEvents {
+            body: b"[]".to_vec(),
+            count: 0,
+            next: after,
+        },
+        Err(e) => {
+            return Err(ApiError::CursorExpired(format!(
                 "{e}; list again, and follow from the list's Events-Cursor"
-            ))
-        })?;
+            )))
+        }
+    };
     Ok(EventsPage {
         count: page.count,
         next: page.next,

@@ -128,6 +128,13 @@ impl Store {
         }
     }
 
+    /// Whether reads come from a read copy of a store other servers write
+    /// too (PostgreSQL): then a cursor of the feed beyond the copy's
+    /// newest event is another replica's, a moment ahead (`postgres/feed.rs`).
+    pub fn is_replica(&self) -> bool {
+        matches!(self, Store::Postgres(_))
+    }
+
     /// The waiters of this store's feed of events (beta): its
     /// inventory's, which a PostgreSQL read copy keeps too (`postgres/feed.rs`).
     pub fn feed(&self) -> Feed {

@@ -1,6 +1,6 @@
 //! The feed of events (beta) on two replicas of one private PostgreSQL:
 //! every replica gives every change the same id, in commit order, with
-//! writes on both; a long poll on one replica wakes at a commit on the
+//! writes on both, and takes a cursor beyond its copy for another's; a long poll on one replica wakes at a commit on the
 //! other; a client that lists on one replica and follows from its
 //! `Events-Cursor` while another writes misses nothing; a database of
 //! schema version 5 is migrated and its feed starts empty.
@@ -115,6 +115,15 @@ fn two_replicas_give_every_change_the_same_id_in_commit_order() {
     // The lists say where the feed stands.
     let list = call(&b, "GET", "/v1/pets", FOLLOWER, None);
     assert_eq!(list.header_u64("events-cursor"), total);
+    // A cursor beyond a replica's copy is taken for another replica's, a
+    // moment ahead: an empty page after it, not 410 (one node's answer).
+    let ahead = call(&b, "GET", "/v1/events?after=1000", FOLLOWER, None);
+    assert_eq!(ahead.status, 200, "{}", ahead.describe());
+    assert_eq!(ahead.text(), "[]");
+    assert_eq!(
+        ahead.single("link"),
+        r#"</v1/events?limit=100&after=1000>; rel="next""#
+    );
 }
 
 #[test]

@@ -9,6 +9,11 @@
 //! the tail, and is asked again a moment later.
 //!
 //! The replicas also prune events past the retention, a batch at a time.
+//!
+//! A cursor beyond the copy's newest event is another replica's, given a
+//! moment ago, more often than a restored database's: a replica answers
+//! it an empty page (and a long poll waits for the copy to pass it), not
+//! 410 (`http/finish.rs` asks [`Store::is_replica`](crate::store::Store::is_replica)).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -29,6 +34,11 @@ const PAGE: i64 = 10_000;
 const UNSHOWN_RETRY: Duration = Duration::from_millis(5);
 /// How often old events are pruned.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
+/// Events one pruning statement drops at most.
+const PRUNE_BATCH: u64 = 10_000;
+/// Pruning statements a pass makes at most: a minute's worth of events at
+/// 10,000 a second.
+const PRUNE_BATCHES: usize = 60;
 /// The events after a position.
 const AFTER: &str = "SELECT id, type, subject, status, change, extract(epoch FROM at)::int8 \
                      FROM petstore_events WHERE id > $1 ORDER BY id LIMIT $2";
@@ -149,14 +159,21 @@ impl Postgres {
         }
     }
 
-    /// Drops a batch of events past the retention.
+    /// Drops the events past the retention, a batch at a time (a short
+    /// transaction each, so no writer waits long on them), at most
+    /// [`PRUNE_BATCHES`] batches a pass.
     async fn prune_events(&self, retention: f64) -> Result<(), String> {
         let client = self.pool.get().await.map_err(|e| pool_error(&e))?;
-        client
-            .execute(PRUNE, &[&retention])
-            .await
-            .map(drop)
-            .map_err(|e| describe(&e))
+        for _ in 0..PRUNE_BATCHES {
+            let dropped = client
+                .execute(PRUNE, &[&retention])
+                .await
+                .map_err(|e| describe(&e))?;
+            if dropped < PRUNE_BATCH {
+                break;
+            }
+        }
+        Ok(())
     }
 }
 
