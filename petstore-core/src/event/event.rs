@@ -83,7 +83,7 @@ pub enum EventData {
 /// use petstore_core::event::{EventData, EventQuery, EventType};
 /// let inventory = Inventory::in_memory();
 /// inventory.create(NewPet::new("Rex", CategoryId::MIN).unwrap()).unwrap();
-/// let page = inventory.events(&EventQuery::new(), Timestamp::from_unix_secs(u32::MAX.into())).unwrap();
+/// let page = inventory.events(&EventQuery::new(), SystemClock::new().now()).unwrap();
 /// let event = &page.events[0];
 /// assert_eq!(event.id.get(), 1);
 /// assert_eq!(event.kind, EventType::PetCreated);

@@ -113,7 +113,7 @@ impl Inventory {
     /// let cursor = inventory.events_head();
     /// inventory.transition(rex.id(), Transition::Sell).unwrap();
     /// // Following from the cursor gives the sale and not the create.
-    /// let now = Timestamp::from_unix_secs(u32::MAX.into());
+    /// let now = SystemClock::new().now();
     /// let page = inventory.events(&EventQuery::new().after(cursor), now).unwrap();
     /// let kinds: Vec<&str> = page.events.iter().map(|e| e.kind.as_str()).collect();
     /// assert_eq!(kinds, ["order.completed", "pet.status_changed"]);
@@ -241,7 +241,7 @@ impl Inventory {
     /// use petstore_core::*;
     /// use petstore_core::event::EventQuery;
     /// let inventory = Inventory::in_memory();
-    /// let now = Timestamp::from_unix_secs(u32::MAX.into());
+    /// let now = SystemClock::new().now();
     /// assert_eq!(inventory.events_json(&EventQuery::new(), now).unwrap().body, b"[]");
     /// inventory.create(NewPet::new("Rex", CategoryId::MIN).unwrap()).unwrap();
     /// let page = inventory.events_json(&EventQuery::new(), now).unwrap();
