@@ -115,7 +115,7 @@ impl Event {
 
     /// Appends the event's JSON to `out`.
     pub(crate) fn encode(&self, out: &mut Vec<u8>) {
-        encode_head(self.id, self.kind, self.at, out);
+        encode_head(self.id, self.kind, &self.at.to_rfc3339(), out);
         match &self.data {
             EventData::Pet(pet) => crate::pet::json::encode(pet, out),
             EventData::Order(order) => order.encode(out),
@@ -124,14 +124,14 @@ impl Event {
     }
 }
 
-/// Appends an event's JSON up to its data's value: the caller appends
-/// the data and the closing `}`.
-pub(crate) fn encode_head(id: EventId, kind: EventType, at: Timestamp, out: &mut Vec<u8>) {
+/// Appends an event's JSON up to its data's value, `at` already in RFC
+/// 3339: the caller appends the data and the closing `}`.
+pub(crate) fn encode_head(id: EventId, kind: EventType, at: &str, out: &mut Vec<u8>) {
     out.extend_from_slice(br#"{"id":""#);
     crate::pet::json::push_decimal(out, id.get());
     out.extend_from_slice(br#"","type":""#);
     out.extend_from_slice(kind.as_str().as_bytes());
     out.extend_from_slice(br#"","at":""#);
-    out.extend_from_slice(at.to_rfc3339().as_bytes());
+    out.extend_from_slice(at.as_bytes());
     out.extend_from_slice(br#"","data":"#);
 }

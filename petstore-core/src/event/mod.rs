@@ -21,7 +21,7 @@
 
 mod error;
 #[allow(clippy::module_inception)]
-mod event;
+pub(crate) mod event;
 mod id;
 pub(crate) mod log;
 mod query;

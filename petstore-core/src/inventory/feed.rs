@@ -10,28 +10,39 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use super::journal::Change;
 use super::ApplyError;
 use super::Inventory;
 use crate::clock::Timestamp;
+use crate::event::event::encode_head;
 use crate::event::log::{Entry, EventLog, Happened};
 use crate::event::{
     Event, EventData, EventId, EventPage, EventQuery, EventType, FeedError, JsonEvents, Recorded,
 };
 use crate::order::{OrderId, OrderStatus};
-use crate::pet::json::decode;
+use crate::pet::json::{decode, encode_with_status};
 use crate::pet::PetId;
+
+/// What fixes a page of events: its cursor, its limit, and the newest
+/// position when it was read.
+type PageKey = (EventId, usize, EventId);
 
 /// Told the newest position after each change published.
 type EventHook = Box<dyn Fn(EventId) + Send + Sync>;
 
-/// The log and who is told of new events.
+/// The log, who is told of new events, and the last page encoded.
 #[derive(Default)]
 pub(super) struct Feed {
     log: RwLock<EventLog>,
     hook: OnceLock<EventHook>,
+    /// The last page [`Inventory::events_json`] encoded, by its cursor,
+    /// limit and the newest position then (which fix its events: they
+    /// never change once appended). Why: a change wakes every waiting
+    /// follower at once, and most ask for the same page; it is encoded
+    /// once, not once each.
+    last_page: Mutex<Option<(PageKey, JsonEvents)>>,
 }
 
 impl std::fmt::Debug for Feed {
@@ -250,21 +261,85 @@ impl Inventory {
     /// assert_eq!((page.count, page.next.get()), (1, 1));
     /// ```
     pub fn events_json(&self, query: &EventQuery, now: Timestamp) -> Result<JsonEvents, FeedError> {
-        let page = self.events(query, now)?;
-        let mut body = Vec::with_capacity(64 + page.events.len() * 160);
+        let limit = query.limit.get();
+        let (after, entries, head) = {
+            let log = self.feed.log.read();
+            let (after, entries) = log.read(query.after, limit, now)?;
+            (after, entries, log.head())
+        };
+        let key = (after, limit, head);
+        if let Some((kept, page)) = &*self.feed.last_page.lock() {
+            if *kept == key {
+                return Ok(page.clone());
+            }
+        }
+        let (body, count) = self.encode_events(after, &entries);
+        let page = JsonEvents {
+            body,
+            count,
+            next: EventId::new(after.get() + entries.len() as u64),
+        };
+        *self.feed.last_page.lock() = Some((key, page.clone()));
+        Ok(page)
+    }
+
+    /// The JSON array of the events of `entries`, which follow `after`,
+    /// and how many it holds: [`render`](Self::render)'s events, written
+    /// straight from the arena's pets and the book's orders.
+    fn encode_events(&self, after: EventId, entries: &[Entry]) -> (Vec<u8>, usize) {
+        let records = self.records.read();
+        let book = self.orders.read();
+        let mut body = Vec::with_capacity(2 + entries.len() * 176);
         body.push(b'[');
-        for (i, event) in page.events.iter().enumerate() {
-            if i > 0 {
+        let mut count = 0;
+        // Events of one second share its text: written once.
+        let mut when: Option<(Timestamp, String)> = None;
+        for (entry, position) in entries.iter().zip(after.get() + 1..) {
+            let at = entry.at();
+            if when.as_ref().is_none_or(|(t, _)| *t != at) {
+                when = Some((at, at.to_rfc3339()));
+            }
+            let at_text = when.as_ref().map_or("", |(_, text)| text.as_str());
+            let start = body.len();
+            if count > 0 {
                 body.push(b',');
             }
-            event.encode(&mut body);
+            encode_head(EventId::new(position), entry.kind(), at_text, &mut body);
+            let written = match entry.happened() {
+                Happened::Pet { id, status, .. } => PetId::new(id)
+                    .and_then(|id| records.index_of(id))
+                    .is_some_and(|index| {
+                        encode_with_status(
+                            records.json(index),
+                            records.statuses[index],
+                            status,
+                            &mut body,
+                        )
+                    }),
+                Happened::Order { id, status } => {
+                    match OrderId::new(id).and_then(|id| book.get(id)) {
+                        Some(mut order) => {
+                            order.status = status;
+                            if status == OrderStatus::Placed {
+                                order.closed_at = None;
+                            }
+                            order.encode(&mut body);
+                            true
+                        }
+                        None => false,
+                    }
+                }
+            };
+            if written {
+                body.push(b'}');
+                count += 1;
+            } else {
+                // As `render`: skipped rather than made up.
+                body.truncate(start);
+            }
         }
         body.push(b']');
-        Ok(JsonEvents {
-            body,
-            count: page.events.len(),
-            next: page.next,
-        })
+        (body, count)
     }
 
     /// The events of `entries`, which follow `after`: each with the pet or

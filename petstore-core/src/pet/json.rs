@@ -49,6 +49,29 @@ pub(crate) fn encode(pet: &Pet, out: &mut Vec<u8>) {
     out.extend_from_slice(SUFFIX);
 }
 
+/// Appends the pet of `json` (as [`encode`] wrote it, with status
+/// `current`) with its status `status` instead: the feed's events give a
+/// pet as a change left it, without building a [`Pet`] again. `false`,
+/// appending nothing, for JSON that is not that.
+pub(crate) fn encode_with_status(
+    json: &[u8],
+    current: PetStatus,
+    status: PetStatus,
+    out: &mut Vec<u8>,
+) -> bool {
+    let tail = current.as_str().len() + SUFFIX.len();
+    let Some(head) = json.len().checked_sub(tail).and_then(|end| json.get(..end)) else {
+        return false;
+    };
+    if !head.ends_with(STATUS_PREFIX) {
+        return false;
+    }
+    out.extend_from_slice(head);
+    out.extend_from_slice(status.as_str().as_bytes());
+    out.extend_from_slice(SUFFIX);
+    true
+}
+
 /// Appends `n` in decimal (an order's page writes its ids with it too).
 pub(crate) fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
     let mut buf = [0u8; 20];

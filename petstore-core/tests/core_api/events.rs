@@ -144,6 +144,28 @@ fn every_change_is_an_event_in_commit_order_with_what_it_left() {
     };
     assert!(done.closed_at().is_some());
     assert_eq!(inventory.events_head(), EventId::new(23));
+    // The encoded pages are the events' JSON, byte for byte, whatever the
+    // page (a page kept for its cursor included).
+    for (after, limit) in [(0, 1000), (0, 5), (7, 3), (20, 10), (23, 10), (7, 3)] {
+        let query = EventQuery::new()
+            .after(EventId::new(after))
+            .limit(EventLimit::new(limit).unwrap());
+        let typed = inventory.events(&query, now()).unwrap();
+        let json = inventory.events_json(&query, now()).unwrap();
+        let mut expected = b"[".to_vec();
+        for (i, event) in typed.events.iter().enumerate() {
+            if i > 0 {
+                expected.push(b',');
+            }
+            expected.extend_from_slice(&event.to_json());
+        }
+        expected.push(b']');
+        assert_eq!(
+            String::from_utf8(json.body).unwrap(),
+            String::from_utf8(expected).unwrap()
+        );
+        assert_eq!((json.count, json.next), (typed.events.len(), typed.next));
+    }
 }
 
 #[test]

@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 
 use crate::common;
 
+use common::events::{apply_pet_events, follow, list_with_cursor};
 use common::orders::{call, keys, SHOP};
 use common::{assert_error, Response, Server, TempDir, KEY};
 
@@ -281,7 +282,7 @@ fn a_client_that_lists_then_follows_from_events_cursor_misses_nothing() {
     for _ in 0..20 {
         create(&server, "available");
     }
-    let (listed, cursor) = thread::scope(|scope| {
+    let (mut state, cursor) = thread::scope(|scope| {
         // Another client writes all the while: creates, and sells.
         let writer = scope.spawn(|| {
             for i in 0..60u64 {
@@ -290,42 +291,11 @@ fn a_client_that_lists_then_follows_from_events_cursor_misses_nothing() {
                 post(&server, &format!("/v1/pets/{}/sell", i + 1), "");
             }
         });
-        let mut listed = BTreeMap::new();
-        let first = server.get("/v1/pets?limit=7", Some(KEY));
-        let cursor = first.header_u64("events-cursor");
-        let mut resp = first;
-        loop {
-            for pet in resp.json().as_array().unwrap() {
-                listed.insert(
-                    pet["id"].as_u64().unwrap(),
-                    pet["status"].as_str().unwrap().to_owned(),
-                );
-            }
-            let Some(link) = resp.header("link").map(str::to_owned) else {
-                break;
-            };
-            let next = link
-                .trim_start_matches('<')
-                .split('>')
-                .next()
-                .unwrap()
-                .to_owned();
-            resp = server.get(&next, Some(KEY));
-            assert_eq!(resp.status, 200);
-        }
+        let listed = list_with_cursor(&server, KEY, "/v1/pets?limit=7");
         writer.join().unwrap();
-        (listed, cursor)
+        listed
     });
-    let mut state = listed;
-    for event in page(&events(&server, &format!("?after={cursor}&limit=1000"))).0 {
-        if event["type"].as_str().unwrap().starts_with("pet.") {
-            let pet = &event["data"];
-            state.insert(
-                pet["id"].as_u64().unwrap(),
-                pet["status"].as_str().unwrap().to_owned(),
-            );
-        }
-    }
+    apply_pet_events(&mut state, &follow(&server, KEY, cursor));
     let truth: BTreeMap<u64, String> = (1..=80u64)
         .map(|id| {
             let pet = server.get(&format!("/v1/pets/{id}"), Some(KEY)).json();

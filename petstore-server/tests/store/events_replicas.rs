@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use common::events::{apply_pet_events, follow, list_with_cursor};
 use common::orders::*;
 use common::postgres::Postgres;
 use common::{wait_until, Server};
@@ -24,26 +25,9 @@ fn replica(pg: &Postgres) -> Server {
     Server::builder().keys(keys()).postgres(&pg.url()).start()
 }
 
-/// Every event `server`'s feed holds after `after`, followed page by page.
+/// Every event `server`'s feed holds after `after`.
 fn feed(server: &Server, after: u64) -> Vec<Value> {
-    let mut events = Vec::new();
-    let mut after = after.to_string();
-    loop {
-        let resp = call(
-            server,
-            "GET",
-            &format!("/v1/events?after={after}&limit=7"),
-            FOLLOWER,
-            None,
-        );
-        assert_eq!(resp.status, 200, "{}", resp.describe());
-        let page = resp.json().as_array().unwrap().clone();
-        let Some(last) = page.last() else {
-            return events;
-        };
-        after = last["id"].as_str().unwrap().to_owned();
-        events.extend(page);
-    }
+    follow(server, FOLLOWER, after)
 }
 
 /// The table's newest event id.
@@ -166,30 +150,9 @@ fn a_client_that_lists_on_one_replica_and_follows_misses_nothing() {
                 assert_eq!(resp.status, 200, "{}", resp.describe());
             }
         });
-        let first = call(&b, "GET", "/v1/pets?limit=4", FOLLOWER, None);
-        let cursor = first.header_u64("events-cursor");
-        let mut state = BTreeMap::new();
-        let mut resp = first;
-        loop {
-            for pet in resp.json().as_array().unwrap() {
-                state.insert(
-                    pet["id"].as_u64().unwrap(),
-                    pet["status"].as_str().unwrap().to_owned(),
-                );
-            }
-            let Some(link) = resp.header("link").map(str::to_owned) else {
-                break;
-            };
-            let next = link
-                .trim_start_matches('<')
-                .split('>')
-                .next()
-                .unwrap()
-                .to_owned();
-            resp = call(&b, "GET", &next, FOLLOWER, None);
-        }
+        let listed = list_with_cursor(&b, FOLLOWER, "/v1/pets?limit=4");
         writer.join().unwrap();
-        (state, cursor)
+        listed
     });
     let total = newest(&pg);
     let last = |events: Vec<Value>| {
@@ -198,15 +161,7 @@ fn a_client_that_lists_on_one_replica_and_follows_misses_nothing() {
             .and_then(|e| e["id"].as_str()?.parse::<u64>().ok())
     };
     assert!(wait_until(BOUND, || last(feed(&b, cursor)) == Some(total)));
-    for event in feed(&b, cursor) {
-        if event["type"].as_str().unwrap().starts_with("pet.") {
-            let pet = &event["data"];
-            state.insert(
-                pet["id"].as_u64().unwrap(),
-                pet["status"].as_str().unwrap().to_owned(),
-            );
-        }
-    }
+    apply_pet_events(&mut state, &feed(&b, cursor));
     let truth: BTreeMap<u64, String> = pg
         .psql("SELECT id, status FROM petstore_pets ORDER BY id")
         .lines()
