@@ -1,13 +1,14 @@
-//! `list_query` and `percent_decode` on any UTF-8 text: never panic; an
-//! accepted query has a limit of 1..=100 and an `after` of 1..=2^63-1, and
-//! decoding inverts a full percent-encoding.
+//! `list_query`, `events_query` and `percent_decode` on any UTF-8 text:
+//! never panic; an accepted list query has a limit of 1..=100 and an
+//! `after` of 1..=2^63-1, an accepted feed query a limit of 1..=1000 and a
+//! `wait` of 1..=30 s, and decoding inverts a full percent-encoding.
 #![no_main]
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use libfuzzer_sys::fuzz_target;
-use petstore_server::http::query_string::{list_query, percent_decode};
+use petstore_server::http::query_string::{events_query, list_query, percent_decode};
 
 /// Every byte as `%XX`, but unreserved characters; spaces as `+`.
 fn encode(s: &str) -> String {
@@ -39,6 +40,14 @@ fuzz_target!(|data: &[u8]| {
                 (1..=i64::MAX as u64).contains(&after.get()),
                 "after {after} from {s:?}"
             );
+        }
+    }
+
+    if let Ok(q) = events_query(Some(s)) {
+        let limit = q.query.limit.get();
+        assert!((1..=1000).contains(&limit), "limit {limit} from {s:?}");
+        if let Some(wait) = q.wait {
+            assert!((1..=30).contains(&wait.as_secs()), "wait {wait:?} from {s:?}");
         }
     }
 
