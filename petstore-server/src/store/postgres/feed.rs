@@ -42,14 +42,32 @@ const PRUNE_BATCHES: usize = 60;
 /// The events after a position.
 const AFTER: &str = "SELECT id, type, subject, status, change, extract(epoch FROM at)::int8 \
                      FROM petstore_events WHERE id > $1 ORDER BY id LIMIT $2";
-/// Where a new copy's feed starts: before the oldest event still within
-/// the retention, or after the newest when none is.
-const START: &str = "SELECT coalesce((SELECT id - 1 FROM petstore_events \
-                     WHERE at > now() - make_interval(secs => $1) ORDER BY at LIMIT 1), \
-                     (SELECT last_id FROM petstore_event_counter))";
-/// Drops a batch of events past the retention.
-const PRUNE: &str = "DELETE FROM petstore_events WHERE id IN (SELECT id FROM petstore_events \
-                     WHERE at <= now() - make_interval(secs => $1) ORDER BY at LIMIT 10000)";
+/// The first event still within the retention ($1 seconds), by id.
+///
+/// By id, not by time: times are not in id order (an order's event is
+/// dated by its whole-second `placedAt` or `closedAt`, a pet's by the
+/// clock, so an order's event can be dated before the pets' events just
+/// before it). The kept events are a run of ids, and the pruned ones the
+/// run before it; this walks the primary key from the oldest row, past
+/// at most the rows pruning has not reached yet.
+const FIRST_KEPT: &str = "(SELECT id FROM petstore_events \
+                          WHERE at > now() - make_interval(secs => $1) ORDER BY id LIMIT 1)";
+
+/// Where a new copy's feed starts: before the first event kept, or after
+/// the newest when none is.
+fn start_query() -> String {
+    format!("SELECT coalesce({FIRST_KEPT} - 1, (SELECT last_id FROM petstore_event_counter))")
+}
+
+/// Drops a batch of the events before the first kept: always a run of
+/// the oldest ids, so a copy that starts never meets a hole.
+fn prune_query() -> String {
+    format!(
+        "DELETE FROM petstore_events WHERE id IN (SELECT id FROM petstore_events \
+         WHERE id < coalesce({FIRST_KEPT}, (SELECT last_id + 1 FROM petstore_event_counter)) \
+         ORDER BY id LIMIT 10000)"
+    )
+}
 
 /// What a pass of [`Postgres::pull_events`] left.
 enum Pulled {
@@ -102,7 +120,7 @@ impl Postgres {
     async fn start_events(&self, retention: f64) -> Result<(), String> {
         let client = self.pool.get().await.map_err(|e| pool_error(&e))?;
         let row = client
-            .query_one(START, &[&retention])
+            .query_one(&start_query(), &[&retention])
             .await
             .map_err(|e| describe(&e))?;
         let before: i64 = row.try_get(0).map_err(|e| describe(&e))?;
@@ -166,7 +184,7 @@ impl Postgres {
         let client = self.pool.get().await.map_err(|e| pool_error(&e))?;
         for _ in 0..PRUNE_BATCHES {
             let dropped = client
-                .execute(PRUNE, &[&retention])
+                .execute(&prune_query(), &[&retention])
                 .await
                 .map_err(|e| describe(&e))?;
             if dropped < PRUNE_BATCH {
