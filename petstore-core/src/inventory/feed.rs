@@ -7,6 +7,7 @@
 //! change up to that position in the page (it may see later ones too), so
 //! a client that lists and then follows from that position misses none.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -43,6 +44,10 @@ pub(super) struct Feed {
     /// follower at once, and most ask for the same page; it is encoded
     /// once, not once each.
     last_page: Mutex<Option<(PageKey, JsonEvents)>>,
+    /// The log's newest position, stored after each append (under the
+    /// log's write lock): every list reads it, and an atomic load costs
+    /// none of the shared write a read lock's count makes.
+    head: AtomicU64,
 }
 
 impl std::fmt::Debug for Feed {
@@ -65,11 +70,14 @@ impl Feed {
         for change in changes {
             log.push(entry_of(change, at));
         }
+        self.head.store(log.head().get(), Ordering::Release);
     }
 
     /// Appends one entry (replay).
     pub(super) fn push(&self, entry: Entry) {
-        self.log.write().push(entry);
+        let mut log = self.log.write();
+        log.push(entry);
+        self.head.store(log.head().get(), Ordering::Release);
     }
 
     /// Tells the hook, if there is one, the newest position: called once
@@ -130,7 +138,9 @@ impl Inventory {
     /// assert_eq!(kinds, ["order.completed", "pet.status_changed"]);
     /// ```
     pub fn events_head(&self) -> EventId {
-        self.feed.log.read().head()
+        // Acquire: the changes published before the position was stored
+        // are seen by the page read after this.
+        EventId::new(self.feed.head.load(Ordering::Acquire))
     }
 
     /// How long events are kept: those older are dropped, and a cursor
@@ -187,6 +197,7 @@ impl Inventory {
         }
         let mut log = self.feed.log.write();
         log.start_at(after.get() + 1);
+        self.feed.head.store(log.head().get(), Ordering::Release);
         let head = log.head().get();
         let fresh = events
             .iter()
@@ -204,6 +215,7 @@ impl Inventory {
         for event in fresh {
             log.push(entry_of_recorded(event));
         }
+        self.feed.head.store(log.head().get(), Ordering::Release);
         drop(log);
         if !fresh.is_empty() {
             self.feed.announce();

@@ -338,7 +338,7 @@ impl Admitted {
                 if let Some(cursor) = self.events_cursor {
                     response
                         .headers_mut()
-                        .insert(EVENTS_CURSOR, HeaderValue::from(cursor.get()));
+                        .insert(EVENTS_CURSOR, cursor_value(cursor.get()));
                 }
             }
             Err(error) => {
@@ -495,6 +495,33 @@ fn list_pets<'a>(state: &AppState, api: &'a Api, list: &ListQuery) -> Success<'a
             walking: list.after.is_some(),
         },
     }
+}
+
+thread_local! {
+    /// The `Events-Cursor` value this thread made last. While nothing
+    /// changes every list answers the same one, and its clone is a
+    /// reference count, not digits formatted into a new allocation.
+    static LAST_CURSOR: RefCell<Option<(u64, HeaderValue)>> = const { RefCell::new(None) };
+}
+
+/// The `Events-Cursor` value of `cursor`: [`LAST_CURSOR`]'s when it is the
+/// same position.
+fn cursor_value(cursor: u64) -> HeaderValue {
+    LAST_CURSOR
+        .try_with(|last| {
+            let mut last = last.try_borrow_mut().ok()?;
+            if let Some((made_of, value)) = last.as_ref() {
+                if *made_of == cursor {
+                    return Some(value.clone());
+                }
+            }
+            let value = HeaderValue::from(cursor);
+            *last = Some((cursor, value.clone()));
+            Some(value)
+        })
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| HeaderValue::from(cursor))
 }
 
 thread_local! {
