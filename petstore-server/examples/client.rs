@@ -412,8 +412,11 @@ impl Api {
     /// the cursor are no longer kept) lists again and follows from the new
     /// list's cursor: what was missed is in that list.
     async fn follow(&mut self, cursor: String, count: u64, page_size: u32) -> Result<(), BoxError> {
-        let mut uri: Uri =
-            format!("{}/events?limit=100&wait=10&after={cursor}", self.base).parse()?;
+        let base = self.base.clone();
+        let feed_after = |cursor: &str| -> Result<Uri, BoxError> {
+            Ok(format!("{base}/events?limit=100&wait=10&after={cursor}").parse()?)
+        };
+        let mut uri = feed_after(&cursor)?;
         let mut last: Option<u64> = None;
         while self.stats.followed < count {
             let reply = self.send(Method::GET, &uri, None).await?;
@@ -421,24 +424,11 @@ impl Api {
                 eprintln!("GET {uri}: {}; listing again", reply.describe_error());
                 let (_, cursor) = self.list_all(page_size).await?;
                 let cursor = cursor.ok_or("the list carries no Events-Cursor")?;
-                uri = format!("{}/events?limit=100&wait=10&after={cursor}", self.base).parse()?;
+                uri = feed_after(&cursor)?;
                 last = None;
                 continue;
             }
-            if reply.status != StatusCode::OK {
-                return Err(format!(
-                    "GET {uri}: expected 200, got {}: {}",
-                    reply.status,
-                    reply.describe_error()
-                )
-                .into());
-            }
-            let body: Value = serde_json::from_slice(&reply.body)
-                .map_err(|e| format!("GET {uri}: the 200 body is not JSON: {e}"))?;
-            let events = body
-                .as_array()
-                .ok_or_else(|| format!("GET {uri}: the 200 body is not an array"))?;
-            for event in events {
+            for event in &page_of(&uri, &reply)? {
                 let field = |name: &str| event.get(name).and_then(Value::as_str);
                 let (Some(id), Some(kind)) = (field("id"), field("type")) else {
                     return Err(format!("GET {uri}: an event without id or type: {event}").into());
@@ -473,14 +463,7 @@ impl Api {
         let mut cursor = None;
         for page in 1..=MAX_PAGES {
             let reply = self.send(Method::GET, &uri, None).await?;
-            if reply.status != StatusCode::OK {
-                return Err(format!(
-                    "GET {uri}: expected 200, got {}: {}",
-                    reply.status,
-                    reply.describe_error()
-                )
-                .into());
-            }
+            let pets = page_of(&uri, &reply)?;
             if page == 1 {
                 cursor = reply
                     .headers
@@ -488,11 +471,6 @@ impl Api {
                     .and_then(|v| v.to_str().ok())
                     .map(str::to_owned);
             }
-            let body: Value = serde_json::from_slice(&reply.body)
-                .map_err(|e| format!("GET {uri}: the 200 body is not JSON: {e}"))?;
-            let pets = body
-                .as_array()
-                .ok_or_else(|| format!("GET {uri}: the 200 body is not an array"))?;
             if pets.len() > page_size as usize {
                 return Err(format!(
                     "GET {uri}: {} pets on a page of limit {page_size}",
@@ -500,7 +478,7 @@ impl Api {
                 )
                 .into());
             }
-            for pet in pets {
+            for pet in &pets {
                 let id = pet
                     .get("id")
                     .and_then(Value::as_u64)
@@ -529,6 +507,23 @@ impl Api {
             uri = next;
         }
         Err(format!("more than {MAX_PAGES} pages; stopping").into())
+    }
+}
+
+/// The JSON array of a page's `200` (a list's pets, the feed's events).
+fn page_of(uri: &Uri, reply: &Reply) -> Result<Vec<Value>, BoxError> {
+    if reply.status != StatusCode::OK {
+        return Err(format!(
+            "GET {uri}: expected 200, got {}: {}",
+            reply.status,
+            reply.describe_error()
+        )
+        .into());
+    }
+    match serde_json::from_slice(&reply.body) {
+        Ok(Value::Array(items)) => Ok(items),
+        Ok(_) => Err(format!("GET {uri}: the 200 body is not an array").into()),
+        Err(e) => Err(format!("GET {uri}: the 200 body is not JSON: {e}").into()),
     }
 }
 
