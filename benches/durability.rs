@@ -161,6 +161,7 @@ fn replay(pets: u64, with_transitions: bool) -> (Duration, u64) {
             &dir,
             JournalOptions {
                 fsync: FsyncPolicy::Never,
+                ..JournalOptions::default()
             },
         )
         .unwrap();

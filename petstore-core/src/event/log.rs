@@ -81,6 +81,30 @@ impl Entry {
         }
     }
 
+    /// The entry in 13 bytes (subject, time, tag; little-endian), as a
+    /// snapshot keeps it.
+    pub(crate) fn to_bytes(self) -> [u8; 13] {
+        let mut bytes = [0u8; 13];
+        bytes[..8].copy_from_slice(&self.subject.to_le_bytes());
+        bytes[8..12].copy_from_slice(&self.at.to_le_bytes());
+        bytes[12] = self.tag;
+        bytes
+    }
+
+    /// An entry written by [`to_bytes`](Self::to_bytes); `None` for a tag
+    /// no entry has.
+    pub(crate) fn from_bytes(bytes: [u8; 13]) -> Option<Self> {
+        let mut subject = [0u8; 8];
+        subject.copy_from_slice(&bytes[..8]);
+        let mut at = [0u8; 4];
+        at.copy_from_slice(&bytes[8..12]);
+        (bytes[12] <= 9).then(|| Entry {
+            subject: u64::from_le_bytes(subject),
+            at: u32::from_le_bytes(at),
+            tag: bytes[12],
+        })
+    }
+
     pub(crate) fn happened(self) -> Happened {
         let pet_status = |i: u8| PetStatus::ALL[usize::from(i) % PetStatus::ALL.len()];
         match self.tag {
@@ -137,6 +161,16 @@ impl EventLog {
     /// The newest event's position ([`EventId::START`] before any).
     pub(crate) fn head(&self) -> EventId {
         EventId::new(self.first + self.entries.len() as u64 - 1)
+    }
+
+    /// The position of the oldest event held (the next one's when none is).
+    pub(crate) fn first(&self) -> u64 {
+        self.first
+    }
+
+    /// The events held, oldest first.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = Entry> + '_ {
+        self.entries.iter().copied()
     }
 
     /// How many events are held (some may be past their retention until

@@ -149,6 +149,42 @@ impl KeptKeys {
         table.keep(keyed, answer);
     }
 
+    /// Calls `visit` with each key kept with its answer and not expired at
+    /// `now`, in the order they were kept (a snapshot writes them so).
+    pub(crate) fn for_each_kept(&self, now: Timestamp, mut visit: impl FnMut(&Keyed, &Answer)) {
+        let table = self.table.lock();
+        for (expires, slot) in &table.queue {
+            if *expires <= now {
+                continue;
+            }
+            // The queue may name a slot kept again since: only the entry
+            // it names now is the key's.
+            let Some(Entry::Kept {
+                fingerprint,
+                expires: kept,
+                answer,
+            }) = table.map.get(slot)
+            else {
+                continue;
+            };
+            if kept != expires {
+                continue;
+            }
+            let at = Timestamp::from_unix_nanos(
+                expires
+                    .as_unix_nanos()
+                    .saturating_sub(super::keyed::RETENTION.as_nanos() as u64),
+            );
+            let keyed = Keyed {
+                scope: slot.0.clone(),
+                key: slot.1.clone(),
+                fingerprint: *fingerprint,
+                at,
+            };
+            visit(&keyed, answer);
+        }
+    }
+
     /// How many keys are kept with their answers (in flight ones aside).
     pub(crate) fn len(&self) -> usize {
         self.table.lock().kept

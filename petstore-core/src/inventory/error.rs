@@ -219,6 +219,31 @@ pub enum OpenError {
     },
 }
 
+/// Why [`Inventory::compact`](crate::Inventory::compact) failed. The
+/// journal is as it was, or its live file was closed into a segment that
+/// the next compaction takes in: either way it opens with every
+/// acknowledged change, and writes go on.
+#[derive(Debug, thiserror::Error)]
+pub enum CompactError {
+    /// An in-memory inventory has no journal.
+    #[error("an in-memory inventory has no journal to compact")]
+    InMemory,
+    /// The live journal could not be closed into a segment (or has failed).
+    #[error("cannot close the journal into a segment: {0}")]
+    Storage(StorageFailure),
+    /// The closed files could not be read back.
+    #[error("cannot read the closed journal back: {0}")]
+    Read(OpenError),
+    /// The snapshot could not be written, or what it replaced removed.
+    #[error("cannot write the snapshot in {dir}: {source}")]
+    Write {
+        /// The data directory.
+        dir: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
 /// Why [`Inventory::apply`](crate::Inventory::apply) or
 /// [`Inventory::apply_statuses`](crate::Inventory::apply_statuses)
 /// refused what it was given.

@@ -80,6 +80,24 @@ impl Feed {
         self.head.store(log.head().get(), Ordering::Release);
     }
 
+    /// The log, to read whole (a snapshot).
+    pub(super) fn log(&self) -> parking_lot::RwLockReadGuard<'_, EventLog> {
+        self.log.read()
+    }
+
+    /// Makes the next position `next` (a snapshot's first event's, on
+    /// open, before any event).
+    pub(super) fn start_at(&self, next: u64) {
+        let mut log = self.log.write();
+        log.start_at(next);
+        self.head.store(log.head().get(), Ordering::Release);
+    }
+
+    /// Sets how long events are kept (what a snapshot keeps, too).
+    pub(super) fn set_retention(&self, retention: Duration) {
+        self.log.write().set_retention(retention);
+    }
+
     /// Tells the hook, if there is one, the newest position: called once
     /// the locks of a publish are released.
     pub(super) fn announce(&self) {

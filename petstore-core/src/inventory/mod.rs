@@ -4,6 +4,8 @@
 //! | file | holds |
 //! |---|---|
 //! | `mod.rs` | [`Inventory`]: `get`/`list`/`create`, `transition`, `apply` and `apply_statuses` for a copy of another store |
+//! | `compact.rs` | compaction: the history replaced by a snapshot of the live state, online |
+//! | `restore.rs` | `Restorer`: the state rebuilt from a snapshot and records, and the snapshot written from it |
 //! | `feed.rs` | the feed of events (beta): every change published, in that order, read back as events |
 //! | `orders.rs` | orders (beta): steps decided in batches (place, complete, cancel, pet transitions as their doors), holds that lapse |
 //! | `steps.rs` | [`Step`], [`StepRequest`], [`Stepped`]; how a step's record replays |
@@ -25,6 +27,7 @@
 //!
 //! May use: `pet`, `order`, `idempotency`, `event`, `clock.rs`.
 
+mod compact;
 mod error;
 mod feed;
 mod final_pages;
@@ -33,6 +36,7 @@ pub mod journal;
 mod orders;
 mod query;
 mod records;
+mod restore;
 mod steps;
 #[cfg(test)]
 mod tests;
@@ -43,15 +47,14 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 pub use error::{
-    ApplyError, CreateError, OpenError, PageSizeError, StepError, StorageFailure, StorageFault,
-    TransitionError,
+    ApplyError, CompactError, CreateError, OpenError, PageSizeError, StepError, StorageFailure,
+    StorageFault, TransitionError,
 };
 use journal::{JournalOptions, JournalStats, Recovery};
 pub use query::{FinalPage, JsonPage, ListQuery, OrderPage, OrderQuery, Page, PageSize};
 pub use steps::{Step, StepRequest, Stepped};
 
 use crate::clock::{Clock, SystemClock};
-use crate::event::log::Entry;
 use crate::idempotency::{Answer, Claim, KeptKeys, Keyed, KeyedOutcome, Seen};
 use crate::order::book::OrderBook;
 use crate::order::Actor;
@@ -60,7 +63,7 @@ use crate::pet::{NewPet, Pet, PetId, PetStatus, Transition};
 use final_pages::FinalPages;
 #[cfg(doc)]
 use id_set::IdSet;
-use journal::{Change, Journal, Record};
+use journal::{Change, Journal};
 use records::{id_at, Records};
 
 /// The pet inventory. `Send + Sync`: share it with an `Arc` and call it
@@ -144,98 +147,16 @@ impl Inventory {
         options: JournalOptions,
         clock: &dyn Clock,
     ) -> Result<Self, OpenError> {
-        let mut records = Records::default();
-        let mut book = OrderBook::default();
-        let kept = Arc::new(KeptKeys::default());
         let now = clock.now();
-        let feed = feed::Feed::default();
-        // The time the records read are dated by (a journal written before
-        // times were: 0, long past any retention).
-        let mut time = 0u64;
-        let (journal, recovery) = Journal::open(dir.as_ref(), options, |record, json, keyed| {
-            let answer = match record {
-                Record::Time(secs) => {
-                    time = secs;
-                    None
-                }
-                Record::Pet(id, status) => {
-                    records.push_json(id, status, json);
-                    feed.push(Entry::pet_created(id.get(), status, time));
-                    // Decoded only for a key: replay of unkeyed pets
-                    // stays a copy of bytes.
-                    keyed
-                        .as_ref()
-                        .and_then(|_| decode(id, status, json))
-                        .map(Answer::Created)
-                }
-                Record::Transition(id, transition) => {
-                    let Some(index) = records.index_of(id) else {
-                        return Err(format!(
-                            "{transition} of pet {id}, which no record before it created"
-                        ));
-                    };
-                    let current = records.statuses[index];
-                    if !transition.allows(current) {
-                        let refused = TransitionError::Conflict {
-                            id,
-                            current,
-                            transition,
-                        };
-                        return Err(format!("a transition its pet could not take: {refused}"));
-                    }
-                    let status = transition.to_status();
-                    records.set_status(index, status);
-                    feed.push(Entry::pet_changed(id.get(), status, time));
-                    keyed
-                        .as_ref()
-                        .and_then(|_| decode(id, status, records.json(index)))
-                        .map(Answer::Transitioned)
-                }
-                Record::Conflict(id, status, transition) => {
-                    if records.index_of(id).is_none() {
-                        return Err(format!(
-                                "a kept conflict of {transition} of pet {id}, which no record before it created"
-                            ));
-                    }
-                    Some(Answer::Conflict {
-                        id,
-                        status,
-                        transition,
-                    })
-                }
-                Record::Order(step) => {
-                    let order = steps::restore_step(&mut records, &mut book, &step)?;
-                    // As `publish` gave them: the order, then its pet's change.
-                    let at = order.closed_at().unwrap_or(order.placed_at()).unix_secs();
-                    feed.push(Entry::order(order.id().get(), order.status(), at));
-                    let pet_status = order.status().pet_status();
-                    feed.push(Entry::pet_changed(order.pet().get(), pet_status, time));
-                    match (&keyed, step.door) {
-                        (None, _) => None,
-                        // Through a pet transition: the pet was the answer.
-                        (Some(_), Some(_)) => records
-                            .index_of(order.pet())
-                            .and_then(|index| {
-                                decode(order.pet(), records.statuses[index], records.json(index))
-                            })
-                            .map(Answer::Transitioned),
-                        (Some(_), None) => Some(Answer::Order(Box::new(order))),
-                    }
-                }
-                Record::OrderConflict(id, status) => {
-                    if id.get() > book.len() {
-                        return Err(format!(
-                            "a kept conflict of order {id}, which no record before it placed"
-                        ));
-                    }
-                    Some(Answer::OrderConflict { id, status })
-                }
-            };
-            if let (Some(keyed), Some(answer)) = (keyed, answer) {
-                kept.restore(&keyed, answer, now);
-            }
-            Ok(())
-        })?;
+        let mut state = restore::Restorer::new(now, crate::event::log::DEFAULT_RETENTION);
+        let (journal, recovery) = Journal::open(dir.as_ref(), options, &mut state)?;
+        let restore::Restorer {
+            records,
+            book,
+            kept,
+            feed,
+            ..
+        } = state;
         let inventory = Inventory {
             records: RwLock::new(records),
             journal: Some(journal),

@@ -323,7 +323,10 @@ impl Drop for TempDir {
 /// same rules hold, and the journal holds exactly the same pets.
 fn durable(fsync: FsyncPolicy, per_writer: usize) {
     let dir = TempDir::new(&format!("{fsync:?}"));
-    let options = JournalOptions { fsync };
+    let options = JournalOptions {
+        fsync,
+        ..JournalOptions::default()
+    };
     let created = {
         let inventory = Inventory::open(&dir.0, options).unwrap();
         let created = hammer(&inventory, per_writer);

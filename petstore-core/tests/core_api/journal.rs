@@ -303,6 +303,7 @@ fn fsync_never_still_writes_every_pet() {
     let dir = scratch("never");
     let options = JournalOptions {
         fsync: FsyncPolicy::Never,
+        ..JournalOptions::default()
     };
     let inventory = Inventory::open(&dir, options).unwrap();
     let created: Vec<Pet> = (0..10)

@@ -9,16 +9,19 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use parking_lot::{Condvar, Mutex, MutexGuard};
+use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 
+use super::compaction::{prune, read_closed};
 use super::dir_lock::lock_dir;
 use super::files::{
     ensure_regular_file, ensure_regular_path, file_identity, sync_dir, JOURNAL_FILE,
 };
-use super::options::{FsyncPolicy, JournalOptions};
-use super::record::{encode_keyed_line, encode_line, encode_time_line, KeyedWrite, Record};
+use super::layout::{segment_path, snapshot_path, Layout};
+use super::options::{CompactionPolicy, FsyncPolicy, JournalOptions};
+use super::record::{encode_keyed_line, encode_line, encode_time_line, KeyedWrite};
 use super::replay::{replay, Recovery, TornTail};
 use super::save_aside::cut_aside;
+use super::snapshot::Restore;
 use super::stats::JournalStats;
 use crate::idempotency::Keyed;
 use crate::inventory::error::{CreateError, OpenError, StorageFailure, StorageFault};
@@ -49,10 +52,21 @@ pub(crate) type Publish<'a> = &'a dyn Fn(&[Change], u64);
 /// condition variable wakes the creates that wait for a leader's flush.
 pub(crate) struct Journal {
     path: PathBuf,
+    dir: PathBuf,
     fsync: FsyncPolicy,
+    compaction: CompactionPolicy,
     /// The journal file's `(device, inode)` as opened: the path must keep
-    /// naming it. `None` in unit tests over fake storage.
-    identity: Option<(u64, u64)>,
+    /// naming it. `None` in unit tests over fake storage. Written only
+    /// while the live journal is swapped for a new one ([`rotate`]), and
+    /// held for the whole swap, so that a health check never sees the
+    /// path between two files.
+    ///
+    /// [`rotate`]: Journal::rotate
+    identity: RwLock<Option<(u64, u64)>>,
+    /// The segments and the snapshot: what a compaction reads and makes.
+    segments: Mutex<Segments>,
+    /// Held by the one compaction that may run at a time.
+    compacting: Mutex<()>,
     /// The data directory's lock, held (open) for the journal's life.
     _lock: Option<File>,
     on_failure: OnceLock<FailureHook>,
@@ -82,6 +96,36 @@ impl Storage for File {
     }
 }
 
+/// The closed files, and their sizes, for the compaction's trigger.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Segments {
+    /// The number the next closed segment takes.
+    pub(crate) next: u64,
+    /// The newest snapshot, if there is one.
+    pub(crate) snapshot: Option<u64>,
+    /// Its size in bytes.
+    pub(crate) snapshot_bytes: u64,
+    /// When it was written (Unix seconds; at open, when it was taken).
+    pub(crate) snapshot_time: u64,
+    /// Bytes of the closed segments after it.
+    pub(crate) closed_bytes: u64,
+    /// Compactions finished since open.
+    pub(crate) compactions: u64,
+    /// Compactions that failed since open.
+    pub(crate) failures: u64,
+    /// How long the last finished compaction took.
+    pub(crate) last_duration: std::time::Duration,
+}
+
+/// The segment a [`Journal::rotate`] closed, and the snapshot before it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Rotated {
+    /// The closed segment's number: the snapshot to write takes it.
+    pub(crate) segment: u64,
+    /// The newest snapshot before it.
+    pub(crate) base: Option<u64>,
+}
+
 struct CommitState {
     /// The file; `None` while a leader is writing to it.
     file: Option<Box<dyn Storage>>,
@@ -98,6 +142,9 @@ struct CommitState {
     stats: JournalStats,
     /// The second of the last time record written since open.
     last_time: Option<u64>,
+    /// Bytes of the live journal: its valid length at open, and every
+    /// batch written since.
+    live_bytes: u64,
 }
 
 /// A failed write or sync, classified: a full disk is worth saying so.
@@ -114,12 +161,13 @@ fn io_failure(path: &Path, fault: StorageFault, what: &str, e: &io::Error) -> St
 }
 
 impl Journal {
-    /// Opens (or creates) the journal in `dir` and replays it, giving each
-    /// record to `restore` in file order (pets in id order).
+    /// Opens (or creates) the journal in `dir` and replays it: the newest
+    /// snapshot, the closed segments after it, then the live journal, each
+    /// record given to `restore` in file order (pets in id order).
     pub(crate) fn open(
         dir: &Path,
         options: JournalOptions,
-        mut restore: impl FnMut(Record, &[u8], Option<Keyed>) -> Result<(), String>,
+        restore: &mut dyn Restore,
     ) -> Result<(Journal, Recovery), OpenError> {
         let io_err = |path: &Path| {
             let path = path.to_path_buf();
@@ -129,28 +177,32 @@ impl Journal {
         // One process per directory: a second writer would give out the
         // same ids. Taken before the journal is even looked at.
         let lock = lock_dir(dir)?;
+        let layout = Layout::scan(dir).map_err(io_err(dir))?;
+        let base = layout.newest_snapshot();
+        let closed = layout
+            .segments_to_replay()
+            .map_err(|missing| OpenError::Corrupt {
+                path: segment_path(dir, missing),
+                line: 0,
+                reason: "this closed segment is missing: the snapshot before it and the segments \
+                         after it do not join up"
+                    .into(),
+            })?;
+        let upto = closed.last().copied().or(base).unwrap_or(0);
+        let read = read_closed(dir, base, upto, restore)?;
+        match base {
+            // A crash after a snapshot was written, before what it
+            // replaces was removed, left that behind: removed now.
+            Some(n) => prune(dir, n, layout.snapshots.iter().rev().nth(1).copied()),
+            // A crash while the first snapshot was written left it half.
+            None => layout.temps.iter().try_for_each(fs::remove_file),
+        }
+        .map_err(io_err(dir))?;
+
         let path = dir.join(JOURNAL_FILE);
         let existed = path.exists();
         ensure_regular_path(&path).map_err(io_err(&path))?;
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(&path)
-            .map_err(io_err(&path))?;
-        ensure_regular_file(&file).map_err(io_err(&path))?;
-        // Also lock the file itself, as servers before the directory lock
-        // did, so that one of those cannot share it either.
-        file.try_lock().map_err(|e| match e {
-            fs::TryLockError::WouldBlock => OpenError::Locked {
-                dir: dir.to_path_buf(),
-                lock: path.clone(),
-            },
-            fs::TryLockError::Error(source) => OpenError::Io {
-                path: path.clone(),
-                source,
-            },
-        })?;
+        let file = open_live(&path, dir)?;
         let identity = file_identity(&file.metadata().map_err(io_err(&path))?);
         if !existed {
             // The new file's name must survive a crash too.
@@ -159,7 +211,7 @@ impl Journal {
 
         // Through the handle that is locked and will be cut, not the path
         // again; streamed, never read whole (see `READ_BUFFER`).
-        let replay = replay(&file, &path, &mut restore)?;
+        let replay = replay(&file, &path, read.pets, restore)?;
         let torn_tail = match replay.torn_line {
             None => None,
             Some(line) => {
@@ -174,21 +226,41 @@ impl Journal {
                 })
             }
         };
+        let pets = read.pets + replay.pets;
         let recovery = Recovery {
             path: path.clone(),
-            pets: replay.pets,
-            transitions: replay.transitions,
+            pets,
+            transitions: read.transitions + replay.transitions,
+            snapshot: base.map(|n| snapshot_path(dir, n)),
+            segments: read.segments,
             torn_tail,
+        };
+        let snapshot_time = base
+            .and_then(|n| fs::metadata(snapshot_path(dir, n)).ok())
+            .and_then(|meta| meta.modified().ok())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_secs());
+        let segments = Segments {
+            next: layout.next_segment(),
+            snapshot: base,
+            snapshot_bytes: read.snapshot_bytes,
+            snapshot_time,
+            closed_bytes: read.segment_bytes,
+            ..Segments::default()
         };
         let journal = Journal {
             path,
+            dir: dir.to_path_buf(),
             fsync: options.fsync,
-            identity,
+            compaction: options.compaction,
+            identity: RwLock::new(identity),
+            segments: Mutex::new(segments),
+            compacting: Mutex::new(()),
             _lock: Some(lock),
             on_failure: OnceLock::new(),
             state: Mutex::new(CommitState {
                 file: Some(Box::new(file)),
-                next_id: replay.pets + 1,
+                next_id: pets + 1,
                 pending: Vec::new(),
                 pending_changes: Vec::new(),
                 written: 0,
@@ -197,10 +269,129 @@ impl Journal {
                 failed: None,
                 stats: JournalStats::default(),
                 last_time: None,
+                live_bytes: replay.good_len,
             }),
             flushed: Condvar::new(),
         };
         Ok((journal, recovery))
+    }
+
+    /// The data directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The segments and the snapshot, as they stand.
+    pub(crate) fn segments(&self) -> Segments {
+        *self.segments.lock()
+    }
+
+    /// Bytes on disk that a start reads: the snapshot, the closed segments
+    /// after it and the live journal.
+    pub(crate) fn bytes(&self) -> u64 {
+        let live = self.state.lock().live_bytes;
+        let segments = self.segments.lock();
+        segments.snapshot_bytes + segments.closed_bytes + live
+    }
+
+    /// Whether the journal has grown enough that a compaction is due (see
+    /// [`CompactionPolicy`]).
+    pub(crate) fn compaction_due(&self) -> bool {
+        let snapshot = self.segments.lock().snapshot_bytes;
+        let bytes = self.bytes();
+        bytes > self.compaction.min_bytes
+            && bytes > snapshot.saturating_mul(u64::from(self.compaction.ratio.get()))
+    }
+
+    /// Held by a compaction for its whole sequence: one at a time.
+    pub(crate) fn compaction_lock(&self) -> MutexGuard<'_, ()> {
+        self.compacting.lock()
+    }
+
+    /// Counts a compaction that failed.
+    pub(crate) fn compaction_failed(&self) {
+        self.segments.lock().failures += 1;
+    }
+
+    /// Closes the live journal into the next segment and opens a new,
+    /// empty one in its place, between two batches: the records before
+    /// the swap are the closed files' state, those after it the new
+    /// journal's. Holds the commit lock for the swap alone (two renames'
+    /// worth of I/O and a directory sync), never for a snapshot.
+    ///
+    /// A failure before the rename changes nothing; one after it (the
+    /// new file cannot be made) turns the journal failed, since its path
+    /// no longer names the file being written.
+    pub(crate) fn rotate(&self) -> Result<Rotated, StorageFailure> {
+        let mut state = self.state.lock();
+        while state.flushing {
+            self.flushed.wait(&mut state);
+        }
+        if let Some(failed) = &state.failed {
+            return Err(failed.clone());
+        }
+        let mut identity = self.identity.write();
+        let mut segments = self.segments.lock();
+        let closed = segment_path(&self.dir, segments.next);
+        let failure = |what: &str, path: &Path, e: io::Error| StorageFailure {
+            fault: StorageFault::WriteFailed,
+            detail: format!("{what} {}: {e}", path.display()),
+        };
+        fs::rename(&self.path, &closed)
+            .map_err(|e| failure("closing the journal into", &closed, e))?;
+        let opened = open_live(&self.path, &self.dir)
+            .map_err(|e| failure("opening a new journal at", &self.path, io::Error::other(e)))
+            .and_then(|file| {
+                let id = file
+                    .metadata()
+                    .map_err(|e| failure("reading", &self.path, e))?;
+                sync_dir(&self.dir).map_err(|e| failure("syncing", &self.dir, e))?;
+                Ok((file, file_identity(&id)))
+            });
+        let (file, id) = match opened {
+            Ok(opened) => opened,
+            Err(failure) => {
+                drop((identity, segments));
+                self.fail(&mut state, failure.clone());
+                return Err(failure);
+            }
+        };
+        *identity = id;
+        state.file = Some(Box::new(file));
+        // The new file's first batch is dated afresh.
+        state.last_time = None;
+        segments.closed_bytes += std::mem::take(&mut state.live_bytes);
+        let rotated = Rotated {
+            segment: segments.next,
+            base: segments.snapshot,
+        };
+        segments.next += 1;
+        Ok(rotated)
+    }
+
+    /// Records that snapshot `n` (`bytes` long, covering every segment up
+    /// to `n`) is durable, and removes what it replaces.
+    pub(crate) fn compacted(
+        &self,
+        n: u64,
+        bytes: u64,
+        time: u64,
+        took: std::time::Duration,
+    ) -> io::Result<()> {
+        let previous = {
+            let mut segments = self.segments.lock();
+            let previous = segments.snapshot;
+            // One compaction runs at a time, and only it closes segments:
+            // every closed one is covered now.
+            segments.closed_bytes = 0;
+            segments.snapshot = Some(n);
+            segments.snapshot_bytes = bytes;
+            segments.snapshot_time = time;
+            segments.compactions += 1;
+            segments.last_duration = took;
+            previous
+        };
+        prune(&self.dir, n, previous)
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -232,7 +423,8 @@ impl Journal {
 
     /// Whether the journal's path still names the file being written.
     fn check_path(&self) -> Result<(), StorageFailure> {
-        let Some(identity) = self.identity else {
+        let identity = self.identity.read();
+        let Some(identity) = *identity else {
             return Ok(());
         };
         let replaced = |detail: String| StorageFailure {
@@ -439,6 +631,7 @@ impl Journal {
         match result {
             Ok(()) => {
                 state.durable = upto;
+                state.live_bytes += batch.len() as u64;
                 state.stats.record(records as usize, fsync_time);
             }
             Err(failure) => self.fail(state, failure),
@@ -449,6 +642,7 @@ impl Journal {
 
 #[cfg(test)]
 mod tests {
+    use super::super::record::Record;
     use super::*;
     use crate::pet::CategoryId;
 
@@ -481,8 +675,12 @@ mod tests {
     fn journal_over(storage: Failing) -> Journal {
         Journal {
             path: PathBuf::from("test.journal"),
+            dir: PathBuf::from("."),
             fsync: FsyncPolicy::Always,
-            identity: None,
+            compaction: CompactionPolicy::default(),
+            identity: RwLock::new(None),
+            segments: Mutex::new(Segments::default()),
+            compacting: Mutex::new(()),
             _lock: None,
             on_failure: OnceLock::new(),
             state: Mutex::new(CommitState {
@@ -496,6 +694,7 @@ mod tests {
                 failed: None,
                 stats: JournalStats::default(),
                 last_time: None,
+                live_bytes: 0,
             }),
             flushed: Condvar::new(),
         }
@@ -575,19 +774,52 @@ mod tests {
         assert_eq!((stats.batches, stats.records), (3, 3));
         assert_eq!(stats.batch_buckets[0], 3, "three batches of one pet");
         assert_eq!(stats.fsync_buckets.iter().sum::<u64>(), 3);
-        let mut restored = Vec::new();
-        let replayed = replay(
-            &written.lock()[..],
-            Path::new("x"),
-            &mut |record: Record, _: &[u8], _| {
+        struct Ids(Vec<u64>);
+        impl Restore for Ids {
+            fn record(&mut self, record: Record, _: &[u8], _: Option<Keyed>) -> Result<(), String> {
                 if let Record::Pet(id, _) = record {
-                    restored.push(id.get());
+                    self.0.push(id.get());
                 }
                 Ok(())
-            },
-        )
-        .ok();
+            }
+            fn header(&mut self, _: &super::super::snapshot::SnapshotHeader) -> Result<(), String> {
+                Err("no snapshot here".into())
+            }
+            fn item(&mut self, _: super::super::snapshot::Item, _: &[u8]) -> Result<(), String> {
+                Err("no snapshot here".into())
+            }
+        }
+        let mut restored = Ids(Vec::new());
+        let replayed = replay(&written.lock()[..], Path::new("x"), 0, &mut restored).ok();
         assert_eq!(replayed.map(|r| (r.pets, r.torn_line)), Some((3, None)));
-        assert_eq!(restored, [1, 2, 3]);
+        assert_eq!(restored.0, [1, 2, 3]);
     }
+}
+
+/// Opens (creating) the live journal at `path` for appending, and locks
+/// the file itself, as servers before the directory lock did, so that
+/// one of those cannot share it either.
+fn open_live(path: &Path, dir: &Path) -> Result<File, OpenError> {
+    let io_err = |source| OpenError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(io_err)?;
+    ensure_regular_file(&file).map_err(io_err)?;
+    file.try_lock().map_err(|e| match e {
+        fs::TryLockError::WouldBlock => OpenError::Locked {
+            dir: dir.to_path_buf(),
+            lock: path.to_path_buf(),
+        },
+        fs::TryLockError::Error(source) => OpenError::Io {
+            path: path.to_path_buf(),
+            source,
+        },
+    })?;
+    Ok(file)
 }

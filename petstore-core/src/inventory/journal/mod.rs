@@ -1,14 +1,15 @@
 //! The append-only journal that makes a durable [`Inventory`]: every created
 //! pet, and every transition of one, is a line of `pets.journal` in the
 //! data directory, and a create or a transition is acknowledged only once
-//! its line is on disk. Concurrent writes share one fsync (group commit),
+//! its line is on disk. A compaction replaces the history with a snapshot
+//! of the live state, so the files stay the size of what they hold. Concurrent writes share one fsync (group commit),
 //! one process holds the directory, a failed write is never retried, and
 //! a damaged line is cut (a torn last one) or refused (any other).
 //!
 //! | file | holds |
 //! |---|---|
 //! | `options.rs` | [`JournalOptions`], [`FsyncPolicy`] |
-//! | `stats.rs` | [`JournalStats`], [`FSYNC_BUCKETS`], [`BATCH_BUCKETS`] |
+//! | `stats.rs` | [`JournalStats`], [`FSYNC_BUCKETS`], [`BATCH_BUCKETS`], [`CompactionStats`], [`Compaction`] |
 //! | `files.rs` | [`JOURNAL_FILE`], [`LOCK_FILE`], regular-file checks, file identity, directory sync |
 //! | `dir_lock.rs` | the data directory's lock |
 //! | `group_commit.rs` | `Journal`: open, append, group commit, failure |
@@ -17,8 +18,11 @@
 //! | `replay.rs` | replay on open, [`Recovery`], [`TornTail`] |
 //! | `save_aside.rs` | bytes cut from the journal, copied aside first |
 //! | `repair.rs` | [`check_journal`], [`repair_journal`]: the way out of a damaged journal |
+//! | `layout.rs` | the directory after compactions: the live journal, closed segments, snapshots, their names |
+//! | `snapshot.rs` | the snapshot format: the live state in checksummed lines, written whole and renamed into place |
+//! | `compaction.rs` | reading a snapshot and the segments after it; removing what a newer snapshot replaced |
 //!
-//! May use: `pet`, `idempotency`, `clock.rs`, `inventory/error.rs`.
+//! May use: `pet`, `order`, `idempotency`, `event`, `clock.rs`, `inventory/error.rs`.
 //!
 //! The record format, group commit, failure, recovery and repair, and why
 //! each is as it is: docs/durability.md ("Record format", "Group commit",
@@ -27,24 +31,32 @@
 //!
 //! [`Inventory`]: crate::Inventory
 
+mod compaction;
 mod dir_lock;
 mod files;
 mod group_commit;
+mod layout;
 mod lines;
 mod options;
 mod record;
 mod repair;
 mod replay;
 mod save_aside;
+mod snapshot;
 mod stats;
 
+pub(crate) use compaction::read_closed;
 pub use files::{JOURNAL_FILE, LOCK_FILE};
 pub(crate) use group_commit::{Change, Journal};
-pub use options::{FsyncPolicy, JournalOptions};
+pub(crate) use layout::snapshot_path as snapshot_file;
+pub use options::{CompactionPolicy, FsyncPolicy, JournalOptions};
 pub(crate) use record::{
     encode_keyed_line, encode_order_line, encode_transition_line, KeyedWrite, OrderStep, Record,
     StepKind,
 };
 pub use repair::{check_journal, repair_journal, BadLine, JournalCheck, JournalRepair, MAX_LISTED};
 pub use replay::{Recovery, TornTail};
-pub use stats::{JournalStats, BATCH_BUCKETS, FSYNC_BUCKETS};
+pub(crate) use snapshot::{
+    FinishStep, Item, Restore, SnapshotHeader, SnapshotWriter, SNAPSHOT_VERSION,
+};
+pub use stats::{Compaction, CompactionStats, JournalStats, BATCH_BUCKETS, FSYNC_BUCKETS};

@@ -1,5 +1,7 @@
-//! How a durable inventory is opened: [`JournalOptions`] and its
-//! [`FsyncPolicy`].
+//! How a durable inventory is opened: [`JournalOptions`], its
+//! [`FsyncPolicy`] and its [`CompactionPolicy`].
+
+use std::num::NonZeroU32;
 
 /// When created pets reach the disk.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -14,9 +16,45 @@ pub enum FsyncPolicy {
     Never,
 }
 
+/// When a compaction is due: the journal (its snapshot, closed segments
+/// and live file) is over `min_bytes` and more than `ratio` times its
+/// last snapshot. The defaults, 64 MiB and 2, are Redis' for its
+/// append-only file: a journal is compacted once it has doubled since the
+/// last time, so compactions cost a constant share of the writes, and a
+/// small journal never bothers.
+///
+/// # Examples
+///
+/// ```
+/// use std::num::NonZeroU32;
+/// use petstore_core::journal::CompactionPolicy;
+/// let policy = CompactionPolicy::default();
+/// assert_eq!(policy.min_bytes, 64 << 20);
+/// assert_eq!(policy.ratio, NonZeroU32::new(2).unwrap());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CompactionPolicy {
+    /// No compaction while the journal is this small.
+    pub min_bytes: u64,
+    /// How many times its last snapshot the journal grows before the next.
+    pub ratio: NonZeroU32,
+}
+
+impl Default for CompactionPolicy {
+    fn default() -> Self {
+        CompactionPolicy {
+            min_bytes: 64 << 20,
+            ratio: NonZeroU32::MIN.saturating_add(1),
+        }
+    }
+}
+
 /// How to open a durable inventory.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct JournalOptions {
     /// When pets reach the disk.
     pub fsync: FsyncPolicy,
+    /// When [`Inventory::compaction_due`](crate::Inventory::compaction_due)
+    /// says a compaction is due.
+    pub compaction: CompactionPolicy,
 }

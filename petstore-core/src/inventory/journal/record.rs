@@ -467,9 +467,22 @@ fn parse_keyed(body: &[u8], scratch: &mut Vec<u8>) -> Result<(Record, Keyed), St
     Ok((record, keyed))
 }
 
+/// Appends one line: `prefix`, the body `body` writes, and the CRC-32
+/// of that body (the trailer every record and snapshot line ends in).
+pub(super) fn encode_checked(prefix: &[u8], out: &mut Vec<u8>, body: impl FnOnce(&mut Vec<u8>)) {
+    out.extend_from_slice(prefix);
+    let start = out.len();
+    body(out);
+    let crc = crc32fast::hash(&out[start..]);
+    out.extend_from_slice(CRC_PREFIX);
+    out.extend_from_slice(format!("{crc:08x}").as_bytes());
+    out.extend_from_slice(LINE_SUFFIX);
+    out.push(b'\n');
+}
+
 /// Checks one line (without its `\n`) with `prefix` and returns its
 /// body: the bytes the checksum covers.
-fn checked_body<'a>(line: &'a [u8], prefix: &[u8]) -> Result<&'a [u8], String> {
+pub(super) fn checked_body<'a>(line: &'a [u8], prefix: &[u8]) -> Result<&'a [u8], String> {
     if line.len() < prefix.len() + TRAILER_LEN || !line.starts_with(prefix) {
         return Err("not a journal record".into());
     }

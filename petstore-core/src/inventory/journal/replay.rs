@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::lines::{too_long_reason, Line, Lines};
 use super::record::{decode_record, Record};
-use crate::idempotency::Keyed;
+use super::snapshot::Restore;
 use crate::inventory::error::OpenError;
 
 /// What opening the journal found.
@@ -16,10 +16,15 @@ use crate::inventory::error::OpenError;
 pub struct Recovery {
     /// The journal file.
     pub path: PathBuf,
-    /// Pets recovered.
+    /// Pets recovered, from the snapshot and the records after it.
     pub pets: u64,
-    /// Transitions and order steps replayed, in file order.
+    /// Transitions and order steps replayed after the snapshot, in file
+    /// order.
     pub transitions: u64,
+    /// The snapshot read first, when a compaction left one.
+    pub snapshot: Option<PathBuf>,
+    /// Closed segments replayed between the snapshot and the journal.
+    pub segments: u64,
     /// Set when a torn final record was cut off.
     pub torn_tail: Option<TornTail>,
 }
@@ -54,11 +59,13 @@ pub(super) struct Replayed {
 /// canonical JSON; a transition with no bytes; either, or a kept
 /// conflict, with its idempotency key), which refuses a transition
 /// its pet's status does not allow, or of a pet not created yet, by
-/// returning why: that is corruption like a bad checksum.
+/// returning why: that is corruption like a bad checksum. `pets_before`
+/// pets came before the file (in a snapshot or earlier segments).
 pub(super) fn replay(
     file: impl Read,
     path: &Path,
-    restore: &mut impl FnMut(Record, &[u8], Option<Keyed>) -> Result<(), String>,
+    pets_before: u64,
+    restore: &mut dyn Restore,
 ) -> Result<Replayed, OpenError> {
     let corrupt = |line: u64, reason: String| OpenError::Corrupt {
         path: path.to_path_buf(),
@@ -97,17 +104,19 @@ pub(super) fn replay(
         };
         let (record, keyed) = checked.map_err(|reason| corrupt(line_no, reason))?;
         match &record {
-            Record::Pet(id, _) if id.get() != pets + 1 => {
+            Record::Pet(id, _) if id.get() != pets_before + pets + 1 => {
                 return Err(corrupt(
                     line_no,
-                    format!("expected pet id {}, found {id}", pets + 1),
+                    format!("expected pet id {}, found {id}", pets_before + pets + 1),
                 ));
             }
             Record::Pet(..) => pets += 1,
             Record::Transition(..) | Record::Order(_) => transitions += 1,
             Record::Conflict(..) | Record::OrderConflict(..) | Record::Time(_) => {}
         }
-        restore(record, &json, keyed).map_err(|reason| corrupt(line_no, reason))?;
+        restore
+            .record(record, &json, keyed)
+            .map_err(|reason| corrupt(line_no, reason))?;
     }
     Ok(Replayed {
         pets,

@@ -50,6 +50,43 @@ impl JournalStats {
     }
 }
 
+/// The journal's size and its compactions, for metrics
+/// ([`Inventory::compaction_stats`](crate::Inventory::compaction_stats)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompactionStats {
+    /// Bytes a start reads: the snapshot, the closed segments after it
+    /// and the live journal.
+    pub journal_bytes: u64,
+    /// The newest snapshot's size in bytes (0 without one).
+    pub snapshot_bytes: u64,
+    /// When the newest snapshot was written (Unix seconds); `None`
+    /// without one.
+    pub snapshot_time: Option<u64>,
+    /// Compactions finished since open.
+    pub compactions: u64,
+    /// Compactions that failed since open.
+    pub failures: u64,
+    /// How long the last finished compaction took.
+    pub last_duration: Duration,
+}
+
+/// What one compaction did
+/// ([`Inventory::compact`](crate::Inventory::compact)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Compaction {
+    /// The snapshot written.
+    pub snapshot: std::path::PathBuf,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// Bytes of the history it replaced (the snapshot before it and the
+    /// segments it covers).
+    pub replaced_bytes: u64,
+    /// Pets it holds.
+    pub pets: u64,
+    /// How long the whole sequence took.
+    pub took: Duration,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
