@@ -194,24 +194,25 @@ impl Restore for Restorer {
     fn item(&mut self, item: Item, json: &[u8]) -> Result<(), String> {
         match item {
             Item::Pet(id, status) => self.records.push_json(id, status, json),
-            Item::Order(order) => {
-                let Some(index) = self.records.index_of(order.pet()) else {
-                    return Err(format!(
-                        "order {} of pet {}, which the snapshot does not hold",
-                        order.id(),
-                        order.pet()
-                    ));
-                };
-                let pet = self.records.statuses[index];
-                let holds = order.status() == OrderStatus::Placed;
-                if holds && pet != PetStatus::Pending {
-                    return Err(format!(
-                        "order {} is placed, and its pet {} is {pet}, not pending",
-                        order.id(),
-                        order.pet()
-                    ));
+            Item::Orders(orders) => {
+                for order in orders {
+                    let Some(index) = self.records.index_of(order.pet()) else {
+                        return Err(format!(
+                            "order {} of pet {}, which the snapshot does not hold",
+                            order.id(),
+                            order.pet()
+                        ));
+                    };
+                    let pet = self.records.statuses[index];
+                    if order.status() == OrderStatus::Placed && pet != PetStatus::Pending {
+                        return Err(format!(
+                            "order {} is placed, and its pet {} is {pet}, not pending",
+                            order.id(),
+                            order.pet()
+                        ));
+                    }
+                    self.book.put(&order);
                 }
-                self.book.put(&order);
             }
             Item::Kept(keyed, answer) => self.kept.restore(&keyed, answer, self.now),
             Item::Events(entries) => {

@@ -4,6 +4,7 @@
 //! | module | tests |
 //! |---|---|
 //! | `events` | the feed of events (beta): every change in commit order, the same after a reopen, retention, a follower and a lister racing writers |
+//! | `compaction` | snapshots: a compacted journal opens the same, a start replays only what follows the snapshot, a flipped byte or a missing segment is found and refused, check and repair across snapshot and segments |
 //! | `concurrency` | threads creating and listing at once, in memory and durable |
 //! | `idempotency` | keyed creates and transitions: kept answers across a reopen, expiry at replay, claims in flight, one pet from a race of one key |
 //! | `journal` | the durable inventory's outcomes: recovery, corruption, check and repair, one writer |
@@ -17,6 +18,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod compaction;
 mod concurrency;
 mod events;
 mod idempotency;

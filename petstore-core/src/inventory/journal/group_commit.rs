@@ -640,6 +640,34 @@ impl Journal {
     }
 }
 
+/// Opens (creating) the live journal at `path` for appending, and locks
+/// the file itself, as servers before the directory lock did, so that
+/// one of those cannot share it either.
+fn open_live(path: &Path, dir: &Path) -> Result<File, OpenError> {
+    let io_err = |source| OpenError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(io_err)?;
+    ensure_regular_file(&file).map_err(io_err)?;
+    file.try_lock().map_err(|e| match e {
+        fs::TryLockError::WouldBlock => OpenError::Locked {
+            dir: dir.to_path_buf(),
+            lock: path.to_path_buf(),
+        },
+        fs::TryLockError::Error(source) => OpenError::Io {
+            path: path.to_path_buf(),
+            source,
+        },
+    })?;
+    Ok(file)
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::record::Record;
@@ -794,32 +822,4 @@ mod tests {
         assert_eq!(replayed.map(|r| (r.pets, r.torn_line)), Some((3, None)));
         assert_eq!(restored.0, [1, 2, 3]);
     }
-}
-
-/// Opens (creating) the live journal at `path` for appending, and locks
-/// the file itself, as servers before the directory lock did, so that
-/// one of those cannot share it either.
-fn open_live(path: &Path, dir: &Path) -> Result<File, OpenError> {
-    let io_err = |source| OpenError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let file = OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create(true)
-        .open(path)
-        .map_err(io_err)?;
-    ensure_regular_file(&file).map_err(io_err)?;
-    file.try_lock().map_err(|e| match e {
-        fs::TryLockError::WouldBlock => OpenError::Locked {
-            dir: dir.to_path_buf(),
-            lock: path.to_path_buf(),
-        },
-        fs::TryLockError::Error(source) => OpenError::Io {
-            path: path.to_path_buf(),
-            source,
-        },
-    })?;
-    Ok(file)
 }

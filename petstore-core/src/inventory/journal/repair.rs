@@ -2,11 +2,13 @@
 //! [`Inventory::open`](crate::Inventory::open) refuses a journal with
 //! [`OpenError::Corrupt`].
 //!
-//! [`check_journal`] reads the journal and lists every line that does not
-//! check out; [`repair_journal`] moves the first damaged line and every
-//! line after it, byte for byte, into a side file
-//! (`pets.journal.removed-<unix-seconds>`) and cuts the journal so that it
-//! opens again. Both read the journal as a stream, memory bounded by the
+//! [`check_journal`] reads the journal (the newest snapshot, the closed
+//! segments after it, then the live file, as a start does) and lists
+//! every line that does not check out; [`repair_journal`] moves the first
+//! damaged line and every line after it, byte for byte, into a side file
+//! (`pets.journal.removed-<unix-seconds>`), and every later segment whole
+//! beside it, so that the journal opens again. A damaged snapshot is
+//! found but not repaired: the history it replaced is gone. Both read the journal as a stream, memory bounded by the
 //! file's pets (one byte each), whatever its bytes. What a repair removes
 //! and why, and a line longer than any record: docs/durability.md,
 //! "Repair".
@@ -16,11 +18,15 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use super::dir_lock::lock_dir;
-use super::files::{ensure_regular_file, ensure_regular_path, JOURNAL_FILE};
+use super::files::{ensure_regular_file, ensure_regular_path, sync_dir, JOURNAL_FILE};
+use super::layout::{segment_path, Layout};
 use super::lines::{Line, Lines};
 use super::record::{decode_record, OrderStep, Record, StepKind, MAX_RECORD_LEN};
 use super::save_aside::cut_aside;
+use super::snapshot::{open_snapshot, read_snapshot, Item, Restore, SnapshotHeader};
+use crate::idempotency::Keyed;
 use crate::inventory::error::{OpenError, TransitionError};
+use crate::order::OrderStatus;
 use crate::pet::{PetId, PetStatus};
 
 /// At most this many damaged lines are described one by one; the rest
@@ -63,17 +69,23 @@ pub struct JournalCheck {
     pub intact_after_bad: u64,
     /// Bytes from the first bad line to the end: what a repair moves.
     pub bytes_after_bad: u64,
+    /// What a start reads before this file: the newest snapshot and the
+    /// closed segments after it, each checked the same way, in that
+    /// order (empty before any compaction). Pets and transitions there
+    /// are not counted in `kept` and `kept_transitions`.
+    pub earlier: Vec<JournalCheck>,
 }
 
 impl JournalCheck {
-    /// No bad line at all.
+    /// No bad line at all, in this file or an earlier one.
     pub fn is_clean(&self) -> bool {
-        self.bad_total == 0
+        self.bad_total == 0 && self.earlier.iter().all(JournalCheck::is_clean)
     }
 
-    /// Damage that stops a start (anything but a torn last line).
+    /// Damage that stops a start (anything but a torn last line of the
+    /// live journal), in this file or an earlier one.
     pub fn is_corrupt(&self) -> bool {
-        self.bad.iter().any(|b| !b.torn)
+        self.bad.iter().any(|b| !b.torn) || self.earlier.iter().any(JournalCheck::is_corrupt)
     }
 }
 
@@ -85,6 +97,10 @@ pub struct JournalRepair {
     /// The side file that now holds the removed lines, byte for byte;
     /// `None` when there was nothing to remove.
     pub side_file: Option<PathBuf>,
+    /// Files after the damaged one, moved aside whole (renamed, or for
+    /// the live journal copied and emptied): what a start would have read
+    /// after the removed lines.
+    pub moved: Vec<PathBuf>,
 }
 
 /// Reads the journal in `dir` and reports every line that does not check
@@ -96,15 +112,98 @@ pub struct JournalRepair {
 /// [`OpenError::Io`] if the journal cannot be read (a missing one
 /// included).
 pub fn check_journal(dir: impl AsRef<Path>) -> Result<JournalCheck, OpenError> {
-    let path = dir.as_ref().join(JOURNAL_FILE);
-    let io_err = |source| OpenError::Io {
-        path: path.clone(),
-        source,
+    let dir = dir.as_ref();
+    let path = dir.join(JOURNAL_FILE);
+    let io_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| OpenError::Io { path, source }
     };
-    ensure_regular_path(&path).map_err(io_err)?;
-    let file = File::open(&path).map_err(io_err)?;
-    ensure_regular_file(&file).map_err(io_err)?;
-    scan(&file, path.clone()).map_err(io_err)
+    ensure_regular_path(&path).map_err(io_err(&path))?;
+    let file = File::open(&path).map_err(io_err(&path))?;
+    ensure_regular_file(&file).map_err(io_err(&path))?;
+    let mut statuses = Statuses::default();
+    let earlier = check_closed(dir, &mut statuses)?;
+    let mut report = scan(&file, path.clone(), &mut statuses, false).map_err(io_err(&path))?;
+    report.earlier = earlier;
+    Ok(report)
+}
+
+/// Checks the newest snapshot and the closed segments after it, leaving
+/// in `statuses` what they hold for the live journal's check.
+fn check_closed(dir: &Path, statuses: &mut Statuses) -> Result<Vec<JournalCheck>, OpenError> {
+    let layout = Layout::scan(dir).map_err(|source| OpenError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let mut checks = Vec::new();
+    if let Some(n) = layout.newest_snapshot() {
+        let (file, path) = open_snapshot(dir, n)?;
+        let mut check = JournalCheck::empty(path.clone());
+        match read_snapshot(&file, &path, statuses) {
+            Ok(read) => {
+                check.lines = read.header.pets + read.header.orders;
+                check.kept = read.header.pets;
+            }
+            Err(OpenError::Corrupt { line, reason, .. }) => {
+                statuses.damaged = true;
+                check.lines = line;
+                check.bad_total = 1;
+                check.bad.push(BadLine {
+                    line,
+                    offset: 0,
+                    bytes: 0,
+                    reason: format!("damaged snapshot: {reason}"),
+                    torn: false,
+                });
+            }
+            Err(other) => return Err(other),
+        }
+        checks.push(check);
+    }
+    let segments = match layout.segments_to_replay() {
+        Ok(segments) => segments,
+        Err(missing) => {
+            statuses.damaged = true;
+            let mut check = JournalCheck::empty(segment_path(dir, missing));
+            check.bad_total = 1;
+            check.bad.push(BadLine {
+                line: 0,
+                offset: 0,
+                bytes: 0,
+                reason: "missing: the files before it and after it do not join up".into(),
+                torn: false,
+            });
+            checks.push(check);
+            return Ok(checks);
+        }
+    };
+    for n in segments {
+        let path = segment_path(dir, n);
+        let io_err = |source| OpenError::Io {
+            path: path.clone(),
+            source,
+        };
+        let file = File::open(&path).map_err(io_err)?;
+        ensure_regular_file(&file).map_err(io_err)?;
+        checks.push(scan(&file, path.clone(), statuses, true).map_err(io_err)?);
+    }
+    Ok(checks)
+}
+
+impl JournalCheck {
+    fn empty(path: PathBuf) -> Self {
+        JournalCheck {
+            path,
+            lines: 0,
+            kept: 0,
+            kept_transitions: 0,
+            bad: Vec::new(),
+            bad_total: 0,
+            intact_after_bad: 0,
+            bytes_after_bad: 0,
+            earlier: Vec::new(),
+        }
+    }
 }
 
 /// Repairs the journal in `dir`: the first bad line and everything after
@@ -125,29 +224,84 @@ pub fn repair_journal(dir: impl AsRef<Path>) -> Result<JournalRepair, OpenError>
     let dir = dir.as_ref();
     let _lock = lock_dir(dir)?;
     let path = dir.join(JOURNAL_FILE);
-    let io_err = |source| OpenError::Io {
-        path: path.clone(),
-        source,
+    let io_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| OpenError::Io { path, source }
     };
-    ensure_regular_path(&path).map_err(io_err)?;
+    ensure_regular_path(&path).map_err(io_err(&path))?;
     let file = OpenOptions::new()
         .read(true)
         .write(true)
         .open(&path)
-        .map_err(io_err)?;
-    ensure_regular_file(&file).map_err(io_err)?;
+        .map_err(io_err(&path))?;
+    ensure_regular_file(&file).map_err(io_err(&path))?;
+    let mut statuses = Statuses::default();
+    let earlier = check_closed(dir, &mut statuses)?;
     // Read through the handle that will be cut, not the path again.
-    let check = scan(&file, path.clone()).map_err(io_err)?;
-    let Some(first) = check.bad.first() else {
+    let mut check = scan(&file, path.clone(), &mut statuses, false).map_err(io_err(&path))?;
+    check.earlier = earlier;
+    let damaged = check.earlier.iter().position(|c| !c.is_clean());
+    let Some(at) = damaged else {
+        let Some(first) = check.bad.first() else {
+            return Ok(JournalRepair {
+                check,
+                side_file: None,
+                moved: Vec::new(),
+            });
+        };
+        let side_file = cut_aside(dir, &file, first.offset, check.bytes_after_bad, "removed")?;
         return Ok(JournalRepair {
             check,
-            side_file: None,
+            side_file: Some(side_file),
+            moved: Vec::new(),
         });
     };
-    let side_file = cut_aside(dir, &file, first.offset, check.bytes_after_bad, "removed")?;
+    let bad = &check.earlier[at];
+    if at == 0 && !bad.path.to_string_lossy().ends_with(".journal") {
+        return Err(OpenError::Corrupt {
+            path: bad.path.clone(),
+            line: bad.bad.first().map_or(0, |b| b.line),
+            reason: "a damaged snapshot cannot be repaired: the history it replaced was removed \
+                     once it was written; restore the data directory from a backup"
+                .into(),
+        });
+    }
+    let Some(first) = bad.bad.first().filter(|b| b.line > 0) else {
+        return Err(OpenError::Corrupt {
+            path: bad.path.clone(),
+            line: 0,
+            reason: "a closed segment is missing: restore it, or the data directory, from a \
+                     backup"
+                .into(),
+        });
+    };
+    // The damaged segment is cut; every later one, and the live
+    // journal, moved aside whole: each record holds only after those
+    // before it.
+    let segment = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&bad.path)
+        .map_err(io_err(&bad.path))?;
+    let side_file = cut_aside(dir, &segment, first.offset, bad.bytes_after_bad, "removed")?;
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut moved = Vec::new();
+    for later in &check.earlier[at + 1..] {
+        let aside = PathBuf::from(format!("{}.removed-{secs}", later.path.display()));
+        std::fs::rename(&later.path, &aside).map_err(io_err(&later.path))?;
+        moved.push(aside);
+    }
+    sync_dir(dir).map_err(io_err(dir))?;
+    let len = file.metadata().map_err(io_err(&path))?.len();
+    if len > 0 {
+        moved.push(cut_aside(dir, &file, 0, len, "removed")?);
+    }
     Ok(JournalRepair {
         check,
         side_file: Some(side_file),
+        moved,
     })
 }
 
@@ -156,21 +310,16 @@ pub fn repair_journal(dir: impl AsRef<Path>) -> Result<JournalRepair, OpenError>
 /// and be allowed by that pet's status then. Reads `journal` as a stream (see
 /// `Lines`): a line too long to be a record is reported without being
 /// held.
-fn scan(journal: impl Read, path: PathBuf) -> io::Result<JournalCheck> {
-    let mut report = JournalCheck {
-        path,
-        lines: 0,
-        kept: 0,
-        kept_transitions: 0,
-        bad: Vec::new(),
-        bad_total: 0,
-        intact_after_bad: 0,
-        bytes_after_bad: 0,
-    };
+fn scan(
+    journal: impl Read,
+    path: PathBuf,
+    statuses: &mut Statuses,
+    closed: bool,
+) -> io::Result<JournalCheck> {
+    let mut report = JournalCheck::empty(path);
     let mut lines = Lines::new(journal);
     let mut first_bad = None;
     let mut json = Vec::with_capacity(512);
-    let mut statuses = Statuses::default();
     loop {
         let line_no = report.lines + 1;
         let problem = match lines.next_line()? {
@@ -179,9 +328,11 @@ fn scan(journal: impl Read, path: PathBuf) -> io::Result<JournalCheck> {
                 .check(line, &mut json)
                 .err()
                 .map(|reason| (reason, false)),
+            // Torn only in the live journal: a closed segment was closed
+            // between two whole batches.
             Some(Line::Unterminated(line)) => match statuses.check(line, &mut json) {
-                Ok(()) => Some(("unterminated last line (no newline)".to_owned(), true)),
-                Err(reason) => Some((format!("unterminated last line ({reason})"), true)),
+                Ok(()) => Some(("unterminated last line (no newline)".to_owned(), !closed)),
+                Err(reason) => Some((format!("unterminated last line ({reason})"), !closed)),
             },
             // Never a torn write, even unterminated: no write of a record
             // leaves it. Its length is counted, its bytes not kept.
@@ -204,6 +355,8 @@ fn scan(journal: impl Read, path: PathBuf) -> io::Result<JournalCheck> {
         };
         report.lines = line_no;
         match problem {
+            // A time record is neither.
+            None if statuses.last_was_time => {}
             None if report.bad_total == 0 => match statuses.last_was_pet {
                 true => report.kept += 1,
                 false => report.kept_transitions += 1,
@@ -232,7 +385,7 @@ fn scan(journal: impl Read, path: PathBuf) -> io::Result<JournalCheck> {
 }
 
 /// What the check knows of each pet so far, to check the next record.
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Statuses {
     /// Each pet's status by the current line, in id order up to the
     /// first gap (after damage: pets lost with a damaged line).
@@ -243,6 +396,8 @@ struct Statuses {
     damaged: bool,
     /// The last record checked was a pet (else a transition).
     last_was_pet: bool,
+    /// The last record checked was a time record.
+    last_was_time: bool,
     /// Each order's pet and whether it is still placed, in id order up
     /// to the first gap.
     orders: Vec<(PetId, bool)>,
@@ -254,7 +409,9 @@ impl Statuses {
     /// Whether `line` is a record that may come next, and if not, why;
     /// a good one is taken into account.
     fn check(&mut self, line: &[u8], json: &mut Vec<u8>) -> Result<(), String> {
-        match decode_record(line, json)?.0 {
+        let record = decode_record(line, json)?.0;
+        self.last_was_time = matches!(record, Record::Time(_));
+        match record {
             Record::Pet(id, status) => {
                 let expected = self.last_id + 1;
                 // After damage, a pet beyond the next id may follow pets
@@ -315,6 +472,35 @@ impl Statuses {
                 }
                 self.last_was_pet = false;
             }
+        }
+        Ok(())
+    }
+}
+
+/// A snapshot's pets and orders are what the segments after it build on.
+impl Restore for Statuses {
+    fn record(&mut self, _: Record, _: &[u8], _: Option<Keyed>) -> Result<(), String> {
+        Err("a journal record inside a snapshot".into())
+    }
+
+    fn header(&mut self, _: &SnapshotHeader) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn item(&mut self, item: Item, _: &[u8]) -> Result<(), String> {
+        match item {
+            Item::Pet(id, status) => {
+                self.of.push(status);
+                self.last_id = id.get();
+            }
+            Item::Orders(orders) => {
+                for order in orders {
+                    self.orders
+                        .push((order.pet(), order.status() == OrderStatus::Placed));
+                    self.last_order = order.id().get();
+                }
+            }
+            Item::Kept(..) | Item::Events(_) => {}
         }
         Ok(())
     }
@@ -405,7 +591,13 @@ mod tests {
     #[test]
     fn garbage_is_counted_past_the_listed_lines() {
         let bytes = "x\n".repeat(MAX_LISTED + 5);
-        let report = scan(bytes.as_bytes(), PathBuf::from("j")).unwrap();
+        let report = scan(
+            bytes.as_bytes(),
+            PathBuf::from("j"),
+            &mut Statuses::default(),
+            false,
+        )
+        .unwrap();
         assert_eq!(report.bad.len(), MAX_LISTED);
         assert_eq!(report.bad_total, MAX_LISTED as u64 + 5);
         assert_eq!((report.kept, report.intact_after_bad), (0, 0));

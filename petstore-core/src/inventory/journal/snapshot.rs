@@ -6,7 +6,8 @@
 //! ```text
 //! {"snapshot":{"version":1,"segment":3,"time":…,"pets":N,"orders":M,"eventsFirst":F},"crc32":"…"}
 //! {"pet":{"id":1,…},"crc32":"…"}                       N of them, in id order, as they stand
-//! {"orderState":{"id":1,"pet":7,"status":"placed",…},"crc32":"…"}   M of them, in id order
+//! {"names":["shop","kiosk"],"crc32":"…"}              who placed orders, each once
+//! {"orders":[[7,0,0,1764324000,900,0],…],"crc32":"…"}  M of them, in id order, many a line
 //! {"kept":{"scope":…,"key":…,"fingerprint":…,"at":…,"created":{…}},"crc32":"…"}   answers not yet expired
 //! {"events":"<hex>","crc32":"…"}                         the events kept, oldest first, 13 bytes each
 //! {"end":1234,"crc32":"…"}                                the count of lines before it
@@ -38,7 +39,8 @@ pub(crate) const SNAPSHOT_VERSION: u32 = 1;
 
 const HEADER_PREFIX: &[u8] = br#"{"snapshot":"#;
 const PET_PREFIX: &[u8] = br#"{"pet":"#;
-const ORDER_PREFIX: &[u8] = br#"{"orderState":"#;
+const NAMES_PREFIX: &[u8] = br#"{"names":"#;
+const ORDERS_PREFIX: &[u8] = br#"{"orders":"#;
 const KEPT_PREFIX: &[u8] = br#"{"kept":"#;
 const EVENTS_PREFIX: &[u8] = br#"{"events":"#;
 const END_PREFIX: &[u8] = br#"{"end":"#;
@@ -46,6 +48,11 @@ const END_PREFIX: &[u8] = br#"{"end":"#;
 /// Events per `events` line: 2,000 entries are 52,000 hex digits, well
 /// within a record's longest line.
 const EVENTS_PER_LINE: usize = 2000;
+
+/// A `names` or `orders` line is ended once its body passes this: with
+/// the longest name or order after it, still well within a record's
+/// longest line.
+const CHUNK_BYTES: usize = 16 * 1024;
 
 /// What a snapshot holds, in its first line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -72,8 +79,8 @@ pub(crate) struct SnapshotHeader {
 pub(crate) enum Item {
     /// A pet as it stands; its canonical JSON is in the scratch buffer.
     Pet(PetId, PetStatus),
-    /// An order as it stands.
-    Order(Order),
+    /// Orders as they stand, in id order, after those of the lines before.
+    Orders(Vec<Order>),
     /// A kept idempotency answer.
     Kept(Keyed, Answer),
     /// Events kept, oldest first, after those of the lines before.
@@ -101,6 +108,10 @@ pub(crate) struct SnapshotWriter {
     lines: u64,
     bytes: u64,
     line: Vec<u8>,
+    /// Each placer's name and its index in the `names` lines.
+    names: std::collections::HashMap<Arc<str>, usize>,
+    /// Orders not written yet (their line is not full).
+    orders: Vec<u8>,
 }
 
 impl SnapshotWriter {
@@ -121,6 +132,8 @@ impl SnapshotWriter {
             lines: 0,
             bytes: 0,
             line: Vec::with_capacity(512),
+            names: std::collections::HashMap::new(),
+            orders: Vec::new(),
         };
         let body = serde_json::to_vec(header).map_err(io::Error::other)?;
         writer.put(HEADER_PREFIX, |out| out.extend_from_slice(&body))?;
@@ -141,18 +154,64 @@ impl SnapshotWriter {
         self.put(PET_PREFIX, |out| out.extend_from_slice(json))
     }
 
-    /// An order as it stands.
+    /// An order as it stands, the next in id order: `[pet, status,
+    /// placer, placed, expires - placed, closed - placed or -1]`, its
+    /// placer an index into the `names` lines (a name is written once,
+    /// before the first order that needs it). Twenty-odd bytes an order.
     pub(crate) fn order(&mut self, order: &Order) -> io::Result<()> {
-        self.put(ORDER_PREFIX, |out| encode_order(order, out))
+        use std::io::Write as _;
+        let by = match self.names.get(&order.placed_by) {
+            Some(&index) => index,
+            None => {
+                self.flush_orders()?;
+                let index = self.names.len();
+                self.names.insert(order.placed_by.clone(), index);
+                let name = serde_json::to_vec(&[&*order.placed_by]).map_err(io::Error::other)?;
+                self.put(NAMES_PREFIX, |out| out.extend_from_slice(&name))?;
+                index
+            }
+        };
+        let placed = order.placed_at.unix_secs();
+        let rel = |t: Timestamp| t.unix_secs() as i128 - placed as i128;
+        let _ = write!(
+            self.orders,
+            "[{},{},{by},{placed},{},{}],",
+            order.pet,
+            order.status.code(),
+            rel(order.expires_at),
+            order.closed_at.map_or(-1, rel),
+        );
+        if self.orders.len() > CHUNK_BYTES {
+            self.flush_orders()?;
+        }
+        Ok(())
+    }
+
+    fn flush_orders(&mut self) -> io::Result<()> {
+        if self.orders.is_empty() {
+            return Ok(());
+        }
+        let mut body = std::mem::take(&mut self.orders);
+        body.pop();
+        let result = self.put(ORDERS_PREFIX, |out| {
+            out.push(b'[');
+            out.extend_from_slice(&body);
+            out.push(b']');
+        });
+        body.clear();
+        self.orders = body;
+        result
     }
 
     /// A kept answer.
     pub(crate) fn kept(&mut self, keyed: &Keyed, answer: &Answer) -> io::Result<()> {
+        self.flush_orders()?;
         self.put(KEPT_PREFIX, |out| encode_kept(keyed, answer, out))
     }
 
     /// Events, oldest first, in lines of [`EVENTS_PER_LINE`].
     pub(crate) fn events(&mut self, entries: impl Iterator<Item = Entry>) -> io::Result<()> {
+        self.flush_orders()?;
         let mut chunk = Vec::with_capacity(EVENTS_PER_LINE);
         for entry in entries {
             chunk.push(entry);
@@ -175,6 +234,7 @@ impl SnapshotWriter {
         mut self,
         step: &mut dyn FnMut(FinishStep) -> io::Result<()>,
     ) -> io::Result<u64> {
+        self.flush_orders()?;
         let lines = self.lines;
         self.put(END_PREFIX, |out| {
             out.extend_from_slice(lines.to_string().as_bytes())
@@ -220,7 +280,50 @@ fn encode_order(order: &Order, out: &mut Vec<u8>) {
     out.push(b'}');
 }
 
-/// An order as a snapshot writes it.
+/// An order as a snapshot keeps it (see [`SnapshotWriter::order`]),
+/// with its id.
+fn order_of(
+    id: u64,
+    (pet, status, by, placed, expires, closed): (PetId, u8, usize, u64, i64, i64),
+    names: &[Arc<str>],
+) -> Result<Order, String> {
+    let bad = |what: String| format!("bad order {id}: {what}");
+    let status = match status {
+        0..=3 => OrderStatus::from_code(status),
+        _ => return Err(bad(format!("status {status}"))),
+    };
+    let placed_by = names
+        .get(by)
+        .cloned()
+        .ok_or_else(|| bad(format!("name {by}, of {} named", names.len())))?;
+    let at = |rel: i64| {
+        placed
+            .checked_add_signed(rel)
+            .map(Timestamp::from_unix_secs)
+            .ok_or_else(|| bad(format!("time {placed}{rel:+}")))
+    };
+    let closed_at = match closed {
+        -1 => None,
+        rel => Some(at(rel)?),
+    };
+    if (status == OrderStatus::Placed) != closed_at.is_none() {
+        return Err(bad(format!(
+            "{status} and {} a closing time",
+            if closed_at.is_some() { "has" } else { "lacks" }
+        )));
+    }
+    Ok(Order {
+        id: OrderId::new(id).ok_or_else(|| bad("id".into()))?,
+        pet,
+        status,
+        placed_by,
+        placed_at: Timestamp::from_unix_secs(placed),
+        expires_at: at(expires)?,
+        closed_at,
+    })
+}
+
+/// An order as a kept answer holds it.
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct OrderState {
@@ -435,6 +538,7 @@ pub(crate) fn read_snapshot(
     let mut line_no = 0u64;
     let mut header: Option<SnapshotHeader> = None;
     let (mut pets, mut orders) = (0u64, 0u64);
+    let mut names: Vec<Arc<str>> = Vec::new();
     let mut json = Vec::with_capacity(512);
     loop {
         line_no += 1;
@@ -513,18 +617,22 @@ pub(crate) fn read_snapshot(
                 }
                 _ => return Err(corrupt(line_no, "not a pet".into())),
             }
-        } else if line.starts_with(ORDER_PREFIX) {
-            let body = checked_body(line, ORDER_PREFIX).map_err(|r| corrupt(line_no, r))?;
-            let state: OrderState = serde_json::from_slice(body)
-                .map_err(|e| corrupt(line_no, format!("bad order: {e}")))?;
-            if state.id.get() != orders + 1 {
-                return Err(corrupt(
-                    line_no,
-                    format!("expected order id {}, found {}", orders + 1, state.id),
-                ));
+        } else if line.starts_with(NAMES_PREFIX) {
+            let body = checked_body(line, NAMES_PREFIX).map_err(|r| corrupt(line_no, r))?;
+            let more: Vec<String> = serde_json::from_slice(body)
+                .map_err(|e| corrupt(line_no, format!("bad names: {e}")))?;
+            names.extend(more.into_iter().map(Arc::from));
+            continue;
+        } else if line.starts_with(ORDERS_PREFIX) {
+            let body = checked_body(line, ORDERS_PREFIX).map_err(|r| corrupt(line_no, r))?;
+            let rows: Vec<(PetId, u8, usize, u64, i64, i64)> = serde_json::from_slice(body)
+                .map_err(|e| corrupt(line_no, format!("bad orders: {e}")))?;
+            let mut read = Vec::with_capacity(rows.len());
+            for row in rows {
+                orders += 1;
+                read.push(order_of(orders, row, &names).map_err(|r| corrupt(line_no, r))?);
             }
-            orders += 1;
-            Item::Order(state.into_order().map_err(|r| corrupt(line_no, r))?)
+            Item::Orders(read)
         } else if line.starts_with(KEPT_PREFIX) {
             let body = checked_body(line, KEPT_PREFIX).map_err(|r| corrupt(line_no, r))?;
             let (keyed, answer) = parse_kept(body).map_err(|r| corrupt(line_no, r))?;
