@@ -129,6 +129,27 @@ pub struct Cli {
           value_parser = retention, value_name = "DURATION", help_heading = STORAGE)]
     pub events_retention: Duration,
 
+    /// Compact the journal once it is over this size (and --compact-ratio
+    /// times its last snapshot).
+    ///
+    /// Bytes, or a number with a unit: `512KiB`, `64MiB`, `2GiB`. A
+    /// compaction replaces the history with a snapshot of what is held,
+    /// while writes go on; `journal compact` runs one on a stopped
+    /// server's directory.
+    #[arg(long, env = "PETSTORE_COMPACT_MIN_SIZE", default_value = "64MiB",
+          value_parser = size, value_name = "SIZE", help_heading = STORAGE)]
+    pub compact_min_size: u64,
+
+    /// Compact the journal once it is this many times its last snapshot
+    /// (and over --compact-min-size).
+    ///
+    /// 1 compacts whenever anything was written since the last snapshot
+    /// (checked each second): for tests of compaction under load.
+    #[arg(long, env = "PETSTORE_COMPACT_RATIO", default_value_t = 2,
+          value_parser = clap::value_parser!(u32).range(1..=1000),
+          value_name = "N", help_heading = STORAGE)]
+    pub compact_ratio: u32,
+
     /// Keep the inventory in memory only: pets are lost when the server
     /// stops.
     ///
@@ -400,6 +421,14 @@ pub enum JournalAction {
         #[arg(long, env = "PETSTORE_DATA", default_value = "./petstore-data")]
         data: PathBuf,
     },
+    /// Replace the journal's history with a snapshot of what it holds, on
+    /// a stopped server's directory (a running server compacts by
+    /// itself). Refuses while a server uses the directory.
+    Compact {
+        /// The data directory.
+        #[arg(long, env = "PETSTORE_DATA", default_value = "./petstore-data")]
+        data: PathBuf,
+    },
 }
 
 fn parse_scope(s: &str) -> Result<Scope, String> {
@@ -447,6 +476,31 @@ fn parse_base_url(s: &str) -> Result<String, String> {
 
 /// `--events-retention`: seconds, or a number with `s`, `m`, `h` or `d`;
 /// from one second to 366 days.
+/// A size in bytes: digits, then nothing or `KiB`, `MiB`, `GiB`.
+fn size(text: &str) -> Result<u64, String> {
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, ""),
+    };
+    let shift = match unit {
+        "" => 0,
+        "KiB" => 10,
+        "MiB" => 20,
+        "GiB" => 30,
+        _ => {
+            return Err(format!(
+                "{text:?}: a number of bytes, or with KiB, MiB or GiB (64MiB)"
+            ))
+        }
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .filter(|bytes| (1..=1 << 50).contains(bytes))
+        .ok_or_else(|| format!("{text:?}: from 1 byte to 1048576GiB"))
+}
+
 fn retention(text: &str) -> Result<Duration, String> {
     let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
         Some(at) => text.split_at(at),
@@ -497,6 +551,18 @@ mod tests {
         }
         let cli = Cli::try_parse_from(["petstore-server"]).unwrap();
         assert_eq!(cli.events_retention.as_secs(), 604_800);
+        assert_eq!((cli.compact_min_size, cli.compact_ratio), (64 << 20, 2));
+    }
+
+    #[test]
+    fn sizes_read_bytes_or_a_binary_unit() {
+        assert_eq!(size("64MiB"), Ok(64 << 20));
+        assert_eq!(size("512KiB"), Ok(512 << 10));
+        assert_eq!(size("2GiB"), Ok(2 << 30));
+        assert_eq!(size("1000"), Ok(1000));
+        for bad in ["", "0", "64MB", "MiB", "-1", "1.5GiB", "99999999999GiB"] {
+            assert!(size(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -1,15 +1,17 @@
-//! `petstore-server journal check` and `journal repair`: the operator's
-//! way out when the server refuses to start on a damaged journal. The work
-//! is [`petstore_core::journal::check_journal`] and
-//! [`petstore_core::journal::repair_journal`]; this module prints what they found
-//! and did, and picks the exit status.
+//! `petstore-server journal check`, `journal repair` and `journal
+//! compact`: the operator's way out when the server refuses to start on
+//! a damaged journal, and a compaction of a stopped server's directory.
+//! The work is [`petstore_core::journal::check_journal`],
+//! [`petstore_core::journal::repair_journal`] and
+//! [`Inventory::compact`]; this module prints what they found and did,
+//! and picks the exit status.
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use petstore_core::{
     journal::{check_journal, repair_journal, BadLine, JournalCheck},
-    OpenError,
+    Inventory, JournalOptions, OpenError,
 };
 
 use super::flags::JournalAction;
@@ -22,6 +24,40 @@ pub fn run(action: &JournalAction) -> ExitCode {
     match action {
         JournalAction::Check { data } => check(data),
         JournalAction::Repair { data } => repair(data),
+        JournalAction::Compact { data } => compact(data),
+    }
+}
+
+fn compact(data: &Path) -> ExitCode {
+    // Opened as a server opens it (a torn last line cut aside, lapsed
+    // holds expired and written), then compacted.
+    let inventory = match Inventory::open(data, JournalOptions::default()) {
+        Ok(inventory) => inventory,
+        Err(e @ OpenError::Locked { .. }) => {
+            eprintln!("journal compact: {e}; a running server compacts by itself");
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            eprintln!("journal compact: {e}; nothing was changed");
+            return ExitCode::from(2);
+        }
+    };
+    match inventory.compact() {
+        Ok(done) => {
+            println!(
+                "compacted: {} ({} bytes, {} pet(s)) replaces {} bytes of journal, in {} ms",
+                done.snapshot.display(),
+                done.bytes,
+                done.pets,
+                done.replaced_bytes,
+                done.took.as_millis()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("journal compact: {e}; the journal keeps every change");
+            ExitCode::from(2)
+        }
     }
 }
 
@@ -97,6 +133,12 @@ fn repair(data: &Path) -> ExitCode {
         report.lines,
         side.display()
     );
+    for whole in &repair.moved {
+        println!(
+            "moved a later file aside whole, to {}: its records held only after the removed ones",
+            whole.display()
+        );
+    }
     println!(
         "kept {} pet(s) in {}; the server can start",
         report.kept,
@@ -106,6 +148,14 @@ fn repair(data: &Path) -> ExitCode {
 }
 
 fn print_lines(report: &JournalCheck) {
+    for earlier in &report.earlier {
+        println!(
+            "read first: {}, {} line(s)",
+            earlier.path.display(),
+            earlier.lines
+        );
+        print_bad(earlier, "", "... and");
+    }
     println!(
         "journal: {}, {} line(s)",
         report.path.display(),

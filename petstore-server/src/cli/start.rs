@@ -5,9 +5,11 @@
 //! state and the contract's options, and runs the accept loop until
 //! SIGINT or SIGTERM.
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
+use petstore_core::journal::CompactionPolicy;
 use petstore_core::{
     Clock, FsyncPolicy, Inventory, JournalOptions, OpenError, Plan, Plans, SystemClock,
 };
@@ -175,6 +177,9 @@ pub(super) async fn serve(cli: Cli) -> Result<(), String> {
     if let Some(lapses) = state.store.lapses(clock.clone()) {
         tokio::spawn(lapses);
     }
+    if let Some(compactions) = state.store.compactions() {
+        tokio::spawn(compactions);
+    }
     let limits_writer = match limits_file {
         Some(path) => {
             let state = state.clone();
@@ -272,7 +277,14 @@ fn open_local(cli: &Cli) -> Result<Inventory, String> {
         log_info!("inventory: in memory (pets are lost when the server stops)");
         return Ok(Inventory::in_memory());
     }
-    let options = JournalOptions { fsync: cli.fsync };
+    let compaction = CompactionPolicy {
+        min_bytes: cli.compact_min_size,
+        ratio: NonZeroU32::new(cli.compact_ratio).unwrap_or(NonZeroU32::MIN),
+    };
+    let options = JournalOptions {
+        fsync: cli.fsync,
+        compaction,
+    };
     let inventory = Inventory::open(&cli.data, options).map_err(|e| open_failed(&e, cli))?;
     // Logged once, with the details, when it starts: every refused
     // create after it answers 503 without them.

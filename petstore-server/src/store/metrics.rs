@@ -1,11 +1,13 @@
 //! The store's metrics, read at scrape time so that the write path pays
 //! nothing for them: the pet count, whether pets can be stored, the
-//! idempotency keys kept, and the journal's group commits. The PostgreSQL backend adds its own
+//! idempotency keys kept, the journal's group commits, and its size and
+//! compactions. The PostgreSQL backend adds its own
 //! (`postgres/metrics.rs`).
 
-use petstore_core::journal::{BATCH_BUCKETS, FSYNC_BUCKETS};
+use petstore_core::journal::{CompactionStats, BATCH_BUCKETS, FSYNC_BUCKETS};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
+use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 
@@ -44,6 +46,9 @@ impl Collector for InventoryCollector {
             kept.encode(metric)?;
         }
 
+        if let Some(stats) = inventory.compaction_stats() {
+            encode_compaction(&mut encoder, &stats)?;
+        }
         let Some(stats) = inventory.journal_stats() else {
             return Ok(());
         };
@@ -78,4 +83,62 @@ impl Collector for InventoryCollector {
             None,
         )
     }
+}
+
+/// The journal's size, its newest snapshot and its compactions.
+fn encode_compaction(
+    encoder: &mut DescriptorEncoder,
+    stats: &CompactionStats,
+) -> Result<(), std::fmt::Error> {
+    let gauge = |n: u64| ConstGauge::new(i64::try_from(n).unwrap_or(i64::MAX));
+    for (name, help, value) in [
+        (
+            "journal_bytes",
+            "Bytes a start reads: the snapshot, the closed segments after it and the live journal",
+            stats.journal_bytes,
+        ),
+        (
+            "journal_snapshot_bytes",
+            "Size of the newest snapshot of the journal (0 before the first compaction)",
+            stats.snapshot_bytes,
+        ),
+    ] {
+        let value = gauge(value);
+        let metric = encoder.encode_descriptor(name, help, None, value.metric_type())?;
+        value.encode(metric)?;
+    }
+    if let Some(at) = stats.snapshot_time {
+        let value = gauge(at);
+        let metric = encoder.encode_descriptor(
+            "journal_snapshot_timestamp_seconds",
+            "When the newest snapshot of the journal was written (Unix seconds)",
+            None,
+            value.metric_type(),
+        )?;
+        value.encode(metric)?;
+    }
+    for (name, help, value) in [
+        (
+            "journal_compactions",
+            "Compactions of the journal finished since the server started",
+            stats.compactions,
+        ),
+        (
+            "journal_compaction_failures",
+            "Compactions of the journal that failed since the server started (see the log)",
+            stats.failures,
+        ),
+    ] {
+        let value = ConstCounter::new(value);
+        let metric = encoder.encode_descriptor(name, help, None, value.metric_type())?;
+        value.encode(metric)?;
+    }
+    let took = ConstGauge::new(stats.last_duration.as_secs_f64());
+    let metric = encoder.encode_descriptor(
+        "journal_last_compaction_duration_seconds",
+        "How long the last finished compaction of the journal took",
+        None,
+        took.metric_type(),
+    )?;
+    took.encode(metric)
 }

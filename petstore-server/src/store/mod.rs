@@ -21,7 +21,8 @@
 //! | `committer.rs` | the queue-batch-reply loop both durable backends share, for any kind of write |
 //! | `journal.rs` | [`JournalStore`]: the journal's committer tasks |
 //! | `lapse.rs` | the timer that expires lapsed holds of a local store |
-//! | `metrics.rs` | pets, writability and the journal's commits in `/metrics` |
+//! | `compaction.rs` | the task that compacts the journal once it has outgrown its last snapshot |
+//! | `metrics.rs` | pets, writability, the journal's commits and compactions in `/metrics` |
 //! | `postgres/` | [`Postgres`]: committer, read copy, schema, its metrics |
 //!
 //! May use: `util`, `telemetry`.
@@ -30,6 +31,7 @@
 //! Each backend registers its own metrics ([`Store::collectors`]).
 
 mod committer;
+mod compaction;
 mod failed;
 mod feed;
 mod journal;
@@ -154,6 +156,15 @@ impl Store {
                 Some(lapse::run(Arc::clone(self.inventory()), clock))
             }
             Store::Postgres(_) => None,
+        }
+    }
+
+    /// The task that compacts the journal when it has outgrown its last
+    /// snapshot ([`compaction`]), for the journal backend: spawn it once.
+    pub fn compactions(&self) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
+        match self {
+            Store::Journal(_) => Some(compaction::run(Arc::clone(self.inventory()))),
+            Store::Memory(_) | Store::Postgres(_) => None,
         }
     }
 

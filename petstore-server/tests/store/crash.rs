@@ -38,8 +38,15 @@ impl Drop for Server {
 }
 
 pub(super) fn start(data: Option<&Path>, keys: &Path) -> Server {
+    start_with(data, keys, &[])
+}
+
+/// [`start`] with more flags.
+pub(super) fn start_with(data: Option<&Path>, keys: &Path, flags: &[&str]) -> Server {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_petstore-server"));
-    cmd.args(["--addr", "127.0.0.1:0", "--keys"]).arg(keys);
+    cmd.args(["--addr", "127.0.0.1:0", "--keys"])
+        .arg(keys)
+        .args(flags);
     match data {
         Some(dir) => cmd.arg("--data").arg(dir),
         None => cmd.arg("--in-memory"),
@@ -112,7 +119,7 @@ fn get(addr: &str, path: &str) -> (u16, String) {
 }
 
 /// Every acknowledged pet that the server does not return identically.
-fn missing(addr: &str, acknowledged: &[(u64, String)]) -> Vec<u64> {
+pub(super) fn missing(addr: &str, acknowledged: &[(u64, String)]) -> Vec<u64> {
     let mut stream = TcpStream::connect(addr).unwrap();
     acknowledged
         .iter()

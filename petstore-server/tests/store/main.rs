@@ -6,6 +6,7 @@
 //! |---|---|
 //! | `committer.rs` | durable creates and transitions wait without a thread each |
 //! | `crash.rs` | kill -9 during concurrent creates loses no acknowledged pet |
+//! | `crash_compaction.rs` | kill -9 while the journal is compacted under load: every acknowledged create and transition survives, whatever step the kill cut |
 //! | `crash_idempotency.rs` | kill -9 during keyed creates: every retry after the restart gets its original pet, never a second |
 //! | `crash_transitions.rs` | kill -9 during concurrent transitions loses no acknowledged change |
 //! | `disk.rs` | a journal deleted or damaged, a second server, a full disk; `journal check`/`repair` |
@@ -29,6 +30,7 @@ mod common;
 
 mod committer;
 mod crash;
+mod crash_compaction;
 mod crash_idempotency;
 mod crash_transitions;
 mod disk;
