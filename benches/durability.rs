@@ -9,7 +9,12 @@
 //! 1,000,000 pets, and of 1,000,000 pets and 2,000,000 transitions; then
 //! 100,000 holds lapsing in the same second: the time until the last is
 //! expired, and a reader's p99 list meanwhile against the same reader's
-//! quiet p99.
+//! quiet p99. `-- compaction` (only that): a journal of 100,000 pets and
+//! 1,000,000 transitions (each reserve placing an order, each release
+//! cancelling it) with its events past their retention: its size and
+//! start-up before and after a compaction, beside a fresh journal of the
+//! same pets alone; then creates and lists while compactions run back to
+//! back, against the same quiet.
 //!
 //! Environment: `PETSTORE_BENCH_SECS` (default 3) per measurement,
 //! `PETSTORE_BENCH_DIR` (default the system temp dir) for the files.
@@ -284,6 +289,10 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(3);
     let secs = Duration::from_secs(secs);
+    if std::env::args().any(|a| a == "compaction") {
+        compaction(secs);
+        return;
+    }
     // `-- lapse`: only the lapse of holds.
     if !std::env::args().any(|a| a == "lapse") {
         creates_and_replays(secs);
@@ -337,4 +346,212 @@ fn creates_and_replays(secs: Duration) {
         );
     }
     println!();
+}
+
+/// Bytes of every file of the journal in `dir`.
+fn journal_bytes(dir: &std::path::Path) -> u64 {
+    fs::read_dir(dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("pets"))
+        .map(|e| e.metadata().unwrap().len())
+        .sum()
+}
+
+/// The median of three opens of `dir`, in seconds.
+fn open_time(dir: &std::path::Path) -> f64 {
+    let mut took: Vec<f64> = (0..3)
+        .map(|_| {
+            let started = Instant::now();
+            let inventory = Inventory::open(dir, JournalOptions::default()).unwrap();
+            let took = started.elapsed().as_secs_f64();
+            drop(inventory);
+            took
+        })
+        .collect();
+    took.sort_by(f64::total_cmp);
+    took[1]
+}
+
+/// Creates per second and lists per second and their p99s (ms) over
+/// `secs`, by 4 creators and 1 lister, while `compacting` runs beside.
+fn load_beside(inventory: &Inventory, secs: Duration, compacting: bool) -> [f64; 4] {
+    let stop = AtomicBool::new(false);
+    let compactions = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        let creators: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut took = Vec::new();
+                    while !stop.load(Ordering::Relaxed) {
+                        let started = Instant::now();
+                        inventory.create(pet(took.len() as u64)).unwrap();
+                        took.push(started.elapsed().as_secs_f64() * 1e3);
+                    }
+                    took
+                })
+            })
+            .collect();
+        let lister = s.spawn(|| {
+            let mut took = Vec::new();
+            let mut seed = 7u64;
+            while !stop.load(Ordering::Relaxed) {
+                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                let query = ListQuery::new()
+                    .limit(PageSize::new(20).unwrap())
+                    .after(PetId::new(seed % 90_000 + 1).unwrap());
+                let started = Instant::now();
+                std::hint::black_box(inventory.list_json(&query));
+                took.push(started.elapsed().as_secs_f64() * 1e3);
+            }
+            took
+        });
+        if compacting {
+            s.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    inventory.compact().unwrap();
+                    compactions.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        std::thread::sleep(secs);
+        stop.store(true, Ordering::Relaxed);
+        let mut creates: Vec<f64> = creators
+            .into_iter()
+            .flat_map(|c| c.join().unwrap())
+            .collect();
+        let mut lists = lister.join().unwrap();
+        let p99 = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() * 99 / 100]
+        };
+        if compacting {
+            println!(
+                "  ({} compactions in {secs:?})",
+                compactions.load(Ordering::Relaxed)
+            );
+        }
+        [
+            creates.len() as f64 / secs.as_secs_f64(),
+            p99(&mut creates),
+            lists.len() as f64 / secs.as_secs_f64(),
+            p99(&mut lists),
+        ]
+    })
+}
+
+/// See the file's header, `-- compaction`.
+fn compaction(secs: Duration) {
+    const PETS: u64 = 100_000;
+    const ROUNDS: usize = 5;
+    let dir = scratch("compaction");
+    {
+        let writer = Inventory::open(
+            &dir,
+            JournalOptions {
+                fsync: FsyncPolicy::Never,
+                ..JournalOptions::default()
+            },
+        )
+        .unwrap();
+        writer.set_event_retention(Duration::from_secs(1));
+        let news: Vec<NewPet> = (0..PETS)
+            .map(pet)
+            .map(|p| p.with_status(PetStatus::Available))
+            .collect();
+        for chunk in news.chunks(10_000) {
+            writer.create_many(chunk.to_vec()).unwrap();
+        }
+        let ids: Vec<PetId> = (1..=PETS).filter_map(PetId::new).collect();
+        for _ in 0..ROUNDS {
+            for step in [Transition::Reserve, Transition::Release] {
+                let batch: Vec<_> = ids.iter().map(|&id| (id, step)).collect();
+                for chunk in batch.chunks(10_000) {
+                    assert!(writer
+                        .transition_many(chunk)
+                        .unwrap()
+                        .iter()
+                        .all(Result::is_ok));
+                }
+            }
+        }
+        // Past the events' retention: what a store of years holds.
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    let before_bytes = journal_bytes(&dir);
+    let before = open_time(&dir);
+    let inventory = Inventory::open(&dir, JournalOptions::default()).unwrap();
+    inventory.set_event_retention(Duration::from_secs(1));
+    let done = inventory.compact().unwrap();
+    drop(inventory);
+    let after_bytes = journal_bytes(&dir);
+    let after = open_time(&dir);
+
+    let fresh = scratch("compaction-fresh");
+    {
+        let writer = Inventory::open(
+            &fresh,
+            JournalOptions {
+                fsync: FsyncPolicy::Never,
+                ..JournalOptions::default()
+            },
+        )
+        .unwrap();
+        let news: Vec<NewPet> = (0..PETS)
+            .map(pet)
+            .map(|p| p.with_status(PetStatus::Available))
+            .collect();
+        for chunk in news.chunks(10_000) {
+            writer.create_many(chunk.to_vec()).unwrap();
+        }
+    }
+    let fresh_bytes = journal_bytes(&fresh);
+    let fresh_open = open_time(&fresh);
+    fs::remove_dir_all(&fresh).unwrap();
+    let orders = (ROUNDS as u64) * PETS;
+    println!("compaction of 100,000 pets and 1,000,000 transitions ({orders} orders, events past retention) (cargo bench --bench durability -- compaction)");
+    println!("| journal | bytes on disk | start-up (median of 3) |");
+    println!("|---|---:|---:|");
+    println!(
+        "| before compaction | {before_bytes} | {:.0} ms |",
+        before * 1e3
+    );
+    println!(
+        "| after (compacted in {:.0} ms) | {after_bytes} | {:.0} ms |",
+        done.took.as_secs_f64() * 1e3,
+        after * 1e3
+    );
+    println!(
+        "| fresh, the same pets alone | {fresh_bytes} | {:.0} ms |",
+        fresh_open * 1e3
+    );
+    println!(
+        "start-up after/before {:.2}, after/fresh {:.2}; disk after/before {:.2}, after/fresh {:.2}",
+        after / before,
+        after / fresh_open,
+        after_bytes as f64 / before_bytes as f64,
+        after_bytes as f64 / fresh_bytes as f64
+    );
+
+    let inventory = Inventory::open(&dir, JournalOptions::default()).unwrap();
+    let quiet = load_beside(&inventory, secs, false);
+    let during = load_beside(&inventory, secs, true);
+    println!("\ncreates (4 threads, fsync always) and lists (1 thread, 20 a page) for {secs:?} each, quiet, then with compactions back to back");
+    println!("| | creates/s | create p99 | lists/s | list p99 |");
+    println!("|---|---:|---:|---:|---:|");
+    for (what, r) in [("quiet", quiet), ("compacting", during)] {
+        println!(
+            "| {what} | {:.0} | {:.2} ms | {:.0} | {:.3} ms |",
+            r[0], r[1], r[2], r[3]
+        );
+    }
+    println!(
+        "compacting/quiet: creates {:.2}, create p99 {:.2}x, lists {:.2}, list p99 {:.2}x",
+        during[0] / quiet[0],
+        during[1] / quiet[1],
+        during[2] / quiet[2],
+        during[3] / quiet[3]
+    );
+    drop(inventory);
+    fs::remove_dir_all(&dir).unwrap();
 }
