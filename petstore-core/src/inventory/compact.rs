@@ -16,19 +16,29 @@
 //! 4. The segments it covers, and snapshots older than the previous one,
 //!    are removed.
 //!
+//! Steps 2 and 3 are paced (`Pace`): after each half millisecond of
+//! work they rest `CompactionPolicy::rest` times as long, because on a machine
+//! of few cores a thread that works flat out takes a core from the
+//! requests for as long as it runs (their p99 follows the scheduler's
+//! slices), while one that works in short slices between rests leaves
+//! them a share they can count on.
+//!
 //! Why from the files and not from the live state: the files at the
 //! swap are a frozen view for free, with no copy made under a lock, and
 //! a snapshot built by the code that replays is by construction what a
 //! start would have rebuilt. The cost is a second copy of the state in
 //! memory while a compaction runs.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::error::CompactError;
-use super::journal::{read_closed, Compaction, CompactionStats, FinishStep};
+use super::journal::{
+    read_closed, Compaction, CompactionStats, FinishStep, Item, Record, Restore, SnapshotHeader,
+};
 use super::restore::Restorer;
 use super::Inventory;
 use crate::clock::{Clock, SystemClock, Timestamp};
+use crate::idempotency::Keyed;
 
 /// The points of a compaction a test may stop at, as a crash would.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,11 +144,22 @@ impl Inventory {
         let before = journal.segments();
         let rotated = journal.rotate().map_err(CompactError::Storage)?;
         step(CompactStep::Rotated).map_err(write)?;
+        let mut pace = Pace::new(journal.compaction_policy().rest);
         let mut state = Restorer::new(now, self.event_retention());
-        let read = read_closed(&dir, rotated.base, rotated.segment, &mut state)
-            .map_err(CompactError::Read)?;
+        let read = read_closed(
+            &dir,
+            rotated.base,
+            rotated.segment,
+            &mut Paced {
+                inner: &mut state,
+                pace: &mut pace,
+            },
+        )
+        .map_err(CompactError::Read)?;
         step(CompactStep::Read).map_err(write)?;
-        let writer = state.write_snapshot(&dir, rotated.segment).map_err(write)?;
+        let writer = state
+            .write_snapshot(&dir, rotated.segment, &mut || pace.tick())
+            .map_err(write)?;
         let bytes = writer
             .finish(&mut |at| step(CompactStep::Snapshot(at)))
             .map_err(write)?;
@@ -154,6 +175,76 @@ impl Inventory {
             pets: read.pets,
             took,
         })
+    }
+}
+
+/// Rests `rest` times as long as it worked, once it has worked half a
+/// millisecond: told of each record read and each line written (an item
+/// of many orders or events counts as many), it looks at the clock once
+/// every 64 of them. Why slices this short: a request that waits behind a
+/// slice waits for all of it, so the slice is what a compaction adds to
+/// the requests' p99.
+struct Pace {
+    rest: u32,
+    since: Instant,
+    count: usize,
+}
+
+impl Pace {
+    const SLICE: Duration = Duration::from_micros(500);
+
+    fn new(rest: u32) -> Self {
+        Pace {
+            rest,
+            since: Instant::now(),
+            count: 0,
+        }
+    }
+
+    fn tick(&mut self) {
+        self.tick_many(1);
+    }
+
+    fn tick_many(&mut self, n: usize) {
+        if self.rest == 0 {
+            return;
+        }
+        self.count += n;
+        if self.count < 64 {
+            return;
+        }
+        self.count = 0;
+        let worked = self.since.elapsed();
+        if worked >= Self::SLICE {
+            std::thread::sleep(worked.saturating_mul(self.rest));
+            self.since = Instant::now();
+        }
+    }
+}
+
+/// A [`Restore`] that paces the one it wraps.
+struct Paced<'a> {
+    inner: &'a mut Restorer,
+    pace: &'a mut Pace,
+}
+
+impl Restore for Paced<'_> {
+    fn record(&mut self, record: Record, json: &[u8], keyed: Option<Keyed>) -> Result<(), String> {
+        self.pace.tick();
+        self.inner.record(record, json, keyed)
+    }
+
+    fn header(&mut self, header: &SnapshotHeader) -> Result<(), String> {
+        self.inner.header(header)
+    }
+
+    fn item(&mut self, item: Item, json: &[u8]) -> Result<(), String> {
+        self.pace.tick_many(match &item {
+            Item::Orders(orders) => orders.len(),
+            Item::Events(events) => events.len(),
+            Item::Pet(..) | Item::Kept(..) => 1,
+        });
+        self.inner.item(item, json)
     }
 }
 
@@ -343,8 +434,8 @@ mod tests {
         let inventory = Inventory::open(&dir, JournalOptions::default()).unwrap();
         write_some(&inventory, 1, now);
         assert_eq!(inventory.kept_keys(), 1);
-        let later = now + crate::idempotency::RETENTION + std::time::Duration::from_secs(1);
-        inventory.set_event_retention(std::time::Duration::from_secs(60));
+        let later = now + crate::idempotency::RETENTION + Duration::from_secs(1);
+        inventory.set_event_retention(Duration::from_secs(60));
         inventory.compact_steps(later, &mut |_| Ok(())).unwrap();
         drop(inventory);
         let reopened = Inventory::open(&dir, JournalOptions::default()).unwrap();

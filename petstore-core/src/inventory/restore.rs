@@ -50,10 +50,12 @@ impl Restorer {
     /// Writes this state as snapshot `segment`, taken at `now`: every pet
     /// and order as it stands, the answers not expired at `now`, and the
     /// events still within their retention at `now`.
+    /// `tick` is called for each line (a compaction paces itself by it).
     pub(super) fn write_snapshot(
         &self,
         dir: &std::path::Path,
         segment: u64,
+        tick: &mut dyn FnMut(),
     ) -> io::Result<SnapshotWriter> {
         let log = self.feed.log();
         let retention = log.retention();
@@ -71,9 +73,11 @@ impl Restorer {
         };
         let mut writer = SnapshotWriter::create(dir, &header)?;
         for index in 0..self.records.ends.len() {
+            tick();
             writer.pet(self.records.json(index))?;
         }
         for id in 1..=self.book.len() {
+            tick();
             if let Some(order) = OrderId::new(id).and_then(|id| self.book.get(id)) {
                 writer.order(&order)?;
             }
@@ -85,7 +89,7 @@ impl Restorer {
             }
         });
         failed?;
-        writer.events(log.entries().skip(kept_from))?;
+        writer.events(log.entries().skip(kept_from).inspect(|_| tick()))?;
         Ok(writer)
     }
 }

@@ -31,7 +31,10 @@ pub fn run(action: &JournalAction) -> ExitCode {
 fn compact(data: &Path) -> ExitCode {
     // Opened as a server opens it (a torn last line cut aside, lapsed
     // holds expired and written), then compacted.
-    let inventory = match Inventory::open(data, JournalOptions::default()) {
+    // Flat out: nothing else runs on a stopped server's directory.
+    let mut options = JournalOptions::default();
+    options.compaction.rest = 0;
+    let inventory = match Inventory::open(data, options) {
         Ok(inventory) => inventory,
         Err(e @ OpenError::Locked { .. }) => {
             eprintln!("journal compact: {e}; a running server compacts by itself");

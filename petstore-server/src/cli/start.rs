@@ -280,6 +280,7 @@ fn open_local(cli: &Cli) -> Result<Inventory, String> {
     let compaction = CompactionPolicy {
         min_bytes: cli.compact_min_size,
         ratio: NonZeroU32::new(cli.compact_ratio).unwrap_or(NonZeroU32::MIN),
+        ..CompactionPolicy::default()
     };
     let options = JournalOptions {
         fsync: cli.fsync,

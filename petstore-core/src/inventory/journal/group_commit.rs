@@ -303,6 +303,11 @@ impl Journal {
             && bytes > snapshot.saturating_mul(u64::from(self.compaction.ratio.get()))
     }
 
+    /// The compaction policy the journal was opened with.
+    pub(crate) fn compaction_policy(&self) -> CompactionPolicy {
+        self.compaction
+    }
+
     /// Held by a compaction for its whole sequence: one at a time.
     pub(crate) fn compaction_lock(&self) -> MutexGuard<'_, ()> {
         self.compacting.lock()

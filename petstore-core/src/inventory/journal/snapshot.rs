@@ -49,6 +49,9 @@ const END_PREFIX: &[u8] = br#"{"end":"#;
 /// within a record's longest line.
 const EVENTS_PER_LINE: usize = 2000;
 
+/// Bytes written between two syncs of a snapshot being written.
+const SYNC_EVERY: u64 = 4 << 20;
+
 /// A `names` or `orders` line is ended once its body passes this: with
 /// the longest name or order after it, still well within a record's
 /// longest line.
@@ -145,7 +148,15 @@ impl SnapshotWriter {
         encode_checked(prefix, &mut self.line, body);
         self.out.write_all(&self.line)?;
         self.lines += 1;
+        let before = self.bytes;
         self.bytes += self.line.len() as u64;
+        // Synced as it goes, a few MiB at a time: one sync of the whole
+        // file at the end would queue all of it at once ahead of the
+        // journal's own syncs, which every create waits for.
+        if before / SYNC_EVERY != self.bytes / SYNC_EVERY {
+            self.out.flush()?;
+            self.out.get_ref().sync_data()?;
+        }
         Ok(())
     }
 
