@@ -427,9 +427,10 @@ fn value(scrape: &str, series: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
-/// A journal server over TLS with Redis: creates, reads, 429s and a ban
-/// decided in Redis, then Redis killed (fallbacks, an open breaker), and
-/// a broken certificate reloaded. Returns its last scrape.
+/// A journal server over TLS with Redis: creates, reads, a compaction of
+/// its journal, 429s and a ban decided in Redis, then Redis killed
+/// (fallbacks, an open breaker), and a broken certificate reloaded.
+/// Returns its last scrape.
 fn journal_tls_redis_scrape() -> String {
     let mut redis = RedisServer::start();
     {
@@ -444,6 +445,11 @@ fn journal_tls_redis_scrape() -> String {
             .arg(ca.key.to_str().unwrap())
             .arg("--redis")
             .arg(redis.url())
+            // Compacts once anything was written: the snapshot's metrics.
+            .arg("--compact-min-size")
+            .arg("1")
+            .arg("--compact-ratio")
+            .arg("1")
             .start();
         let call = |transport, request, body: &[u8]| {
             tls_request(&ca, server.addr, transport, request, body)
@@ -461,6 +467,7 @@ fn journal_tls_redis_scrape() -> String {
                 200
             );
         }
+        server.stderr_once_logged("compacted the journal into");
         // The free plan allows 3 a minute; three 429s within the window
         // ban the key (the default keys file), and a banned key's
         // requests are refused as `key_banned`.
@@ -481,6 +488,10 @@ fn journal_tls_redis_scrape() -> String {
             "{before}"
         );
         assert_eq!(value(&before, "petstore_redis_breakers_open"), Some(0.0));
+        assert!(
+            value(&before, "petstore_journal_compactions_total").is_some_and(|n| n >= 1.0),
+            "{before}"
+        );
 
         // Redis gone: the limits are decided here, and the breaker opens.
         redis.kill();
