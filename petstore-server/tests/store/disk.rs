@@ -358,6 +358,53 @@ fn a_damaged_last_record_stops_the_start_and_check_and_repair_are_the_way_out() 
 }
 
 #[test]
+fn journal_compact_replaces_a_stopped_servers_history_and_refuses_a_running_one() {
+    let dir = TempDir::new();
+    let data = dir.join("data");
+    let pets = journal_of(&data, &["a", "b", "c"]);
+    let server = ServerBuilder::default().data(&data).start();
+    let sold = server.post("/v1/pets/2/sell", Some(KEY), None, b"");
+    assert_eq!(sold.status, 200, "{}", sold.describe());
+    // A running server holds the directory: compacting it is refused.
+    let busy = run_cli(&["journal", "compact"], &data);
+    assert_eq!(busy.status.code(), Some(2));
+    assert!(
+        text(&busy.stderr).contains("a running server compacts by itself"),
+        "{}",
+        text(&busy.stderr)
+    );
+    drop(server);
+
+    let compact = run_cli(&["journal", "compact"], &data);
+    let out = text(&compact.stdout);
+    assert_eq!(
+        compact.status.code(),
+        Some(0),
+        "{out}{}",
+        text(&compact.stderr)
+    );
+    assert!(
+        out.contains("compacted: ") && out.contains("3 pet(s)"),
+        "{out}"
+    );
+    assert_eq!(files_starting(&data, "pets-00000001.snapshot").len(), 1);
+    assert_eq!(fs::metadata(data.join("pets.journal")).unwrap().len(), 0);
+    let check = run_cli(&["journal", "check"], &data);
+    let out = text(&check.stdout);
+    assert_eq!(check.status.code(), Some(0), "{out}");
+    assert!(out.contains("read first: "), "{out}");
+
+    // The same pets, the sale kept; ids follow on.
+    let mut server = ServerBuilder::default().data(&data).start();
+    assert_eq!(server.list_ids("/v1/pets").0, [1, 2, 3]);
+    let two = server.get("/v1/pets/2", Some(KEY));
+    assert_eq!(two.json()["status"], "sold", "{}", two.describe());
+    assert_eq!(server.get("/v1/pets/1", Some(KEY)).json(), pets[0]);
+    let next = server.create_pet(&json!({"name": "d", "categoryId": 1}));
+    assert_eq!(next["id"], 4);
+}
+
+#[test]
 fn repair_of_a_damaged_middle_record_moves_it_and_what_follows_and_says_so() {
     let dir = TempDir::new();
     let data = dir.join("data");

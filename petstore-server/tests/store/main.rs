@@ -9,7 +9,7 @@
 //! | `crash_compaction.rs` | kill -9 while the journal is compacted under load: every acknowledged create and transition survives, whatever step the kill cut |
 //! | `crash_idempotency.rs` | kill -9 during keyed creates: every retry after the restart gets its original pet, never a second |
 //! | `crash_transitions.rs` | kill -9 during concurrent transitions loses no acknowledged change |
-//! | `disk.rs` | a journal deleted or damaged, a second server, a full disk; `journal check`/`repair` |
+//! | `disk.rs` | a journal deleted or damaged, a second server, a full disk; `journal check`/`repair`/`compact` |
 //! | `events_replicas.rs` | the feed of events on two replicas: the same ids in commit order, a long poll woken across replicas, list-then-follow misses nothing, migration |
 //! | `idempotency_lookup.rs` | a keyed POST looks its key up in PostgreSQL only for an invalid body, or a write the copy refused |
 //! | `idempotency_replicas.rs` | `Idempotency-Key` on two replicas: replay, 422, scoping, storms, kill -9, expiry, migration |
