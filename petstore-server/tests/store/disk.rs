@@ -395,7 +395,7 @@ fn journal_compact_replaces_a_stopped_servers_history_and_refuses_a_running_one(
     assert!(out.contains("read first: "), "{out}");
 
     // The same pets, the sale kept; ids follow on.
-    let mut server = ServerBuilder::default().data(&data).start();
+    let server = ServerBuilder::default().data(&data).start();
     assert_eq!(server.list_ids("/v1/pets").0, [1, 2, 3]);
     let two = server.get("/v1/pets/2", Some(KEY));
     assert_eq!(two.json()["status"], "sold", "{}", two.describe());
