@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures_util::future::Either;
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::body::{Body, Bytes};
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
@@ -27,6 +27,7 @@ use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use petstore_server::http::ResponseBody;
 use petstore_server::net::{self, serve, ConnLimits};
 use tokio::net::TcpListener;
 
@@ -347,10 +348,10 @@ async fn serve_plain(listener: TcpListener, plain: Plain, answer: Answer) {
 fn respond(
     answer: Answer,
     request: Request<Incoming>,
-) -> impl Future<Output = Result<Response<Full<Bytes>>, Infallible>> {
+) -> impl Future<Output = Result<Response<ResponseBody>, Infallible>> {
     // The fastest way to hand hyper fixed headers: clone a finished map
     // (no name is hashed), as the server does.
-    let mut response = Response::new(Full::new(Bytes::from_static(answer.body)));
+    let mut response = Response::new(ResponseBody::full(Bytes::from_static(answer.body)));
     *response.status_mut() = answer.status;
     *response.headers_mut() = answer.headers.clone();
     if let Some(changing) = answer.changing {

@@ -34,6 +34,6 @@ mod static_text;
 pub use binding::Binding;
 pub use deprecation::{deprecation, successor_link};
 pub use extra::Extra;
-pub use names::{EVENTS_CURSOR, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
+pub use names::{EVENTS_CURSOR, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, LAST_EVENT_ID};
 pub use never_indexed::index_changing;
 pub use quota::{rate_limit, QuotaHeaders};

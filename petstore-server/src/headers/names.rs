@@ -19,6 +19,9 @@ pub const DEPRECATION: HeaderName = HeaderName::from_static("deprecation");
 pub const SUNSET: HeaderName = HeaderName::from_static("sunset");
 /// `Events-Cursor`: the feed's position a list page reflects (beta).
 pub const EVENTS_CURSOR: HeaderName = HeaderName::from_static("events-cursor");
+/// `Last-Event-ID`: where a reconnecting stream of events resumes
+/// (beta; the HTML standard's Server-Sent Events).
+pub const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 /// `Idempotent-Replayed` (an answer given again for an `Idempotency-Key`).
 pub const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 /// `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header), read on

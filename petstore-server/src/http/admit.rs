@@ -15,10 +15,10 @@
 //! byte of it; and a body is never read for a request that is refused
 //! anyway.
 
-use http_body_util::Full;
-use hyper::body::{Body, Bytes};
+use hyper::body::Body;
 use hyper::header::{
-    HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HOST, TRANSFER_ENCODING,
+    HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HOST,
+    TRANSFER_ENCODING,
 };
 #[cfg(test)]
 use hyper::http::request::Parts;
@@ -35,12 +35,12 @@ use super::auth::Authorization;
 use super::body::MAX_BODY;
 use super::connection::Connection;
 use super::cors::Origin;
-use super::error::{ApiError, HttpResponse};
+use super::error::{ApiError, HttpResponse, ResponseBody};
 use super::query_string::EventsRequest;
 use super::reply::{decorate, empty, json, refusal};
 use super::route::{order_segment, pet_segment, Operation, OrderAction, Route};
 use super::{cors, docs, health, query_string};
-use crate::headers::{Binding, QuotaHeaders, IDEMPOTENCY_KEY};
+use crate::headers::{Binding, QuotaHeaders, IDEMPOTENCY_KEY, LAST_EVENT_ID};
 use crate::keys::{Scope, Scopes};
 use crate::paths::UNKNOWN;
 use crate::ratelimit::{Charged, Later};
@@ -225,6 +225,9 @@ pub(super) enum Checked {
     GetOrder(OrderId),
     OrderStep(OrderId, OrderAction, Option<IdempotencyKey>),
     ListEvents(EventsRequest),
+    /// `listEvents` asked as a stream (`Accept: text/event-stream`),
+    /// from `Last-Event-ID` when it was sent, else from `after`.
+    StreamEvents(EventsRequest),
 }
 
 /// The checks of one request that need no body (the module's order);
@@ -407,7 +410,7 @@ fn metrics(state: &AppState) -> HttpResponse {
         .as_ref()
         .map(|m| m.encode(anonymous))
         .unwrap_or_default();
-    let mut response = Response::new(Full::new(Bytes::from(text)));
+    let mut response = Response::new(ResponseBody::full(text));
     response.headers_mut().insert(
         CONTENT_TYPE,
         HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
@@ -559,7 +562,22 @@ fn check(head: Head<'_>, op: Operation) -> Result<Checked, ApiError> {
             Ok(Checked::Transition(id, transition, key))
         }
         Operation::ListOrders => Ok(Checked::ListOrders(query_string::order_query(query)?)),
-        Operation::ListEvents => Ok(Checked::ListEvents(query_string::events_query(query)?)),
+        Operation::ListEvents => {
+            let mut request = query_string::events_query(query)?;
+            if !wants_event_stream(head.headers) {
+                return Ok(Checked::ListEvents(request));
+            }
+            if request.wait.is_some() {
+                return Err(ApiError::InvalidQuery(
+                    "wait is for a long poll; a stream (Accept: text/event-stream) waits by itself"
+                        .into(),
+                ));
+            }
+            if let Some(cursor) = last_event_id(head.headers)? {
+                request.query = request.query.after(cursor);
+            }
+            Ok(Checked::StreamEvents(request))
+        }
         Operation::PlaceOrder => {
             query_string::expect_none(query)?;
             let key = idempotency_key(head)?;
@@ -584,6 +602,55 @@ fn check(head: Head<'_>, op: Operation) -> Result<Checked, ApiError> {
             Ok(Checked::OrderStep(id, action, key))
         }
     }
+}
+
+/// Whether `Accept` lists `text/event-stream` (with a weight above 0):
+/// what an `EventSource` sends, asking for a stream of events rather
+/// than a page.
+fn wants_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|range| {
+            let mut parts = range.split(';').map(str::trim);
+            let is_stream = parts
+                .next()
+                .is_some_and(|media| media.eq_ignore_ascii_case("text/event-stream"));
+            let refused = parts.any(|param| {
+                param.split_once('=').is_some_and(|(name, q)| {
+                    name.trim().eq_ignore_ascii_case("q")
+                        && q.trim().parse::<f32>().is_ok_and(|q| q <= 0.0)
+                })
+            });
+            is_stream && !refused
+        })
+}
+
+/// `Last-Event-ID`, where a reconnecting `EventSource` resumes: a
+/// cursor, as `after` takes; none, or exactly one valid value.
+fn last_event_id(headers: &HeaderMap) -> Result<Option<EventId>, ApiError> {
+    let mut values = headers.get_all(LAST_EVENT_ID).iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(ApiError::InvalidHeader(
+            "Last-Event-ID is given more than once".into(),
+        ));
+    }
+    value
+        .to_str()
+        .ok()
+        .and_then(EventId::parse)
+        .map(Some)
+        .ok_or_else(|| {
+            ApiError::InvalidHeader(format!(
+                "Last-Event-ID must be a cursor: an event's id (decimal digits), got {:?}",
+                quote(&String::from_utf8_lossy(value.as_bytes()))
+            ))
+        })
 }
 
 /// A POST's `Idempotency-Key`, when it sent one: none, or exactly one

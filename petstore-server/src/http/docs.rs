@@ -14,7 +14,7 @@
 //! Content-Security-Policy that allows this origin only: the page's one
 //! script of ours is a served file, not inline.
 
-use http_body_util::Full;
+use super::error::ResponseBody;
 use hyper::body::Bytes;
 use hyper::header::{
     HeaderMap, HeaderName, HeaderValue, ACCEPT_ENCODING, CACHE_CONTROL, CONTENT_ENCODING,
@@ -94,7 +94,7 @@ pub(super) fn page_response(page: &Bytes) -> HttpResponse {
         ))
         .to_response();
     }
-    let mut response = Response::new(Full::new(page.clone()));
+    let mut response = Response::new(ResponseBody::full(page.clone()));
     let headers = response.headers_mut();
     headers.insert(
         CONTENT_TYPE,
@@ -109,7 +109,9 @@ pub(super) fn page_response(page: &Bytes) -> HttpResponse {
 /// and the asset has a gzip copy.
 pub(super) fn asset_response(asset: &'static Asset, request: &HeaderMap) -> HttpResponse {
     let gzip = asset.gzip.filter(|_| accepts_gzip(request));
-    let mut response = Response::new(Full::new(Bytes::from_static(gzip.unwrap_or(asset.body))));
+    let mut response = Response::new(ResponseBody::full(Bytes::from_static(
+        gzip.unwrap_or(asset.body),
+    )));
     *response.status_mut() = StatusCode::OK;
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static(asset.content_type));

@@ -3,16 +3,16 @@
 
 use std::time::Duration;
 
-use http_body_util::Full;
-use hyper::body::Bytes;
 use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
 use hyper::{Response, StatusCode};
 use serde::Serialize;
 
 use crate::keys::Scope;
 
+pub use super::response_body::ResponseBody;
+
 /// The response type of every handler.
-pub type HttpResponse = Response<Full<Bytes>>;
+pub type HttpResponse = Response<ResponseBody>;
 
 /// An error answer of the API. The variants are the closed set of `code`
 /// values documented in docs/contract.md ("Errors") and the OpenAPI document.
@@ -225,7 +225,7 @@ impl ApiError {
         };
         // Serialising three plain fields into a Vec cannot fail.
         let bytes = serde_json::to_vec(&body).unwrap_or_default();
-        let mut response = Response::new(Full::new(Bytes::from(bytes)));
+        let mut response = Response::new(ResponseBody::full(bytes));
         *response.status_mut() = status;
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -319,9 +319,12 @@ mod tests {
     /// the one call (tests only: `http/` runs on no runtime).
     fn collect_on_a_new_runtime(
         fut: impl std::future::Future<
-            Output = Result<http_body_util::Collected<Bytes>, std::convert::Infallible>,
+            Output = Result<
+                http_body_util::Collected<hyper::body::Bytes>,
+                std::convert::Infallible,
+            >,
         >,
-    ) -> Bytes {
+    ) -> hyper::body::Bytes {
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use http_body_util::Full;
 use hyper::body::Bytes;
-use hyper::header::HeaderValue;
+use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Response, StatusCode};
 use petstore_core::{
     event::{EventId, FeedError, JsonEvents},
@@ -38,7 +38,7 @@ use super::admit::{Admitted, Checked, Served};
 use super::api::Api;
 use super::body::{BodyRead, MAX_BODY};
 use super::connection::Connection;
-use super::error::{ApiError, HttpResponse};
+use super::error::{ApiError, HttpResponse, ResponseBody};
 use super::query_string::EventsRequest;
 use super::reply::{decorate, refusal};
 use super::route::OrderAction;
@@ -46,7 +46,7 @@ use crate::headers::{Extra, EVENTS_CURSOR, IDEMPOTENT_REPLAYED};
 use crate::keys::Scope as KeyScope;
 use crate::state::AppState;
 use crate::store::{
-    Answer, CreateFailed, Keyed, KeyedFailed, KeyedOutcome, StepFailed, WaitRefused,
+    Answer, CreateFailed, Keyed, KeyedFailed, KeyedOutcome, StepFailed, StreamSource, WaitRefused,
 };
 use crate::util::buffers;
 use crate::util::hex::hex;
@@ -197,6 +197,32 @@ impl Admitted {
                 }
                 result => result.map(|page| page.success),
             },
+            Checked::StreamEvents(request) => {
+                match no_body(&body)
+                    .and_then(|()| stream_events(state, api, &self.served, &request))
+                {
+                    Ok(events) => {
+                        let started = Success {
+                            status: StatusCode::OK,
+                            body: Bytes::new(),
+                            extra: Extra::Nothing,
+                        };
+                        return self.answer(api, Ok(started), |mut response, served| {
+                            let headers = response.headers_mut();
+                            headers.insert(
+                                CONTENT_TYPE,
+                                HeaderValue::from_static("text/event-stream"),
+                            );
+                            // Never kept by a cache: each read follows on.
+                            headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+                            headers.remove(CONTENT_LENGTH);
+                            *response.body_mut() = ResponseBody::Stream(events);
+                            Finished::Answered(response, served)
+                        });
+                    }
+                    Err(error) => Err(error),
+                }
+            }
             Checked::CreatePet(_) => match new_pet(body) {
                 Err(error) => Err(error),
                 Ok(new) => match state.store.create_now(new) {
@@ -332,7 +358,7 @@ impl Admitted {
         let mut response;
         match result {
             Ok(success) => {
-                response = Response::new(Full::new(success.body));
+                response = Response::new(ResponseBody::Full(Full::new(success.body)));
                 *response.status_mut() = success.status;
                 *response.headers_mut() = self.quota.success(self.binding, success.extra);
                 if let Some(cursor) = self.events_cursor {
@@ -372,6 +398,30 @@ fn get_order(state: &AppState, id: OrderId, actor: &Actor) -> Result<Success<'st
 
 fn order_not_found(id: OrderId) -> ApiError {
     ApiError::NotFound(format!("no order with id {id}"))
+}
+
+/// Starts a stream of events (beta) for `request`: its cursor is
+/// checked first, as a page's would be (a `410` before the stream, never
+/// inside it), then a place among the waiters taken for the stream's
+/// life, and its task started (`store/feed.rs`).
+fn stream_events(
+    state: &AppState,
+    api: &Api,
+    served: &Served,
+    request: &EventsRequest,
+) -> Result<tokio::sync::mpsc::Receiver<Bytes>, ApiError> {
+    events_page(state, api, request)?;
+    let source = StreamSource {
+        inventory: Arc::clone(&state.inventory),
+        clock: Arc::clone(&state.clock),
+        replica: state.store.is_replica(),
+    };
+    state
+        .feed
+        .stream(served.key.unwrap_or_default(), source, request.query.after)
+        .map_err(|refused| ApiError::TooManyWaiters {
+            total: refused == WaitRefused::Total,
+        })
 }
 
 /// A page of events, and where the next starts.

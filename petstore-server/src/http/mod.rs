@@ -16,6 +16,7 @@
 //! | `finish.rs` | the answer once the body is read, or what it waits for |
 //! | `body.rs` | what was read of the body, and its cap |
 //! | `reply.rs` | JSON and empty answers, CORS on every response, refusals' headers |
+//! | `response_body.rs` | [`ResponseBody`]: a response's body, whole or a stream of events |
 //! | `error.rs` | [`ApiError`]: every error's status, code and body |
 //! | `auth.rs` | the `Authorization: Bearer` header |
 //! | `connection.rs` | [`Connection`]: a client's address and the key it presented last |
@@ -46,6 +47,7 @@ mod key_cache;
 mod openapi;
 pub mod query_string;
 mod reply;
+mod response_body;
 mod route;
 #[cfg(test)]
 mod tests;
@@ -56,7 +58,7 @@ pub use admit::{
 pub use api::{Api, Options, Role, DEFAULT_HSTS_MAX_AGE};
 pub use body::{BodyRead, MAX_BODY};
 pub use connection::Connection;
-pub use error::{ApiError, HttpResponse};
+pub use error::{ApiError, HttpResponse, ResponseBody};
 pub use finish::{Finished, Waiting};
 pub use openapi::OPENAPI;
 

@@ -1,14 +1,13 @@
 //! Pieces every answer is made of: JSON and empty responses, the CORS
 //! headers of every response, and the headers of an operation's refusal.
 
-use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Response, StatusCode};
 
 use super::api::Api;
 use super::cors;
-use super::error::{ApiError, HttpResponse};
+use super::error::{ApiError, HttpResponse, ResponseBody};
 use crate::headers::{self, Binding, QuotaHeaders};
 
 /// The CORS headers every response carries when CORS is on.
@@ -35,7 +34,7 @@ pub(super) fn refusal(
 }
 
 pub(super) fn json(status: StatusCode, body: Bytes) -> HttpResponse {
-    let mut response = Response::new(Full::new(body));
+    let mut response = Response::new(ResponseBody::full(body));
     *response.status_mut() = status;
     response
         .headers_mut()
@@ -44,7 +43,7 @@ pub(super) fn json(status: StatusCode, body: Bytes) -> HttpResponse {
 }
 
 pub(super) fn empty(status: StatusCode) -> HttpResponse {
-    let mut response = Response::new(Full::new(Bytes::new()));
+    let mut response = Response::new(ResponseBody::default());
     *response.status_mut() = status;
     response
 }

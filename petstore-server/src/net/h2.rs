@@ -313,8 +313,8 @@ impl<B: Body + Unpin> Body for Tracked<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::ResponseBody;
     use crate::net::test_waker::counting;
-    use http_body_util::Full;
     use hyper::body::Bytes;
 
     fn limits() -> ConnLimits {
@@ -389,7 +389,7 @@ mod tests {
         let mut look = Look::new(start);
         let response = dog
             .open()
-            .respond(Response::new(Full::new(Bytes::from_static(b"[]"))));
+            .respond(Response::new(ResponseBody::full(Bytes::from_static(b"[]"))));
         let mut body = response.into_body();
         let mut cx = Context::from_waker(Waker::noop());
         assert!(Pin::new(&mut body).poll_frame(&mut cx).is_ready());
@@ -450,7 +450,7 @@ mod tests {
         let (woken, waker) = counting();
         let mut known = None;
         assert!(!dog.alarmed(&waker, &mut known));
-        let mut response = Response::new(Full::new(Bytes::new()));
+        let mut response = Response::new(ResponseBody::default());
         response
             .headers_mut()
             .insert(CONNECTION, hyper::header::HeaderValue::from_static("close"));

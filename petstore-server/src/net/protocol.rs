@@ -25,7 +25,6 @@ use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
-use http_body_util::Full;
 use hyper::body::{Body as _, Incoming};
 use hyper::header::{HeaderValue, CONTENT_LENGTH};
 use hyper::rt::{Read, Write};
@@ -44,7 +43,7 @@ use super::hpack::REINDEX;
 use super::limits::ConnLimits;
 use super::stop::Stop;
 use super::write_timeout::WriteTimeout;
-use crate::http::HttpResponse;
+use crate::http::{HttpResponse, ResponseBody};
 
 /// HTTP/2's connection preface: what an h2c client sends first.
 const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -179,7 +178,7 @@ fn without_body(response: HttpResponse) -> HttpResponse {
             .headers
             .insert(CONTENT_LENGTH, HeaderValue::from(length));
     }
-    HttpResponse::from_parts(parts, Full::default())
+    HttpResponse::from_parts(parts, ResponseBody::default())
 }
 
 /// Whether the client's first bytes are HTTP/2's preface. Peeks, so the

@@ -5,26 +5,43 @@
 //! the server drains. Nothing polls: while nothing changes, a thousand
 //! waiters cost no CPU, and one change wakes them all at once.
 //!
-//! Waiters are bounded, per key and in total, so that one client cannot
-//! hold every slot (or every connection's memory) of the server: past a
-//! bound a request is refused at once rather than queued.
+//! A stream of events (Server-Sent Events, `Accept: text/event-stream`)
+//! is a waiter that never leaves: a task per stream ([`Feed::stream`])
+//! writes every event after its cursor, then sleeps on the same channel
+//! until the next, sending a comment line every [`HEARTBEAT`] so that
+//! proxies (and clients) see a live connection; a drain ends every
+//! stream once it has sent what there is.
+//!
+//! Waiters are bounded, per key and in total (streams and long polls
+//! together), so that one client cannot hold every slot (or every
+//! connection's memory) of the server: past a bound a request is refused
+//! at once rather than queued.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hyper::body::Bytes;
 use parking_lot::Mutex;
-use petstore_core::event::EventId;
-use petstore_core::Inventory;
+use petstore_core::event::{Event, EventId, EventLimit, EventQuery, FeedError};
+use petstore_core::{Clock, Inventory};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::gauge::ConstGauge;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 /// At most this many requests of one key wait at once.
 pub const MAX_WAITERS_PER_KEY: usize = 1_000;
 /// At most this many requests wait at once, of every key.
 pub const MAX_WAITERS: usize = 10_000;
+
+/// How long a stream of events stays silent at most: then it sends a
+/// comment line. Under the 30 s and more that proxies (the documented
+/// HAProxy's `timeout server`, 40 s) allow an idle connection.
+pub const HEARTBEAT: Duration = Duration::from_secs(15);
+
+/// Events a stream reads and sends at a time.
+const STREAM_PAGE: usize = 100;
 
 /// What a waiter watches: the newest position, and whether the server
 /// drains (then every waiter answers at once with what it has).
@@ -65,14 +82,20 @@ pub struct WaitSlot<'a> {
 
 impl Drop for WaitSlot<'_> {
     fn drop(&mut self) {
-        let mut waiting = self.feed.waiting.lock();
-        waiting.total = waiting.total.saturating_sub(1);
-        if let Some(count) = waiting.per_key.get_mut(self.key) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                waiting.per_key.remove(self.key);
-            }
-        }
+        self.feed.give_back(self.key);
+    }
+}
+
+/// A stream's place among the waiters, held by its task.
+#[derive(Debug)]
+struct StreamSlot {
+    feed: Arc<Feed>,
+    key: &'static str,
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        self.feed.give_back(self.key);
     }
 }
 
@@ -112,6 +135,11 @@ impl Feed {
     /// A place among the waiters for a request of `key`, unless the
     /// key's or the server's are all taken.
     pub fn slot(&self, key: &'static str) -> Result<WaitSlot<'_>, WaitRefused> {
+        self.take(key)?;
+        Ok(WaitSlot { feed: self, key })
+    }
+
+    fn take(&self, key: &'static str) -> Result<(), WaitRefused> {
         let mut waiting = self.waiting.lock();
         if waiting.total >= MAX_WAITERS {
             return Err(WaitRefused::Total);
@@ -122,7 +150,44 @@ impl Feed {
         }
         *count += 1;
         waiting.total += 1;
-        Ok(WaitSlot { feed: self, key })
+        Ok(())
+    }
+
+    fn give_back(&self, key: &'static str) {
+        let mut waiting = self.waiting.lock();
+        waiting.total = waiting.total.saturating_sub(1);
+        if let Some(count) = waiting.per_key.get_mut(key) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                waiting.per_key.remove(key);
+            }
+        }
+    }
+
+    /// Starts a stream of the events after `after` (from the oldest kept
+    /// when `None`) for a request of `key`, in a place among the waiters:
+    /// the receiving end of its bytes, in the `text/event-stream` format,
+    /// ending when the server drains, when a cursor falls out of the
+    /// retention (after an `error` event), or when the receiver is
+    /// dropped (the client went away). `replica`: reads come from a read
+    /// copy, which may not hold yet what `after` names.
+    pub fn stream(
+        self: &Arc<Self>,
+        key: &'static str,
+        source: StreamSource,
+        after: Option<EventId>,
+    ) -> Result<mpsc::Receiver<Bytes>, WaitRefused> {
+        self.take(key)?;
+        let slot = StreamSlot {
+            feed: Arc::clone(self),
+            key,
+        };
+        // Few chunks ahead: a client that reads slowly holds the task
+        // back (and its memory to a few pages), not the other way round.
+        let (tx, rx) = mpsc::channel(4);
+        let signal = self.signal.subscribe();
+        tokio::spawn(produce(slot, signal, source, after, tx));
+        Ok(rx)
     }
 
     /// Waits, in `slot`, until an event after `after` is published, `wait`
@@ -142,6 +207,102 @@ impl Feed {
             }
         }
     }
+}
+
+/// Where a stream reads its events, and by which clock.
+#[derive(Clone)]
+pub struct StreamSource {
+    /// The inventory whose feed it follows.
+    pub inventory: Arc<Inventory>,
+    /// What judges which events have passed their retention.
+    pub clock: Arc<dyn Clock>,
+    /// Whether the inventory is a read copy of a store other servers
+    /// write too (a cursor a moment ahead of it is another replica's).
+    pub replica: bool,
+}
+
+impl std::fmt::Debug for StreamSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamSource")
+            .field("replica", &self.replica)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A stream's task: what follows the cursor, then a wait for the next
+/// change, a heartbeat or the end.
+async fn produce(
+    _slot: StreamSlot,
+    mut signal: watch::Receiver<Signal>,
+    source: StreamSource,
+    mut after: Option<EventId>,
+    tx: mpsc::Sender<Bytes>,
+) {
+    let limit = EventLimit::new(STREAM_PAGE).unwrap_or_default();
+    loop {
+        // Marked seen before the pages are read: a change published
+        // while they are, wakes the wait below at once.
+        let draining = signal.borrow_and_update().draining;
+        loop {
+            let mut query = EventQuery::new().limit(limit);
+            if let Some(cursor) = after {
+                query = query.after(cursor);
+            }
+            let page = match source.inventory.events(&query, source.clock.now()) {
+                Ok(page) => page,
+                Err(FeedError::Ahead { .. }) if source.replica => break,
+                Err(e) => {
+                    let _ = tx.send(Bytes::from(error_event(&e))).await;
+                    return;
+                }
+            };
+            if page.events.is_empty() {
+                break;
+            }
+            let mut chunk = Vec::with_capacity(page.events.len() * 256);
+            for event in &page.events {
+                write_event(event, &mut chunk);
+            }
+            after = Some(page.next);
+            if tx.send(Bytes::from(chunk)).await.is_err() {
+                return;
+            }
+        }
+        if draining {
+            return;
+        }
+        tokio::select! {
+            changed = signal.changed() => if changed.is_err() { return },
+            () = tokio::time::sleep(HEARTBEAT) => {
+                if tx.send(Bytes::from_static(b": keep-alive\n\n")).await.is_err() {
+                    return;
+                }
+            }
+            () = tx.closed() => return,
+        }
+    }
+}
+
+/// One event in the `text/event-stream` format: its id (what
+/// `Last-Event-ID` resumes from), its type, and its JSON (one line).
+fn write_event(event: &Event, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"id: ");
+    out.extend_from_slice(event.id.get().to_string().as_bytes());
+    out.extend_from_slice(b"\nevent: ");
+    out.extend_from_slice(event.kind.as_str().as_bytes());
+    out.extend_from_slice(b"\ndata: ");
+    out.extend_from_slice(&event.to_json());
+    out.extend_from_slice(b"\n\n");
+}
+
+/// The last event of a stream whose cursor fell out of the retention:
+/// the contract's 410 body, as an `error` event.
+fn error_event(error: &FeedError) -> Vec<u8> {
+    let body = serde_json::json!({
+        "code": "cursor_expired",
+        "message": format!("{error}; list again, and follow from the list's Events-Cursor"),
+    });
+    format!("event: error\ndata: {body}\n\n").into_bytes()
 }
 
 impl Feed {
@@ -190,6 +351,75 @@ mod tests {
 
     fn rex() -> NewPet {
         NewPet::new("Rex", CategoryId::MIN).unwrap()
+    }
+
+    /// Lets the spawned tasks run (time is paused: nothing else moves).
+    async fn settle() {
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_quiet_stream_sends_a_comment_each_heartbeat_and_a_drain_ends_it() {
+        let inventory = Arc::new(Inventory::in_memory());
+        inventory.create(rex()).unwrap();
+        let feed = Arc::new(Feed::new(&inventory));
+        let source = StreamSource {
+            inventory: Arc::clone(&inventory),
+            clock: Arc::new(petstore_core::SystemClock::new()),
+            replica: false,
+        };
+        let mut stream = feed.stream("shop", source, None).unwrap();
+        assert_eq!(feed.waiting(), 1, "a stream holds a waiter's place");
+        let first = stream.recv().await.unwrap();
+        assert!(
+            first.starts_with(b"id: 1\nevent: pet.created\ndata: {"),
+            "{first:?}"
+        );
+        assert!(first.ends_with(b"}\n\n"), "{first:?}");
+
+        // Silent until the heartbeat is due, then a comment line.
+        tokio::time::advance(HEARTBEAT - Duration::from_millis(1)).await;
+        settle().await;
+        assert!(stream.try_recv().is_err());
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert_eq!(&stream.recv().await.unwrap()[..], b": keep-alive\n\n");
+
+        // A change is sent at once, with no time passing.
+        inventory.create(rex()).unwrap();
+        let second = stream.recv().await.unwrap();
+        assert!(second.starts_with(b"id: 2\n"), "{second:?}");
+
+        // A drain: what there is, then the end, and the place given back.
+        inventory.create(rex()).unwrap();
+        feed.drain();
+        let last = stream.recv().await.unwrap();
+        assert!(last.starts_with(b"id: 3\n"), "{last:?}");
+        assert!(stream.recv().await.is_none());
+        settle().await;
+        assert_eq!(feed.waiting(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_whose_client_left_ends_and_gives_its_place_back() {
+        let inventory = Arc::new(Inventory::in_memory());
+        let feed = Arc::new(Feed::new(&inventory));
+        let source = StreamSource {
+            inventory: Arc::clone(&inventory),
+            clock: Arc::new(petstore_core::SystemClock::new()),
+            replica: false,
+        };
+        let stream = feed.stream("shop", source, None).unwrap();
+        settle().await;
+        assert_eq!(feed.waiting(), 1);
+        drop(stream);
+        settle().await;
+        assert_eq!(
+            feed.waiting(),
+            0,
+            "no event, no heartbeat: the end seen at once"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -46,7 +46,7 @@ use petstore_core::{order::OrderId, Inventory, NewPet, Pet, PetId};
 use prometheus_client::collector::Collector;
 
 pub use failed::{CreateFailed, KeyedFailed, StepFailed};
-pub use feed::{Feed, WaitRefused};
+pub use feed::{Feed, StreamSource, WaitRefused};
 pub use journal::JournalStore;
 pub use petstore_core::idempotency::{Answer, Keyed, KeyedOutcome, Seen};
 pub use postgres::Postgres;

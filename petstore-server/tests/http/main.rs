@@ -7,6 +7,7 @@
 //! | `client_example.rs` | the `client` example backs off and is never banned; a naive client is |
 //! | `docs.rs` | `GET /docs` and its assets: types, CSP, caching, gzip, HEAD, 405, `--no-docs`, the admin listener |
 //! | `errors.rs` | 404, 405, 408, 413, 415, 501, the order of the checks, error bodies |
+//! | `event_stream.rs` | listEvents as a stream (Server-Sent Events): what follows the cursor then each new event, `Last-Event-ID`, 400s and 410 before a stream, a drain's clean end, HTTP/2 |
 //! | `events.rs` | listEvents: commit order, links, 400s, 410, long polls, a drain, a restart, list-then-follow with `Events-Cursor` |
 //! | `framing.rs` | HEAD, `Host`, transfer codings, `Expect: 100-continue`, `Connection: close` |
 //! | `idempotency.rs` | `Idempotency-Key` on createPet and the transitions: replay, 422, 400s, scope, what is kept |
@@ -29,6 +30,7 @@ mod auth;
 mod client_example;
 mod docs;
 mod errors;
+mod event_stream;
 mod events;
 mod framing;
 mod headers;

@@ -7,6 +7,7 @@
 //! | `command_line.rs` | `--help` under its headings, the shell completions, the man page and docs/operating.md's flag table, each against clap's definitions |
 //! | `dashboard.rs` | the Grafana dashboard's and the alert rules' metric names and labels against real servers' `/metrics` |
 //! | `drain.rs` | SIGTERM with `--shutdown-delay`: drain, close the listener, finish, exit 0 |
+//! | `haproxy_stream.rs` | a stream of events through the documented HAProxy recipe: each event as it is made, the idle timeouts over the heartbeat |
 //! | `healthcheck.rs` | `petstore-server healthcheck`: its target from the server's flags, its verdicts and bounds |
 //! | `hsts.rs` | `Strict-Transport-Security` on TLS responses: the default, `--hsts-max-age`, none over plaintext |
 //! | `keys_file.rs` | a keys file that is a FIFO, too large, writable by others, or holds a key where it should not |
@@ -26,6 +27,7 @@ mod admin_addr;
 mod command_line;
 mod dashboard;
 mod drain;
+mod haproxy_stream;
 mod healthcheck;
 mod hsts;
 mod keys_file;

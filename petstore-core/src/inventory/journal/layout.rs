@@ -1,5 +1,5 @@
 //! The data directory's files after compactions: the live journal
-//! ([`JOURNAL_FILE`]), the closed segments before it, and the snapshots
+//! ([`JOURNAL_FILE`](super::JOURNAL_FILE)), the closed segments before it, and the snapshots
 //! that replace them. Their names, and what a directory holds.
 //!
 //! Segment `n` (`pets-0000000n.journal`) is the live journal as it stood
