@@ -11,6 +11,9 @@
 //!   each 201 to each waiter's answer holding that pet's event; print
 //!   p50, p99 and the largest in milliseconds.
 //!
+//! With `--stream`, each follower holds a stream of events (`Accept:
+//! text/event-stream`) instead of long polls: the same two modes.
+//!
 //! Run: `cargo run --release -p petstore-server --example waiters -- --base http://127.0.0.1:8080/v1 --key KEY --waiters 1000 --commits 50`
 
 use std::error::Error;
@@ -51,6 +54,9 @@ struct Args {
     /// Create this many pets, one at a time, and time their events.
     #[arg(long, default_value_t = 0)]
     commits: usize,
+    /// Follow with streams of events (Server-Sent Events), not long polls.
+    #[arg(long)]
+    stream: bool,
 }
 
 /// When each waiter got each pet's event: `(pet id, arrival)`.
@@ -85,8 +91,6 @@ async fn send(
 /// from a scan of the body, not a JSON parse: what this client spends per
 /// answer is time on the same cores as the server, and in the figure.
 async fn follow(http: Http, base: String, key: String, mut after: String, arrivals: Arrivals) {
-    const CREATED: &[u8] = br#""type":"pet.created","at":""#;
-    const DATA_ID: &[u8] = br#""data":{"id":"#;
     loop {
         let uri = format!("{base}/events?after={after}&limit=1000&wait=30");
         let Ok((status, headers, body)) = send(&http, Method::GET, &uri, &key, None).await else {
@@ -99,21 +103,7 @@ async fn follow(http: Http, base: String, key: String, mut after: String, arriva
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         }
-        let mut rest = &body[..];
-        let mut ids = Vec::new();
-        while let Some(at) = find(rest, CREATED) {
-            rest = &rest[at + CREATED.len()..];
-            if let Some(at) = find(rest, DATA_ID) {
-                rest = &rest[at + DATA_ID.len()..];
-                let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-                if let Some(id) = std::str::from_utf8(&rest[..digits])
-                    .ok()
-                    .and_then(|d| d.parse().ok())
-                {
-                    ids.push(id);
-                }
-            }
-        }
+        let ids = created_ids(&body);
         arrivals
             .lock()
             .extend(ids.into_iter().map(|id| (id, arrived)));
@@ -124,6 +114,59 @@ async fn follow(http: Http, base: String, key: String, mut after: String, arriva
             .and_then(|rest| rest.split('>').next())
         {
             after = next.to_owned();
+        }
+    }
+}
+
+/// The ids of the pets created in `body` (events' JSON, a page or a
+/// stream's chunk), by a scan.
+fn created_ids(body: &[u8]) -> Vec<u64> {
+    const CREATED: &[u8] = br#""type":"pet.created","at":""#;
+    const DATA_ID: &[u8] = br#""data":{"id":"#;
+    let mut rest = body;
+    let mut ids = Vec::new();
+    while let Some(at) = find(rest, CREATED) {
+        rest = &rest[at + CREATED.len()..];
+        if let Some(at) = find(rest, DATA_ID) {
+            rest = &rest[at + DATA_ID.len()..];
+            let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+            if let Some(id) = std::str::from_utf8(&rest[..digits])
+                .ok()
+                .and_then(|d| d.parse().ok())
+            {
+                ids.push(id);
+            }
+        }
+    }
+    ids
+}
+
+/// One follower on a stream of events, for ever (opened again if it
+/// ends), noting each created pet's arrival as its chunk comes.
+async fn stream(http: Http, base: String, key: String, after: String, arrivals: Arrivals) {
+    loop {
+        let request = Request::get(format!("{base}/events?after={after}"))
+            .header("authorization", format!("Bearer {key}"))
+            .header("accept", "text/event-stream")
+            .body(Full::new(Bytes::new()));
+        let Ok(request) = request else { return };
+        let Ok(response) = http.request(request).await else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        if response.status() != StatusCode::OK {
+            eprintln!("stream: {}", response.status());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        }
+        let mut body = response.into_body();
+        while let Some(Ok(frame)) = body.frame().await {
+            let arrived = Instant::now();
+            if let Some(data) = frame.data_ref() {
+                arrivals
+                    .lock()
+                    .extend(created_ids(data).into_iter().map(|id| (id, arrived)));
+            }
         }
     }
 }
@@ -174,13 +217,13 @@ async fn main() -> Result<(), BoxError> {
         .to_owned();
     let arrivals: Arrivals = Arc::default();
     for _ in 0..args.waiters {
-        tokio::spawn(follow(
-            http.clone(),
-            args.base.clone(),
-            args.key.clone(),
-            cursor.clone(),
-            Arc::clone(&arrivals),
-        ));
+        let (http, base, key) = (http.clone(), args.base.clone(), args.key.clone());
+        let (cursor, arrivals) = (cursor.clone(), Arc::clone(&arrivals));
+        if args.stream {
+            tokio::spawn(stream(http, base, key, cursor, arrivals));
+        } else {
+            tokio::spawn(follow(http, base, key, cursor, arrivals));
+        }
     }
     let started = Instant::now();
     while metric(&http, &metrics, "petstore_event_waiters").await? < args.waiters as u64 {
