@@ -86,7 +86,13 @@ impl Inventory {
     /// # std::fs::remove_dir_all(&dir).unwrap();
     /// ```
     pub fn compact(&self) -> Result<Compaction, CompactError> {
-        self.compact_steps(SystemClock::new().now(), &mut |_| Ok(()))
+        let outcome = self.compact_steps(SystemClock::new().now(), &mut |_| Ok(()));
+        if let (Err(_), Some(journal)) = (&outcome, &self.journal) {
+            // A snapshot half-written (a full disk) gives its space back
+            // now, not at the next compaction or start.
+            journal.remove_temporary_snapshots();
+        }
+        outcome
     }
 
     /// Whether the journal has outgrown its last snapshot as its
@@ -397,6 +403,34 @@ mod tests {
             );
             std::fs::remove_dir_all(&dir).unwrap();
         }
+    }
+
+    /// A snapshot cut half-way is given back by the clean-up a failed
+    /// `compact` runs, and the next compaction succeeds.
+    #[test]
+    fn a_half_written_snapshot_is_removed() {
+        let now = SystemClock::new().now();
+        let dir = scratch("temp");
+        let inventory = Inventory::open(&dir, JournalOptions::default()).unwrap();
+        write_some(&inventory, 1, now);
+        let stop = CompactStep::Snapshot(FinishStep::Written);
+        assert!(inventory.compact_steps(now, &mut stop_at(stop)).is_err());
+        assert!(
+            files(&dir).iter().any(|n| n.ends_with(".tmp")),
+            "{:?}",
+            files(&dir)
+        );
+        if let Some(journal) = &inventory.journal {
+            journal.remove_temporary_snapshots();
+        }
+        assert!(
+            !files(&dir).iter().any(|n| n.ends_with(".tmp")),
+            "{:?}",
+            files(&dir)
+        );
+        inventory.compact().unwrap();
+        drop(inventory);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// Without the snapshot's events the ids would restart: the feed

@@ -318,6 +318,17 @@ impl Journal {
         self.segments.lock().failures += 1;
     }
 
+    /// Removes snapshots a failed compaction left half-written (best
+    /// effort: a start removes them too).
+    pub(crate) fn remove_temporary_snapshots(&self) {
+        let _one = self.compacting.lock();
+        if let Ok(layout) = Layout::scan(&self.dir) {
+            for temp in layout.temps {
+                let _ = fs::remove_file(temp);
+            }
+        }
+    }
+
     /// Closes the live journal into the next segment and opens a new,
     /// empty one in its place, between two batches: the records before
     /// the swap are the closed files' state, those after it the new
