@@ -10,6 +10,7 @@
 //! | `client.rs` | `Conn`, `Response`, `Headers`: one client connection and what it reads |
 //! | `assert.rs` | assertions on error bodies and rate-limit headers |
 //! | `postgres.rs`, `redis.rs` | private PostgreSQL and Redis instances |
+//! | `haproxy.rs` | `Haproxy`: HAProxy on a test's configuration |
 //! | `events.rs` | the feed of events as a client reads it: a list and its cursor, the feed followed |
 //! | `orders.rs` | orders' keys and requests, and the scenarios one node and replicas share |
 //! | `transport.rs` | HTTP/2 and TLS through hyper's client; a test certificate authority |
@@ -46,6 +47,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 pub mod events;
+pub mod haproxy;
 pub mod orders;
 pub mod postgres;
 pub mod transport;

@@ -13,10 +13,10 @@ use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_port, proxy_v1, wait_until, Server, TempDir, KEY};
+use common::haproxy::Haproxy;
+use common::{free_port, proxy_v1, wait_until, Server, KEY};
 use serde_json::json;
 
 /// The recipe's timeouts, read from it: in seconds.
@@ -47,32 +47,17 @@ fn a_stream_through_the_documented_haproxy_brings_each_event_as_it_is_made() {
         .start();
     let admin = server.admin_addr();
     let front = free_port();
-    let dir = TempDir::new();
-    let cfg = dir.join("haproxy.cfg");
+    let dir = Haproxy::dir();
     let port = server.addr.port().to_string();
     let admin_port = admin.port().to_string();
-    std::fs::write(
-        &cfg,
-        recipe
-            .replace("@PORT@", &front.to_string())
-            .replace("@R1@", &port)
-            .replace("@R2@", &port)
-            .replace("@A1@", &admin_port)
-            .replace("@A2@", &admin_port)
-            .replace("@DIR@", dir.to_str().unwrap()),
-    )
-    .unwrap();
-    let mut haproxy = Command::new("haproxy")
-        .arg("-db")
-        .arg("-f")
-        .arg(&cfg)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!("cannot run haproxy ({e}): install it (Debian: apt-get install haproxy)")
-        });
+    let config = recipe
+        .replace("@PORT@", &front.to_string())
+        .replace("@R1@", &port)
+        .replace("@R2@", &port)
+        .replace("@A1@", &admin_port)
+        .replace("@A2@", &admin_port)
+        .replace("@DIR@", dir.to_str().unwrap());
+    let haproxy = Haproxy::start(dir, &config);
     let create = |name: &str| {
         let mut c = common::Conn::open(server.addr);
         c.send(proxy_v1("127.0.0.1").as_bytes()).unwrap();
@@ -135,6 +120,5 @@ fn a_stream_through_the_documented_haproxy_brings_each_event_as_it_is_made() {
     // goes on, not at its end.
     create("Tom");
     until("id: 2\nevent: pet.created\n", &mut read);
-    let _ = haproxy.kill();
-    let _ = haproxy.wait();
+    drop(haproxy);
 }

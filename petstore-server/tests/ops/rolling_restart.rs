@@ -11,15 +11,15 @@
 use crate::common;
 
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::haproxy::Haproxy;
 use common::postgres::Postgres;
 use common::redis::RedisServer;
-use common::{free_port, proxy_v1, wait_until, Conn, Server, TempDir};
+use common::{free_port, proxy_v1, wait_until, Conn, Server};
 use serde_json::json;
 
 const KEY: &str = "rolling-restart-key";
@@ -52,45 +52,12 @@ backend replicas
     server r2 127.0.0.1:@R2@
 ";
 
-/// HAProxy, and the directory of its configuration (removed after it).
-struct Haproxy {
-    child: Child,
-    _config: TempDir,
-}
-
-impl Drop for Haproxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn start_haproxy(front: u16, r1: u16, r2: u16) -> Haproxy {
-    let dir = TempDir::new();
-    let cfg = dir.join("haproxy.cfg");
-    std::fs::write(
-        &cfg,
-        HAPROXY_CFG
-            .replace("@FRONT@", &front.to_string())
-            .replace("@R1@", &r1.to_string())
-            .replace("@R2@", &r2.to_string()),
-    )
-    .unwrap();
-    let child = Command::new("haproxy")
-        .arg("-db")
-        .arg("-f")
-        .arg(&cfg)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!("cannot run haproxy ({e}): install it (Debian: apt-get install haproxy)")
-        });
-    Haproxy {
-        child,
-        _config: dir,
-    }
+    let config = HAPROXY_CFG
+        .replace("@FRONT@", &front.to_string())
+        .replace("@R1@", &r1.to_string())
+        .replace("@R2@", &r2.to_string());
+    Haproxy::start(Haproxy::dir(), &config)
 }
 
 fn replica(port: u16, postgres: &Postgres, redis: &RedisServer) -> Server {

@@ -429,12 +429,7 @@ fn parse_keyed(body: &[u8], scratch: &mut Vec<u8>) -> Result<(Record, Keyed), St
     }
     let bad = |what: &str| format!("bad keyed record: {what}");
     let body: Body = serde_json::from_slice(body).map_err(|e| bad(&e.to_string()))?;
-    let keyed = Keyed {
-        scope: Scope::new(&body.scope).ok_or_else(|| bad("scope"))?,
-        key: IdempotencyKey::new(&body.key).ok_or_else(|| bad("key"))?,
-        fingerprint: Fingerprint::from_hex(&body.fingerprint).ok_or_else(|| bad("fingerprint"))?,
-        at: Timestamp::from_unix_nanos(body.at),
-    };
+    let keyed = keyed_of(&body.scope, &body.key, &body.fingerprint, body.at, &bad)?;
     let action = |a: &Action| -> Result<Transition, String> {
         a.action.parse().map_err(|e| bad(&format!("action {e}")))
     };
@@ -478,6 +473,24 @@ pub(super) fn encode_checked(prefix: &[u8], out: &mut Vec<u8>, body: impl FnOnce
     out.extend_from_slice(format!("{crc:08x}").as_bytes());
     out.extend_from_slice(LINE_SUFFIX);
     out.push(b'\n');
+}
+
+/// A key as a record or a snapshot writes it: its scope, the key, the
+/// request's fingerprint in hex, and its time in Unix nanoseconds; `bad`
+/// says which field is wrong.
+pub(super) fn keyed_of(
+    scope: &str,
+    key: &str,
+    fingerprint: &str,
+    at: u64,
+    bad: &dyn Fn(&str) -> String,
+) -> Result<Keyed, String> {
+    Ok(Keyed {
+        scope: Scope::new(scope).ok_or_else(|| bad("scope"))?,
+        key: IdempotencyKey::new(key).ok_or_else(|| bad("key"))?,
+        fingerprint: Fingerprint::from_hex(fingerprint).ok_or_else(|| bad("fingerprint"))?,
+        at: Timestamp::from_unix_nanos(at),
+    })
 }
 
 /// Checks one line (without its `\n`) with `prefix` and returns its

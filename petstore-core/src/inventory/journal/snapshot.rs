@@ -25,10 +25,10 @@ use std::sync::Arc;
 use super::files::sync_dir;
 use super::layout::{snapshot_path, temp_snapshot_path};
 use super::lines::{too_long_reason, Line, Lines};
-use super::record::{checked_body, decode_record, encode_checked, Record};
+use super::record::{checked_body, decode_record, encode_checked, keyed_of, Record};
 use crate::clock::Timestamp;
 use crate::event::log::Entry;
-use crate::idempotency::{Answer, Fingerprint, IdempotencyKey, Keyed, Scope};
+use crate::idempotency::{Answer, Keyed};
 use crate::inventory::error::OpenError;
 use crate::order::{Order, OrderId, OrderStatus};
 use crate::pet::json::encode;
@@ -449,12 +449,7 @@ fn parse_kept(body: &[u8]) -> Result<(Keyed, Answer), String> {
     }
     let bad = |what: &str| format!("bad kept answer: {what}");
     let body: Body = serde_json::from_slice(body).map_err(|e| bad(&e.to_string()))?;
-    let keyed = Keyed {
-        scope: Scope::new(&body.scope).ok_or_else(|| bad("scope"))?,
-        key: IdempotencyKey::new(&body.key).ok_or_else(|| bad("key"))?,
-        fingerprint: Fingerprint::from_hex(&body.fingerprint).ok_or_else(|| bad("fingerprint"))?,
-        at: Timestamp::from_unix_nanos(body.at),
-    };
+    let keyed = keyed_of(&body.scope, &body.key, &body.fingerprint, body.at, &bad)?;
     let checked = |pet: Pet| -> Result<Pet, String> {
         validate_name(pet.name()).map_err(|e| bad(&format!("name {e}")))?;
         Ok(pet)
