@@ -163,14 +163,7 @@ fn one_fsync_per_create(creators: usize, secs: Duration) -> f64 {
 fn replay(pets: u64, with_transitions: bool) -> (Duration, u64) {
     let dir = scratch("replay");
     {
-        let writer = Inventory::open(
-            &dir,
-            JournalOptions {
-                fsync: FsyncPolicy::Never,
-                ..JournalOptions::default()
-            },
-        )
-        .unwrap();
+        let writer = open_unsynced(&dir);
         // Many writers so the un-synced journal fills quickly.
         let writer = Arc::new(writer);
         let per = pets / 4;
@@ -349,6 +342,27 @@ fn creates_and_replays(secs: Duration) {
     println!();
 }
 
+/// A durable inventory in `dir` that writes without fsync: a journal to
+/// measure is filled fast.
+fn open_unsynced(dir: &std::path::Path) -> Inventory {
+    let options = JournalOptions {
+        fsync: FsyncPolicy::Never,
+        ..JournalOptions::default()
+    };
+    Inventory::open(dir, options).unwrap()
+}
+
+/// Creates `n` available pets, 10,000 a batch.
+fn create_available(inventory: &Inventory, n: u64) {
+    let news: Vec<NewPet> = (0..n)
+        .map(pet)
+        .map(|p| p.with_status(PetStatus::Available))
+        .collect();
+    for chunk in news.chunks(10_000) {
+        inventory.create_many(chunk.to_vec()).unwrap();
+    }
+}
+
 /// Bytes of every file of the journal in `dir`.
 fn journal_bytes(dir: &std::path::Path) -> u64 {
     fs::read_dir(dir)
@@ -447,22 +461,9 @@ fn compaction(secs: Duration) {
     const ROUNDS: usize = 5;
     let dir = scratch("compaction");
     {
-        let writer = Inventory::open(
-            &dir,
-            JournalOptions {
-                fsync: FsyncPolicy::Never,
-                ..JournalOptions::default()
-            },
-        )
-        .unwrap();
+        let writer = open_unsynced(&dir);
         writer.set_event_retention(Duration::from_secs(1));
-        let news: Vec<NewPet> = (0..PETS)
-            .map(pet)
-            .map(|p| p.with_status(PetStatus::Available))
-            .collect();
-        for chunk in news.chunks(10_000) {
-            writer.create_many(chunk.to_vec()).unwrap();
-        }
+        create_available(&writer, PETS);
         let ids: Vec<PetId> = (1..=PETS).filter_map(PetId::new).collect();
         for _ in 0..ROUNDS {
             for step in [Transition::Reserve, Transition::Release] {
@@ -490,21 +491,8 @@ fn compaction(secs: Duration) {
 
     let fresh = scratch("compaction-fresh");
     {
-        let writer = Inventory::open(
-            &fresh,
-            JournalOptions {
-                fsync: FsyncPolicy::Never,
-                ..JournalOptions::default()
-            },
-        )
-        .unwrap();
-        let news: Vec<NewPet> = (0..PETS)
-            .map(pet)
-            .map(|p| p.with_status(PetStatus::Available))
-            .collect();
-        for chunk in news.chunks(10_000) {
-            writer.create_many(chunk.to_vec()).unwrap();
-        }
+        let writer = open_unsynced(&fresh);
+        create_available(&writer, PETS);
     }
     let fresh_bytes = journal_bytes(&fresh);
     let fresh_open = open_time(&fresh);

@@ -212,6 +212,15 @@ impl EventLog {
         }
     }
 
+    /// How many of the oldest events held are past their retention at
+    /// `now`: a short prefix, since every push drops what it finds expired.
+    pub(crate) fn expired_before(&self, now: Timestamp) -> usize {
+        self.entries
+            .iter()
+            .take_while(|entry| self.expired(**entry, now))
+            .count()
+    }
+
     fn expired(&self, entry: Entry, now: Timestamp) -> bool {
         entry.at() + self.retention <= now
     }
@@ -228,11 +237,7 @@ impl EventLog {
     ) -> Result<(EventId, Vec<Entry>), FeedError> {
         // The entries still kept at `now` start here; the expired prefix
         // is short, since every push drops what it finds expired.
-        let skip = self
-            .entries
-            .iter()
-            .take_while(|entry| self.expired(**entry, now))
-            .count();
+        let skip = self.expired_before(now);
         let oldest = EventId::new(self.first + skip as u64 - 1);
         let head = self.head();
         let after = match after {

@@ -147,7 +147,6 @@ impl Inventory {
             dir: dir.clone(),
             source,
         };
-        let before = journal.segments();
         let rotated = journal.rotate().map_err(CompactError::Storage)?;
         step(CompactStep::Rotated).map_err(write)?;
         let mut pace = Pace::new(journal.compaction_policy().rest);
@@ -177,7 +176,7 @@ impl Inventory {
         Ok(Compaction {
             snapshot: super::journal::snapshot_file(&dir, rotated.segment),
             bytes,
-            replaced_bytes: before.snapshot_bytes + read.segment_bytes,
+            replaced_bytes: read.snapshot_bytes + read.segment_bytes,
             pets: read.pets,
             took,
         })

@@ -58,11 +58,7 @@ impl Restorer {
         tick: &mut dyn FnMut(),
     ) -> io::Result<SnapshotWriter> {
         let log = self.feed.log();
-        let retention = log.retention();
-        let kept_from = log
-            .entries()
-            .take_while(|entry| entry.at() + retention <= self.now)
-            .count();
+        let kept_from = log.expired_before(self.now);
         let header = SnapshotHeader {
             version: SNAPSHOT_VERSION,
             segment,

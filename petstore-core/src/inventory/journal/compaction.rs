@@ -5,14 +5,14 @@
 //! prune) and why a crash at any point loses nothing:
 //! docs/durability.md, "Compaction".
 
-use std::fs::{self, File};
+use std::fs;
 use std::io;
 use std::path::Path;
 
-use super::files::{ensure_regular_file, sync_dir};
+use super::files::{open_regular, sync_dir};
 use super::layout::{segment_path, snapshot_path, Layout};
 use super::replay::replay;
-use super::snapshot::{open_snapshot, read_snapshot, Restore};
+use super::snapshot::{read_snapshot_file, Restore};
 use crate::inventory::error::OpenError;
 
 /// What [`read_closed`] read.
@@ -42,33 +42,13 @@ pub(crate) fn read_closed(
 ) -> Result<ClosedRead, OpenError> {
     let mut read = ClosedRead::default();
     if let Some(n) = base {
-        let (file, path) = open_snapshot(dir, n)?;
-        ensure_regular_file(&file).map_err(|source| OpenError::Io {
-            path: path.clone(),
-            source,
-        })?;
-        let snapshot = read_snapshot(&file, &path, restore)?;
-        if snapshot.header.segment != n {
-            return Err(OpenError::Corrupt {
-                path,
-                line: 1,
-                reason: format!(
-                    "the snapshot says it covers segment {}, its name {n}",
-                    snapshot.header.segment
-                ),
-            });
-        }
+        let snapshot = read_snapshot_file(dir, n, restore)?;
         read.pets = snapshot.header.pets;
         read.snapshot_bytes = snapshot.bytes;
     }
     for n in base.map_or(1, |b| b + 1)..=upto {
         let path = segment_path(dir, n);
-        let io_err = |source| OpenError::Io {
-            path: path.clone(),
-            source,
-        };
-        let file = File::open(&path).map_err(io_err)?;
-        ensure_regular_file(&file).map_err(io_err)?;
+        let file = open_regular(&path)?;
         let replayed = replay(&file, &path, read.pets, restore)?;
         if let Some(line) = replayed.torn_line {
             return Err(OpenError::Corrupt {
@@ -103,10 +83,14 @@ pub(crate) fn prune(dir: &Path, newest: u64, previous: Option<u64>) -> io::Resul
             remove(&snapshot_path(dir, *n))?;
         }
     }
-    for temp in &layout.temps {
-        remove(temp)?;
-    }
+    remove_temps(&layout)?;
     sync_dir(dir)
+}
+
+/// Removes the snapshots `layout` found half-written (a compaction
+/// stopped by a crash, or failed).
+pub(crate) fn remove_temps(layout: &Layout) -> io::Result<()> {
+    layout.temps.iter().try_for_each(|temp| remove(temp))
 }
 
 /// Removes `path`; one already gone is fine.

@@ -5,6 +5,8 @@ use std::fs::{self, File};
 use std::io;
 use std::path::Path;
 
+use crate::inventory::error::OpenError;
+
 /// The journal's file name inside the data directory.
 pub const JOURNAL_FILE: &str = "pets.journal";
 
@@ -54,6 +56,19 @@ fn not_regular() -> io::Error {
         io::ErrorKind::InvalidInput,
         "not a regular file (a FIFO, a device or a directory); refusing to read it",
     )
+}
+
+/// Opens `path` to read, refusing anything but a regular file (checked
+/// before the open and on the handle, see [`ensure_regular_path`]).
+pub(crate) fn open_regular(path: &Path) -> Result<File, OpenError> {
+    let io_err = |source| OpenError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    ensure_regular_path(path).map_err(io_err)?;
+    let file = File::open(path).map_err(io_err)?;
+    ensure_regular_file(&file).map_err(io_err)?;
+    Ok(file)
 }
 
 /// Syncs the directory itself, so that a file created in it (or a

@@ -11,12 +11,12 @@ use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 
-use super::compaction::{prune, read_closed};
+use super::compaction::{prune, read_closed, remove_temps};
 use super::dir_lock::lock_dir;
 use super::files::{
     ensure_regular_file, ensure_regular_path, file_identity, sync_dir, JOURNAL_FILE,
 };
-use super::layout::{segment_path, snapshot_path, Layout};
+use super::layout::{segment_path, snapshot_path, Layout, MISSING_SEGMENT};
 use super::options::{CompactionPolicy, FsyncPolicy, JournalOptions};
 use super::record::{encode_keyed_line, encode_line, encode_time_line, KeyedWrite};
 use super::replay::{replay, Recovery, TornTail};
@@ -184,9 +184,7 @@ impl Journal {
             .map_err(|missing| OpenError::Corrupt {
                 path: segment_path(dir, missing),
                 line: 0,
-                reason: "this closed segment is missing: the snapshot before it and the segments \
-                         after it do not join up"
-                    .into(),
+                reason: MISSING_SEGMENT.into(),
             })?;
         let upto = closed.last().copied().or(base).unwrap_or(0);
         let read = read_closed(dir, base, upto, restore)?;
@@ -195,7 +193,7 @@ impl Journal {
             // replaces was removed, left that behind: removed now.
             Some(n) => prune(dir, n, layout.snapshots.iter().rev().nth(1).copied()),
             // A crash while the first snapshot was written left it half.
-            None => layout.temps.iter().try_for_each(fs::remove_file),
+            None => remove_temps(&layout),
         }
         .map_err(io_err(dir))?;
 
@@ -289,16 +287,22 @@ impl Journal {
     /// Bytes on disk that a start reads: the snapshot, the closed segments
     /// after it and the live journal.
     pub(crate) fn bytes(&self) -> u64 {
+        self.bytes_and_snapshot().0
+    }
+
+    /// [`bytes`](Self::bytes), and the snapshot's share of them, read
+    /// together.
+    fn bytes_and_snapshot(&self) -> (u64, u64) {
         let live = self.state.lock().live_bytes;
         let segments = self.segments.lock();
-        segments.snapshot_bytes + segments.closed_bytes + live
+        let bytes = segments.snapshot_bytes + segments.closed_bytes + live;
+        (bytes, segments.snapshot_bytes)
     }
 
     /// Whether the journal has grown enough that a compaction is due (see
     /// [`CompactionPolicy`]).
     pub(crate) fn compaction_due(&self) -> bool {
-        let snapshot = self.segments.lock().snapshot_bytes;
-        let bytes = self.bytes();
+        let (bytes, snapshot) = self.bytes_and_snapshot();
         bytes > self.compaction.min_bytes
             && bytes > snapshot.saturating_mul(u64::from(self.compaction.ratio.get()))
     }
@@ -323,9 +327,7 @@ impl Journal {
     pub(crate) fn remove_temporary_snapshots(&self) {
         let _one = self.compacting.lock();
         if let Ok(layout) = Layout::scan(&self.dir) {
-            for temp in layout.temps {
-                let _ = fs::remove_file(temp);
-            }
+            let _ = remove_temps(&layout);
         }
     }
 
@@ -349,19 +351,24 @@ impl Journal {
         let mut identity = self.identity.write();
         let mut segments = self.segments.lock();
         let closed = segment_path(&self.dir, segments.next);
-        let failure = |what: &str, path: &Path, e: io::Error| StorageFailure {
-            fault: StorageFault::WriteFailed,
-            detail: format!("{what} {}: {e}", path.display()),
+        let failure = |what: &str, path: &Path, e: &io::Error| {
+            io_failure(path, StorageFault::WriteFailed, what, e)
         };
         fs::rename(&self.path, &closed)
-            .map_err(|e| failure("closing the journal into", &closed, e))?;
+            .map_err(|e| failure("closing the journal into", &closed, &e))?;
         let opened = open_live(&self.path, &self.dir)
-            .map_err(|e| failure("opening a new journal at", &self.path, io::Error::other(e)))
+            .map_err(|e| {
+                let e = match e {
+                    OpenError::Io { source, .. } => source,
+                    other => io::Error::other(other),
+                };
+                failure("opening a new journal at", &self.path, &e)
+            })
             .and_then(|file| {
                 let id = file
                     .metadata()
-                    .map_err(|e| failure("reading", &self.path, e))?;
-                sync_dir(&self.dir).map_err(|e| failure("syncing", &self.dir, e))?;
+                    .map_err(|e| failure("reading", &self.path, &e))?;
+                sync_dir(&self.dir).map_err(|e| failure("syncing", &self.dir, &e))?;
                 Ok((file, file_identity(&id)))
             });
         let (file, id) = match opened {

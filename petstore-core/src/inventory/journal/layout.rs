@@ -19,6 +19,11 @@ const SNAPSHOT_SUFFIX: &str = ".snapshot";
 /// A snapshot being written: renamed into place once whole and synced.
 const TEMP_SUFFIX: &str = ".snapshot.tmp";
 
+/// Why a start, a check or a repair refuses a directory whose closed
+/// segments do not follow on.
+pub(crate) const MISSING_SEGMENT: &str = "this closed segment is missing: the snapshot before \
+     it and the segments after it do not join up";
+
 /// Closed segment `n`'s path.
 pub(crate) fn segment_path(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("{PREFIX}{n:08}{SEGMENT_SUFFIX}"))

@@ -13,17 +13,19 @@
 //! and why, and a line longer than any record: docs/durability.md,
 //! "Repair".
 
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use super::dir_lock::lock_dir;
-use super::files::{ensure_regular_file, ensure_regular_path, sync_dir, JOURNAL_FILE};
-use super::layout::{segment_path, Layout};
+use super::files::{
+    ensure_regular_file, ensure_regular_path, open_regular, sync_dir, JOURNAL_FILE,
+};
+use super::layout::{segment_path, snapshot_path, Layout, MISSING_SEGMENT};
 use super::lines::{Line, Lines};
 use super::record::{decode_record, OrderStep, Record, StepKind, MAX_RECORD_LEN};
 use super::save_aside::cut_aside;
-use super::snapshot::{open_snapshot, read_snapshot, Item, Restore, SnapshotHeader};
+use super::snapshot::{read_snapshot_file, Item, Restore, SnapshotHeader};
 use crate::idempotency::Keyed;
 use crate::inventory::error::{OpenError, TransitionError};
 use crate::order::OrderStatus;
@@ -114,16 +116,14 @@ pub struct JournalRepair {
 pub fn check_journal(dir: impl AsRef<Path>) -> Result<JournalCheck, OpenError> {
     let dir = dir.as_ref();
     let path = dir.join(JOURNAL_FILE);
-    let io_err = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| OpenError::Io { path, source }
-    };
-    ensure_regular_path(&path).map_err(io_err(&path))?;
-    let file = File::open(&path).map_err(io_err(&path))?;
-    ensure_regular_file(&file).map_err(io_err(&path))?;
+    let file = open_regular(&path)?;
     let mut statuses = Statuses::default();
     let earlier = check_closed(dir, &mut statuses)?;
-    let mut report = scan(&file, path.clone(), &mut statuses, false).map_err(io_err(&path))?;
+    let mut report =
+        scan(&file, path.clone(), &mut statuses, false).map_err(|source| OpenError::Io {
+            path: path.clone(),
+            source,
+        })?;
     report.earlier = earlier;
     Ok(report)
 }
@@ -137,9 +137,8 @@ fn check_closed(dir: &Path, statuses: &mut Statuses) -> Result<Vec<JournalCheck>
     })?;
     let mut checks = Vec::new();
     if let Some(n) = layout.newest_snapshot() {
-        let (file, path) = open_snapshot(dir, n)?;
-        let mut check = JournalCheck::empty(path.clone());
-        match read_snapshot(&file, &path, statuses) {
+        let mut check = JournalCheck::empty(snapshot_path(dir, n));
+        match read_snapshot_file(dir, n, statuses) {
             Ok(read) => {
                 check.lines = read.header.pets + read.header.orders;
                 check.kept = read.header.pets;
@@ -170,7 +169,7 @@ fn check_closed(dir: &Path, statuses: &mut Statuses) -> Result<Vec<JournalCheck>
                 line: 0,
                 offset: 0,
                 bytes: 0,
-                reason: "missing: the files before it and after it do not join up".into(),
+                reason: MISSING_SEGMENT.into(),
                 torn: false,
             });
             checks.push(check);
@@ -179,13 +178,10 @@ fn check_closed(dir: &Path, statuses: &mut Statuses) -> Result<Vec<JournalCheck>
     };
     for n in segments {
         let path = segment_path(dir, n);
-        let io_err = |source| OpenError::Io {
-            path: path.clone(),
-            source,
-        };
-        let file = File::open(&path).map_err(io_err)?;
-        ensure_regular_file(&file).map_err(io_err)?;
-        checks.push(scan(&file, path.clone(), statuses, true).map_err(io_err)?);
+        let file = open_regular(&path)?;
+        let check = scan(&file, path.clone(), statuses, true)
+            .map_err(|source| OpenError::Io { path, source })?;
+        checks.push(check);
     }
     Ok(checks)
 }
@@ -257,7 +253,12 @@ pub fn repair_journal(dir: impl AsRef<Path>) -> Result<JournalRepair, OpenError>
         });
     };
     let bad = &check.earlier[at];
-    if at == 0 && !bad.path.to_string_lossy().ends_with(".journal") {
+    // What a start reads first, when there is a snapshot, is it.
+    let snapshot = Layout::scan(dir)
+        .map_err(io_err(dir))?
+        .newest_snapshot()
+        .is_some();
+    if at == 0 && snapshot {
         return Err(OpenError::Corrupt {
             path: bad.path.clone(),
             line: bad.bad.first().map_or(0, |b| b.line),

@@ -22,7 +22,7 @@ use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::files::sync_dir;
+use super::files::{open_regular, sync_dir};
 use super::layout::{snapshot_path, temp_snapshot_path};
 use super::lines::{too_long_reason, Line, Lines};
 use super::record::{checked_body, decode_record, encode_checked, keyed_of, Record};
@@ -52,9 +52,8 @@ const EVENTS_PER_LINE: usize = 2000;
 /// Bytes written between two syncs of a snapshot being written.
 const SYNC_EVERY: u64 = 4 << 20;
 
-/// A `names` or `orders` line is ended once its body passes this: with
-/// the longest name or order after it, still well within a record's
-/// longest line.
+/// An `orders` line is ended once its body passes this: with the
+/// longest order after it, still well within a record's longest line.
 const CHUNK_BYTES: usize = 16 * 1024;
 
 /// What a snapshot holds, in its first line.
@@ -651,11 +650,25 @@ pub(crate) fn read_snapshot(
     }
 }
 
-/// Opens snapshot `n` of `dir` for reading.
-pub(crate) fn open_snapshot(dir: &Path, n: u64) -> Result<(File, PathBuf), OpenError> {
+/// Reads snapshot `n` of `dir` (a regular file) with [`read_snapshot`],
+/// and refuses one whose header names another segment than its name.
+pub(crate) fn read_snapshot_file(
+    dir: &Path,
+    n: u64,
+    restore: &mut dyn Restore,
+) -> Result<SnapshotRead, OpenError> {
     let path = snapshot_path(dir, n);
-    match File::open(&path) {
-        Ok(file) => Ok((file, path)),
-        Err(source) => Err(OpenError::Io { path, source }),
+    let file = open_regular(&path)?;
+    let read = read_snapshot(&file, &path, restore)?;
+    if read.header.segment != n {
+        return Err(OpenError::Corrupt {
+            path,
+            line: 1,
+            reason: format!(
+                "the snapshot says it covers segment {}, its name {n}",
+                read.header.segment
+            ),
+        });
     }
+    Ok(read)
 }
