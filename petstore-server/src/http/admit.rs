@@ -39,6 +39,7 @@ use super::error::{ApiError, HttpResponse, ResponseBody};
 use super::query_string::EventsRequest;
 use super::reply::{decorate, empty, json, refusal};
 use super::route::{order_segment, pet_segment, Operation, OrderAction, Route};
+use super::weighted::weighted;
 use super::{cors, docs, health, query_string};
 use crate::headers::{Binding, QuotaHeaders, IDEMPOTENCY_KEY, LAST_EVENT_ID};
 use crate::keys::{Scope, Scopes};
@@ -608,24 +609,8 @@ fn check(head: Head<'_>, op: Operation) -> Result<Checked, ApiError> {
 /// what an `EventSource` sends, asking for a stream of events rather
 /// than a page.
 fn wants_event_stream(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(ACCEPT)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .any(|range| {
-            let mut parts = range.split(';').map(str::trim);
-            let is_stream = parts
-                .next()
-                .is_some_and(|media| media.eq_ignore_ascii_case("text/event-stream"));
-            let refused = parts.any(|param| {
-                param.split_once('=').is_some_and(|(name, q)| {
-                    name.trim().eq_ignore_ascii_case("q")
-                        && q.trim().parse::<f32>().is_ok_and(|q| q <= 0.0)
-                })
-            });
-            is_stream && !refused
-        })
+    weighted(headers, &ACCEPT)
+        .any(|(media, wanted)| wanted && media.eq_ignore_ascii_case("text/event-stream"))
 }
 
 /// `Last-Event-ID`, where a reconnecting `EventSource` resumes: a

@@ -15,6 +15,7 @@
 //! script of ours is a served file, not inline.
 
 use super::error::ResponseBody;
+use super::weighted::weighted;
 use hyper::body::Bytes;
 use hyper::header::{
     HeaderMap, HeaderName, HeaderValue, ACCEPT_ENCODING, CACHE_CONTROL, CONTENT_ENCODING,
@@ -143,20 +144,7 @@ fn guarded(headers: &mut HeaderMap) {
 /// with one; no header, or `identity` alone, is no.
 fn accepts_gzip(headers: &HeaderMap) -> bool {
     let (mut gzip, mut any) = (None, None);
-    let items = headers
-        .get_all(ACCEPT_ENCODING)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','));
-    for item in items {
-        let mut parts = item.split(';');
-        let coding = parts.next().unwrap_or("").trim();
-        let weight = parts.find_map(|p| {
-            let (name, value) = p.split_once('=')?;
-            name.trim().eq_ignore_ascii_case("q").then(|| value.trim())
-        });
-        // No weight is 1; a weight that is not a number counts as 0.
-        let wanted = weight.is_none_or(|q| q.parse::<f32>().is_ok_and(|q| q > 0.0));
+    for (coding, wanted) in weighted(headers, &ACCEPT_ENCODING) {
         if coding.eq_ignore_ascii_case("gzip") || coding.eq_ignore_ascii_case("x-gzip") {
             gzip = Some(wanted);
         } else if coding == "*" {

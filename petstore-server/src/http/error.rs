@@ -213,20 +213,24 @@ impl ApiError {
         }
     }
 
-    /// The response: the `{code, message, status}` body and this error's
-    /// own headers (`Allow`, `Retry-After`, `WWW-Authenticate`).
-    pub fn to_response(&self) -> HttpResponse {
-        let status = self.status();
+    /// The `{code, message, status}` body: of the response, and of an
+    /// event stream's last event (`event: error`).
+    pub fn body(&self) -> Vec<u8> {
         let message = self.to_string();
         let body = ErrorBody {
             code: self.code(),
             message: &message,
-            status: status.as_u16(),
+            status: self.status().as_u16(),
         };
         // Serialising three plain fields into a Vec cannot fail.
-        let bytes = serde_json::to_vec(&body).unwrap_or_default();
-        let mut response = Response::new(ResponseBody::full(bytes));
-        *response.status_mut() = status;
+        serde_json::to_vec(&body).unwrap_or_default()
+    }
+
+    /// The response: the `{code, message, status}` body and this error's
+    /// own headers (`Allow`, `Retry-After`, `WWW-Authenticate`).
+    pub fn to_response(&self) -> HttpResponse {
+        let mut response = Response::new(ResponseBody::full(self.body()));
+        *response.status_mut() = self.status();
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         match self {

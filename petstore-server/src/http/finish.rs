@@ -26,7 +26,7 @@ use hyper::body::Bytes;
 use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Response, StatusCode};
 use petstore_core::{
-    event::{EventId, FeedError, JsonEvents},
+    event::{EventId, EventLimit, FeedError, JsonEvents},
     idempotency::{Fingerprint, IdempotencyKey, Scope},
     inventory::{FinalPage, OrderQuery, Step, StepRequest, Stepped},
     order::{Actor, NewOrder, Order, OrderId},
@@ -198,9 +198,7 @@ impl Admitted {
                 result => result.map(|page| page.success),
             },
             Checked::StreamEvents(request) => {
-                match no_body(&body)
-                    .and_then(|()| stream_events(state, api, &self.served, &request))
-                {
+                match no_body(&body).and_then(|()| stream_events(state, &self.served, &request)) {
                     Ok(events) => {
                         let started = Success {
                             status: StatusCode::OK,
@@ -406,15 +404,22 @@ fn order_not_found(id: OrderId) -> ApiError {
 /// life, and its task started (`store/feed.rs`).
 fn stream_events(
     state: &AppState,
-    api: &Api,
     served: &Served,
     request: &EventsRequest,
 ) -> Result<tokio::sync::mpsc::Receiver<Bytes>, ApiError> {
-    events_page(state, api, request)?;
+    // One event read, not a page: only whether the cursor holds.
+    let mut first = request.query;
+    first.limit = EventLimit::new(1).unwrap_or_default();
+    match state.inventory.events(&first, state.clock.now()) {
+        Err(FeedError::Ahead { .. }) if state.store.is_replica() => {}
+        Err(e) => return Err(cursor_expired(&e)),
+        Ok(_) => {}
+    }
     let source = StreamSource {
         inventory: Arc::clone(&state.inventory),
         clock: Arc::clone(&state.clock),
         replica: state.store.is_replica(),
+        expired: |e| cursor_expired(e).body(),
     };
     state
         .feed
@@ -422,6 +427,14 @@ fn stream_events(
         .map_err(|refused| ApiError::TooManyWaiters {
             total: refused == WaitRefused::Total,
         })
+}
+
+/// The 410 of a cursor out of the feed (past its retention, or beyond
+/// its newest event on one server).
+fn cursor_expired(e: &FeedError) -> ApiError {
+    ApiError::CursorExpired(format!(
+        "{e}; list again, and follow from the list's Events-Cursor"
+    ))
 }
 
 /// A page of events, and where the next starts.
@@ -448,11 +461,7 @@ fn events_page<'a>(
             count: 0,
             next: after,
         },
-        Err(e) => {
-            return Err(ApiError::CursorExpired(format!(
-                "{e}; list again, and follow from the list's Events-Cursor"
-            )))
-        }
+        Err(e) => return Err(cursor_expired(&e)),
     };
     Ok(EventsPage {
         count: page.count,

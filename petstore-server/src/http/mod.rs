@@ -21,6 +21,7 @@
 //! | `auth.rs` | the `Authorization: Bearer` header |
 //! | `connection.rs` | [`Connection`]: a client's address and the key it presented last |
 //! | `key_cache.rs` | the keys presented lately on the worker thread |
+//! | `weighted.rs` | the weighted lists of `Accept` and `Accept-Encoding` |
 //! | `query_string.rs` | query strings and path parameters |
 //! | `cors.rs` | CORS preflight and response headers |
 //! | `health.rs` | `GET /healthz` |
@@ -51,6 +52,7 @@ mod response_body;
 mod route;
 #[cfg(test)]
 mod tests;
+mod weighted;
 
 pub use admit::{
     admit, admit_decided, declared_length, Admission, Admitted, Decided, Head, Pending, Served,

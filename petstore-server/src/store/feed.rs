@@ -219,6 +219,10 @@ pub struct StreamSource {
     /// Whether the inventory is a read copy of a store other servers
     /// write too (a cursor a moment ahead of it is another replica's).
     pub replica: bool,
+    /// The contract's error body for a cursor that fell out of the feed
+    /// while streaming: the data of the stream's last event. Given by
+    /// the HTTP layer, the one place that maps an error to its body.
+    pub expired: fn(&FeedError) -> Vec<u8>,
 }
 
 impl std::fmt::Debug for StreamSource {
@@ -252,7 +256,7 @@ async fn produce(
                 Ok(page) => page,
                 Err(FeedError::Ahead { .. }) if source.replica => break,
                 Err(e) => {
-                    let _ = tx.send(Bytes::from(error_event(&e))).await;
+                    let _ = tx.send(error_event(&(source.expired)(&e))).await;
                     return;
                 }
             };
@@ -296,13 +300,13 @@ fn write_event(event: &Event, out: &mut Vec<u8>) {
 }
 
 /// The last event of a stream whose cursor fell out of the retention:
-/// the contract's 410 body, as an `error` event.
-fn error_event(error: &FeedError) -> Vec<u8> {
-    let body = serde_json::json!({
-        "code": "cursor_expired",
-        "message": format!("{error}; list again, and follow from the list's Events-Cursor"),
-    });
-    format!("event: error\ndata: {body}\n\n").into_bytes()
+/// `body` (the contract's 410 body, one line of JSON) as an `error` event.
+fn error_event(body: &[u8]) -> Bytes {
+    let mut event = Vec::with_capacity(body.len() + 22);
+    event.extend_from_slice(b"event: error\ndata: ");
+    event.extend_from_slice(body);
+    event.extend_from_slice(b"\n\n");
+    Bytes::from(event)
 }
 
 impl Feed {
@@ -369,6 +373,7 @@ mod tests {
             inventory: Arc::clone(&inventory),
             clock: Arc::new(petstore_core::SystemClock::new()),
             replica: false,
+            expired: |_| b"{}".to_vec(),
         };
         let mut stream = feed.stream("shop", source, None).unwrap();
         assert_eq!(feed.waiting(), 1, "a stream holds a waiter's place");
@@ -402,6 +407,31 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_cursor_out_of_the_retention_ends_the_stream_with_the_error_body() {
+        let inventory = Arc::new(Inventory::in_memory());
+        inventory.set_event_retention(Duration::from_secs(60));
+        inventory.create(rex()).unwrap();
+        let feed = Arc::new(Feed::new(&inventory));
+        // Read a day later: the first event is past its retention.
+        let later = petstore_core::SystemClock::new().now() + Duration::from_secs(86_400);
+        let source = StreamSource {
+            inventory: Arc::clone(&inventory),
+            clock: Arc::new(petstore_core::FakeClock::new(later)),
+            replica: false,
+            expired: |_| br#"{"code":"cursor_expired"}"#.to_vec(),
+        };
+        let mut stream = feed.stream("shop", source, Some(EventId::START)).unwrap();
+        let last = stream.recv().await.unwrap();
+        assert_eq!(
+            &last[..],
+            b"event: error\ndata: {\"code\":\"cursor_expired\"}\n\n"
+        );
+        assert!(stream.recv().await.is_none());
+        settle().await;
+        assert_eq!(feed.waiting(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_stream_whose_client_left_ends_and_gives_its_place_back() {
         let inventory = Arc::new(Inventory::in_memory());
         let feed = Arc::new(Feed::new(&inventory));
@@ -409,6 +439,7 @@ mod tests {
             inventory: Arc::clone(&inventory),
             clock: Arc::new(petstore_core::SystemClock::new()),
             replica: false,
+            expired: |_| b"{}".to_vec(),
         };
         let stream = feed.stream("shop", source, None).unwrap();
         settle().await;
