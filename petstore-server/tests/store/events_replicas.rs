@@ -2,9 +2,11 @@
 //! every replica gives every change the same id, in commit order, with
 //! writes on both, and takes a cursor beyond its copy for another's; a long poll on one replica wakes at a commit on the
 //! other; a client that lists on one replica and follows from its
-//! `Events-Cursor` while another writes misses nothing; a database of
-//! schema version 5 is migrated and its feed starts empty; a replica that
-//! starts later serves every kept event, whatever the order of their times.
+//! `Events-Cursor` while another writes misses nothing; a batch of steps
+//! gives each step's order event, then its pet's; a database of schema
+//! version 5 is migrated and its feed starts empty, one of version 6 keeps
+//! its feed; a replica that starts later serves every kept event, whatever
+//! the order of their times.
 
 use crate::common;
 
@@ -173,6 +175,123 @@ fn a_client_that_lists_on_one_replica_and_follows_misses_nothing() {
         .collect();
     assert_eq!(truth.len(), 30);
     assert_eq!(state, truth);
+}
+
+/// `petstore_steps` called as a replica's committer calls it, with one
+/// batch of `kinds` on `targets` by the key `shop`, none keyed.
+fn steps(pg: &Postgres, kinds: &[&str], targets: &[u64]) {
+    let n = kinds.len();
+    let list = |items: Vec<String>| items.join(",");
+    pg.psql(&format!(
+        "SELECT count(*) FROM petstore_steps(ARRAY[{}]::text[], ARRAY[{}]::int8[], \
+         array_fill('shop'::text, ARRAY[{n}]), array_fill(false, ARRAY[{n}]), \
+         array_fill(600, ARRAY[{n}]), array_fill(NULL::text, ARRAY[{n}]), \
+         array_fill(NULL::text, ARRAY[{n}]), array_fill(NULL::bytea, ARRAY[{n}]), \
+         array_fill(NULL::timestamptz, ARRAY[{n}]), 86400)",
+        list(kinds.iter().map(|k| format!("'{k}'")).collect()),
+        list(targets.iter().map(u64::to_string).collect()),
+    ));
+}
+
+/// The events table after event `after`: `id type subject status change`.
+fn events_table(pg: &Postgres, after: u64) -> Vec<String> {
+    pg.psql(&format!(
+        "SELECT id || ' ' || type || ' ' || subject || ' ' || status || ' ' || change \
+         FROM petstore_events WHERE id > {after} ORDER BY id"
+    ))
+    .lines()
+    .map(str::to_owned)
+    .collect()
+}
+
+#[test]
+fn a_batch_of_steps_gives_each_steps_order_event_then_its_pets() {
+    let pg = Postgres::start();
+    let a = replica(&pg);
+    let pets: Vec<u64> = (0..3).map(|_| pet(&a, "available")).collect();
+    let before = newest(&pg);
+    // One batch: three holds placed (the usual batch, decided set-based).
+    steps(&pg, &["reserve", "reserve", "reserve"], &pets);
+    assert_eq!(
+        events_table(&pg, before),
+        [
+            "4 order.placed 1 placed 1",
+            "5 pet.status_changed 1 pending 1",
+            "6 order.placed 2 placed 2",
+            "7 pet.status_changed 2 pending 2",
+            "8 order.placed 3 placed 3",
+            "9 pet.status_changed 3 pending 3",
+        ]
+    );
+    // Another: a release, a sale of a held pet, a complete by the order.
+    steps(
+        &pg,
+        &["release", "sell", "complete"],
+        &[pets[0], pets[1], 3],
+    );
+    assert_eq!(
+        events_table(&pg, 9),
+        [
+            "10 order.cancelled 1 cancelled 4",
+            "11 pet.status_changed 1 available 4",
+            "12 order.completed 2 completed 5",
+            "13 pet.status_changed 2 sold 5",
+            "14 order.completed 3 completed 6",
+            "15 pet.status_changed 3 sold 6",
+        ]
+    );
+    // A walk-in sale (no hold): its order is placed and completed at once.
+    steps(&pg, &["sell"], &[pets[0]]);
+    assert_eq!(
+        events_table(&pg, 15),
+        [
+            "16 order.completed 4 completed 7",
+            "17 pet.status_changed 1 sold 7"
+        ]
+    );
+    // The replica's feed serves them as the table holds them.
+    assert!(wait_until(BOUND, || feed(&a, 0).len() == 17));
+    let served: Vec<String> = feed(&a, before)
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["id"].as_str().unwrap(),
+                e["type"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let table: Vec<String> = events_table(&pg, before)
+        .iter()
+        .map(|line| line.split(' ').take(2).collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(served, table);
+}
+
+#[test]
+fn a_database_of_schema_version_6_is_migrated_and_keeps_its_feed() {
+    let pg = Postgres::start();
+    {
+        let a = replica(&pg);
+        pet(&a, "available");
+    }
+    pg.downgrade_to(6);
+    let a = replica(&pg);
+    assert!(a
+        .stderr_text()
+        .contains("schema migrated from version 6 to 7"));
+    assert_eq!(pg.psql("SELECT version FROM petstore_schema"), "7");
+    assert_eq!(feed(&a, 0).len(), 1);
+    let reserved = call(&a, "POST", "/v1/pets/1/reserve", SHOP, None);
+    assert_eq!(reserved.status, 200, "{}", reserved.describe());
+    assert_eq!(
+        events_table(&pg, 0),
+        [
+            "1 pet.created 1 available 0",
+            "2 order.placed 1 placed 1",
+            "3 pet.status_changed 1 pending 1"
+        ]
+    );
 }
 
 #[test]
