@@ -11,6 +11,7 @@
 //! `postgres` user (`runuser`), which owns the directory. Without the
 //! server binaries the test fails, naming what to install; it never skips.
 
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -250,10 +251,45 @@ impl Postgres {
             .unwrap()
     }
 
+    /// Runs `script` in one psql session (its statements one at a time,
+    /// stopping at the first error); psql's whole output, notices and
+    /// `\warn` lines in order on its stderr.
+    pub fn psql_script(&self, script: &str) -> Output {
+        let mut child = self
+            .psql_on()
+            .args(["-Aq", "-v", "ON_ERROR_STOP=1", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(script.as_bytes()).unwrap();
+        drop(stdin);
+        child.wait_with_output().unwrap()
+    }
+
     /// Runs `sql` with psql; returns its unaligned, tuples-only output.
     pub fn psql(&self, sql: &str) -> String {
         self.try_psql(sql)
             .unwrap_or_else(|e| panic!("psql {sql:?} failed: {e}"))
+    }
+
+    /// The call of `petstore_steps` a replica's committer makes for one
+    /// batch of `kinds` on `targets`, by the key `shop`, none keyed.
+    pub fn steps_sql(kinds: &[&str], targets: &[u64]) -> String {
+        let n = kinds.len();
+        let kinds: Vec<String> = kinds.iter().map(|k| format!("'{k}'")).collect();
+        let targets: Vec<String> = targets.iter().map(u64::to_string).collect();
+        format!(
+            "SELECT count(*) FROM petstore_steps(ARRAY[{}]::text[], ARRAY[{}]::int8[], \
+             array_fill('shop'::text, ARRAY[{n}]), array_fill(false, ARRAY[{n}]), \
+             array_fill(600, ARRAY[{n}]), array_fill(NULL::text, ARRAY[{n}]), \
+             array_fill(NULL::text, ARRAY[{n}]), array_fill(NULL::bytea, ARRAY[{n}]), \
+             array_fill(NULL::timestamptz, ARRAY[{n}]), 86400);",
+            kinds.join(","),
+            targets.join(","),
+        )
     }
 
     /// Takes the schema back to `version` (2 to 6), as a database made by

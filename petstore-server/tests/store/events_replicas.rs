@@ -177,20 +177,9 @@ fn a_client_that_lists_on_one_replica_and_follows_misses_nothing() {
     assert_eq!(state, truth);
 }
 
-/// `petstore_steps` called as a replica's committer calls it, with one
-/// batch of `kinds` on `targets` by the key `shop`, none keyed.
+/// One batch of steps, as a replica's committer sends it.
 fn steps(pg: &Postgres, kinds: &[&str], targets: &[u64]) {
-    let n = kinds.len();
-    let list = |items: Vec<String>| items.join(",");
-    pg.psql(&format!(
-        "SELECT count(*) FROM petstore_steps(ARRAY[{}]::text[], ARRAY[{}]::int8[], \
-         array_fill('shop'::text, ARRAY[{n}]), array_fill(false, ARRAY[{n}]), \
-         array_fill(600, ARRAY[{n}]), array_fill(NULL::text, ARRAY[{n}]), \
-         array_fill(NULL::text, ARRAY[{n}]), array_fill(NULL::bytea, ARRAY[{n}]), \
-         array_fill(NULL::timestamptz, ARRAY[{n}]), 86400)",
-        list(kinds.iter().map(|k| format!("'{k}'")).collect()),
-        list(targets.iter().map(u64::to_string).collect()),
-    ));
+    pg.psql(&Postgres::steps_sql(kinds, targets));
 }
 
 /// The events table after event `after`: `id type subject status change`.

@@ -3,8 +3,9 @@
 //! keys, one winner of sixteen clients, a replica that reads another's
 //! order by id at once, a hold that lapses once whichever replica notices, a complete
 //! past its hold refused even before, a race of place, cancel, complete
-//! and expiry, PostgreSQL down, and a database of schema version 4
-//! migrated.
+//! and expiry, PostgreSQL down, a database of schema version 4
+//! migrated, and a batch of steps that reaches the orders by key however
+//! few there were when its plans were cached.
 
 use crate::common;
 
@@ -488,4 +489,52 @@ fn the_set_based_batch_decides_as_the_loop_does() {
         ],
         "{set_based}"
     );
+}
+
+#[test]
+fn a_batch_of_steps_reaches_the_orders_by_key_however_few_there_were_when_planned() {
+    let pg = Postgres::start();
+    let pets: Vec<u64> = {
+        let a = replica(&pg);
+        (0..3).map(|_| pet(&a, "available")).collect()
+    };
+    // One session, as a pool's connection: its plans are cached over the
+    // first calls, on an orders table of a few rows; then the table grows
+    // (no ANALYZE comes between) and one more batch runs. Every plan is
+    // sent back as a notice.
+    let mut script = String::from(
+        "LOAD 'auto_explain';\nSET auto_explain.log_min_duration = 0;\n\
+         SET auto_explain.log_nested_statements = on;\nSET auto_explain.log_level = notice;\n",
+    );
+    let batch = Postgres::steps_sql(&["reserve"; 3], &pets)
+        + "\n"
+        + &Postgres::steps_sql(&["release"; 3], &pets)
+        + "\n";
+    for _ in 0..6 {
+        script += &batch;
+    }
+    script += "INSERT INTO petstore_orders (id, pet_id, status, placed_by, placed_at, \
+               expires_at, closed_at, last_change) SELECT 1000 + g, 1, 'cancelled', 'shop', \
+               now(), now(), now(), 1 FROM generate_series(1, 20000) g;\n\
+               UPDATE petstore_order_counter SET last_id = 21000;\n\\warn grown\n";
+    script += &batch;
+    let out = pg.psql_script(&script);
+    let notices = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{notices}");
+    let (_, last) = notices
+        .split_once("grown")
+        .unwrap_or_else(|| panic!("no mark in:\n{notices}"));
+    // The order a release closes is found by its key, as is each step's
+    // pet's placed order; nothing scans or hashes a table whole.
+    assert!(last.contains("petstore_steps_state"), "{last}");
+    assert!(
+        last.contains("Index Scan using petstore_orders_pkey"),
+        "{last}"
+    );
+    for whole in ["Seq Scan on petstore_orders", "Hash", "Merge"] {
+        assert!(
+            !last.contains(whole),
+            "{whole} in the last batch's plans:\n{last}"
+        );
+    }
 }

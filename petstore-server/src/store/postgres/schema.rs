@@ -36,7 +36,9 @@ fn migrations() -> [String; VERSION as usize] {
     ]
 }
 
-/// A usual batch of steps, cheaper: its state read once (a row type of
+/// A usual batch of steps, cheaper: planned for keys at any table size
+/// (no hash or merge join, which a plan cached on a nearly empty orders
+/// table kept using as it grew), its state read once (a row type of
 /// its own, `petstore_step_state`, so that the batch holds it in an
 /// array), the order a complete or cancel names looked up only for
 /// those, and its events appended by the function in one go (each
@@ -422,6 +424,12 @@ BEGIN
     END IF;
 END
 $$;
+
+-- Every join of petstore_steps is a batch (tens of rows) to a table by
+-- its key, so a nested loop over the key is the plan at any size. A plan
+-- cached while the orders were few (a new database, before its first
+-- ANALYZE) hashed the whole table on every call as it grew.
+ALTER FUNCTION petstore_steps SET enable_hashjoin = off SET enable_mergejoin = off;
 
 CREATE OR REPLACE FUNCTION petstore_pets_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
