@@ -31,29 +31,45 @@ fn migrations() -> [String; VERSION as usize] {
         VERSION_3.to_owned(),
         VERSION_4.to_owned(),
         VERSION_5.to_owned(),
-        VERSION_6.to_owned(),
-        VERSION_7.to_owned(),
+        [VERSION_6, EVENT_TRIGGERS, VERSION_6_TRIGGERS].concat(),
+        [VERSION_7, EVENT_TRIGGERS].concat(),
     ]
 }
 
-/// A usual batch of steps, cheaper: planned for keys at any table size
-/// (no hash or merge join, which a plan cached on a nearly empty orders
-/// table kept using as it grew), its state read once (a row type of
-/// its own, `petstore_step_state`, so that the batch holds it in an
-/// array), the order a complete or cancel names looked up only for
-/// those, and its events appended by the function in one go (each
-/// step's order's event, then its pet's) while the triggers of its three
-/// statements stand aside (`petstore.events_written`, a setting local to
-/// the transaction and set only around those statements). Every other
-/// writer's events are still the triggers'. The same signatures: a
-/// replica of version 6 still running calls the new function.
+/// How a batch of steps is decided, as it is now: `petstore_step_state`,
+/// `petstore_steps_state` and `petstore_steps` (their first bodies came
+/// with version 5; a database at 5 or 6 holds those until this replaces
+/// them). What version 7 changed: the plan keys every lookup at any table
+/// size (no hash or merge join, which a plan cached on a nearly empty
+/// orders table kept using as it grew); the usual batch reads its state
+/// once (into an array of `petstore_step_state`) and looks up the order a
+/// step names only for a complete or a cancel; and it appends its events
+/// itself in one go (each step's order's, then its pet's) while the
+/// triggers of its three statements stand aside (`petstore.events_written`,
+/// a setting local to the transaction, `on` only around those
+/// statements). Every other writer's events are still the triggers'. The
+/// same signatures: a replica of version 6 still running calls the new
+/// function.
+///
+/// `petstore_steps` decides a batch of steps, one per element of its
+/// arrays, in order: `kinds[i]` is `place`, `complete`, `cancel`, or the
+/// pet transitions `reserve`, `release`, `sell` (doors to the same
+/// orders); `targets[i]` the order or the pet; `actors[i]` and
+/// `sees_all[i]` who asks; `holds[i]` a place's hold in seconds; a keyed
+/// step has `keys[i]`, claimed first as `petstore_transition_keyed`
+/// claims (an unkeyed one a NULL key). Each row answers one step:
+/// `outcome` is `order` or `pet` (made), `kept` (the key's claim lost:
+/// the `kept_` columns hold the holder's answer, the `order_` ones the
+/// order it names), or why not: `pet_missing`,
+/// `order_missing`, `pet_conflict` (`pet_status`), `order_conflict`
+/// (`order_status`), `held` (another key's order, `order_id`).
 const VERSION_7: &str = r#"
 CREATE TYPE petstore_step_state AS (n integer, kind text, target bigint, named_id bigint, named_pet bigint,
                named_status text, named_by text, named_placed timestamptz,
                named_expires timestamptz, pet bigint, pet_status text, pet_name text,
                pet_category bigint, open_id bigint, open_by text, open_placed timestamptz,
                open_expires timestamptz);
-DROP FUNCTION petstore_steps_state(text[], bigint[]);
+DROP FUNCTION IF EXISTS petstore_steps_state(text[], bigint[]);
 -- What a batch of steps reads, one row per step in its order: the order
 -- a complete or cancel names, the pet the step moves, and that pet's
 -- placed order.
@@ -430,7 +446,12 @@ $$;
 -- cached while the orders were few (a new database, before its first
 -- ANALYZE) hashed the whole table on every call as it grew.
 ALTER FUNCTION petstore_steps SET enable_hashjoin = off SET enable_mergejoin = off;
+"#;
 
+/// The functions of the event triggers (version 6), as they are now:
+/// each returns at once while `petstore.events_written` is `on` (a
+/// usual batch of steps appends its own events, version 7).
+const EVENT_TRIGGERS: &str = r#"
 CREATE OR REPLACE FUNCTION petstore_pets_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     kinds text[]; subjects bigint[]; statuses text[]; changes bigint[]; ats timestamptz[];
@@ -550,58 +571,18 @@ BEGIN
 END $$;
 CREATE TRIGGER petstore_pets_created AFTER INSERT ON petstore_pets
     REFERENCING NEW TABLE AS created FOR EACH STATEMENT EXECUTE FUNCTION petstore_pets_created();
+"#;
 
-CREATE FUNCTION petstore_pets_changed() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    kinds text[]; subjects bigint[]; statuses text[]; changes bigint[]; ats timestamptz[];
-BEGIN
-    SELECT array_agg('pet.status_changed'::text ORDER BY n.last_change, n.id),
-           array_agg(n.id ORDER BY n.last_change, n.id),
-           array_agg(n.status ORDER BY n.last_change, n.id),
-           array_agg(n.last_change ORDER BY n.last_change, n.id),
-           array_agg(clock_timestamp() ORDER BY n.last_change, n.id)
-        INTO kinds, subjects, statuses, changes, ats
-        FROM after_rows n JOIN before_rows o ON o.id = n.id
-        WHERE o.status IS DISTINCT FROM n.status;
-    PERFORM petstore_append_events(coalesce(cardinality(subjects), 0), kinds, subjects, statuses,
-                                   changes, ats);
-    RETURN NULL;
-END $$;
+/// The other three triggers of version 6, once their functions
+/// ([`EVENT_TRIGGERS`]) are there.
+const VERSION_6_TRIGGERS: &str = r#"
 CREATE TRIGGER petstore_pets_changed AFTER UPDATE ON petstore_pets
     REFERENCING OLD TABLE AS before_rows NEW TABLE AS after_rows
     FOR EACH STATEMENT EXECUTE FUNCTION petstore_pets_changed();
 
-CREATE FUNCTION petstore_orders_placed() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    kinds text[]; subjects bigint[]; statuses text[]; changes bigint[]; ats timestamptz[];
-BEGIN
-    SELECT array_agg('order.' || status ORDER BY id), array_agg(id ORDER BY id),
-           array_agg(status ORDER BY id), array_agg(last_change ORDER BY id),
-           array_agg(coalesce(closed_at, placed_at) ORDER BY id)
-        INTO kinds, subjects, statuses, changes, ats FROM placed;
-    PERFORM petstore_append_events(coalesce(cardinality(subjects), 0), kinds, subjects, statuses,
-                                   changes, ats);
-    RETURN NULL;
-END $$;
 CREATE TRIGGER petstore_orders_placed AFTER INSERT ON petstore_orders
     REFERENCING NEW TABLE AS placed FOR EACH STATEMENT EXECUTE FUNCTION petstore_orders_placed();
 
-CREATE FUNCTION petstore_orders_changed() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    kinds text[]; subjects bigint[]; statuses text[]; changes bigint[]; ats timestamptz[];
-BEGIN
-    SELECT array_agg('order.' || n.status ORDER BY n.last_change, n.id),
-           array_agg(n.id ORDER BY n.last_change, n.id),
-           array_agg(n.status ORDER BY n.last_change, n.id),
-           array_agg(n.last_change ORDER BY n.last_change, n.id),
-           array_agg(coalesce(n.closed_at, n.placed_at) ORDER BY n.last_change, n.id)
-        INTO kinds, subjects, statuses, changes, ats
-        FROM after_rows n JOIN before_rows o ON o.id = n.id
-        WHERE o.status IS DISTINCT FROM n.status;
-    PERFORM petstore_append_events(coalesce(cardinality(subjects), 0), kinds, subjects, statuses,
-                                   changes, ats);
-    RETURN NULL;
-END $$;
 CREATE TRIGGER petstore_orders_changed AFTER UPDATE ON petstore_orders
     REFERENCING OLD TABLE AS before_rows NEW TABLE AS after_rows
     FOR EACH STATEMENT EXECUTE FUNCTION petstore_orders_changed();
@@ -859,19 +840,6 @@ ALTER FUNCTION petstore_transition_keyed SET plan_cache_mode = force_custom_plan
 /// PostgreSQL's clock (`clock_timestamp()` once the change counter is
 /// locked): every replica judges a hold by the same clock.
 ///
-/// `petstore_steps` decides a batch of steps, one per element of its
-/// arrays, in order: `kinds[i]` is `place`, `complete`, `cancel`, or the
-/// pet transitions `reserve`, `release`, `sell` (doors to the same
-/// orders); `targets[i]` the order or the pet; `actors[i]` and
-/// `sees_all[i]` who asks; `holds[i]` a place's hold in seconds; a keyed
-/// step has `keys[i]`, claimed first as `petstore_transition_keyed`
-/// claims (an unkeyed one a NULL key). Each row answers one step:
-/// `outcome` is `order` or `pet` (made), `kept` (the key's claim lost:
-/// the `kept_` columns hold the holder's answer, the `order_` ones the
-/// order it names), or why not: `pet_missing`,
-/// `order_missing`, `pet_conflict` (`pet_status`), `order_conflict`
-/// (`order_status`), `held` (another key's order, `order_id`).
-///
 /// Kept answers of orders take answer codes of their own: 1201 a placed
 /// order, 1200 a closed one, 1409 an order's conflict; the order itself
 /// is read from `petstore_orders` (a placed order's kept answer is the
@@ -944,357 +912,9 @@ BEGIN
 END
 $$;
 
--- What a batch of steps reads, one row per step in its order: the order
--- a complete or cancel names, the pet the step moves, and that pet's
--- placed order.
-CREATE FUNCTION petstore_steps_state(kinds text[], targets bigint[])
-RETURNS TABLE (n integer, kind text, target bigint, named_id bigint, named_pet bigint,
-               named_status text, named_by text, named_placed timestamptz,
-               named_expires timestamptz, pet bigint, pet_status text, pet_name text,
-               pet_category bigint, open_id bigint, open_by text, open_placed timestamptz,
-               open_expires timestamptz)
-LANGUAGE sql STABLE AS $$
-    SELECT i.n::integer, i.kind, i.target, o.id, o.pet_id, o.status, o.placed_by, o.placed_at,
-           o.expires_at, p.id, p.status, p.name, p.category_id, op.id, op.placed_by,
-           op.placed_at, op.expires_at
-    FROM unnest(kinds, targets) WITH ORDINALITY AS i(kind, target, n)
-    LEFT JOIN petstore_orders o ON i.kind IN ('complete', 'cancel') AND o.id = i.target
-    LEFT JOIN petstore_pets p
-        ON p.id = CASE WHEN i.kind IN ('complete', 'cancel') THEN o.pet_id ELSE i.target END
-    LEFT JOIN petstore_orders op ON op.pet_id = p.id AND op.status = 'placed'
-    ORDER BY i.n
-$$;
-
-CREATE FUNCTION petstore_steps(
-    kinds text[], targets bigint[], actors text[], sees_all boolean[], holds int4[],
-    scopes text[], keys text[], fps bytea[], ats timestamptz[], keep_secs int8)
-RETURNS TABLE (item integer, outcome text, change bigint,
-               order_id bigint, order_pet bigint, order_status text, order_by text,
-               order_placed bigint, order_expires bigint, order_closed bigint,
-               pet_name text, pet_category bigint, pet_status text,
-               kept_fingerprint bytea, kept_answer smallint, kept_pet bigint, kept_name text,
-               kept_category bigint, kept_status text, kept_transition text,
-               kept_order_status text, lapsed boolean)
-LANGUAGE plpgsql AS $$
-DECLARE
-    base bigint;
-    last bigint;
-    order_base bigint;
-    next_order bigint;
-    at timestamptz;
-    k text;
-    pet bigint;
-    to_status text;
-    o petstore_orders;
-    open_order petstore_orders;
-    current_status text;
-    r record;
-    closing text;
-    new_ids bigint[] := '{}'; new_pets bigint[] := '{}'; new_status text[] := '{}';
-    new_by text[] := '{}'; new_expires timestamptz[] := '{}'; new_changes bigint[] := '{}';
-    closed_ids bigint[] := '{}'; closed_status text[] := '{}'; closed_changes bigint[] := '{}';
-    moved_ids bigint[] := '{}'; moved_status text[] := '{}'; moved_changes bigint[] := '{}';
-BEGIN
-    -- The change counter first, as every status writer; then the order
-    -- counter. The time once both are held: steps commit in the order of
-    -- their times.
-    SELECT c.last_change INTO base FROM petstore_changes c FOR UPDATE;
-    SELECT c.last_id INTO order_base FROM petstore_order_counter c FOR UPDATE;
-    last := base;
-    next_order := order_base;
-    at := date_trunc('second', clock_timestamp());
-    -- The usual batch, set-based: no key, no pet moved by two of its
-    -- steps, no hold to lapse first. Its pets and orders are read in one
-    -- query, decided in memory in order, and written in one statement
-    -- each; any other batch takes the loop below, a few statements a
-    -- step.
-    IF NOT EXISTS (SELECT 1 FROM unnest(keys) AS u(key) WHERE u.key IS NOT NULL)
-       AND (SELECT count(s.pet) = count(DISTINCT s.pet)
-                   AND NOT coalesce(bool_or(s.named_status = 'placed'
-                                            AND s.named_expires <= at), false)
-                   AND NOT coalesce(bool_or(s.open_expires <= at), false)
-            FROM petstore_steps_state(kinds, targets) s) THEN
-        FOR r IN SELECT * FROM petstore_steps_state(kinds, targets) LOOP
-            item := r.n;
-            outcome := NULL; change := NULL; order_id := NULL; order_pet := NULL;
-            order_status := NULL; order_by := NULL; order_placed := NULL;
-            order_expires := NULL; order_closed := NULL; pet_name := r.pet_name;
-            pet_category := r.pet_category; pet_status := NULL; kept_fingerprint := NULL;
-            kept_answer := NULL; kept_pet := NULL; kept_name := NULL; kept_category := NULL;
-            kept_status := NULL; kept_transition := NULL; kept_order_status := NULL;
-            lapsed := false; to_status := NULL; closing := NULL;
-            k := r.kind;
-            IF k IN ('complete', 'cancel') THEN
-                IF r.named_id IS NULL OR NOT sees_all[r.n] AND r.named_by <> actors[r.n] THEN
-                    outcome := 'order_missing';
-                ELSIF r.named_status <> 'placed' THEN
-                    outcome := 'order_conflict';
-                    order_id := r.named_id;
-                    order_status := r.named_status;
-                ELSE
-                    outcome := 'order';
-                    closing := CASE k WHEN 'complete' THEN 'completed' ELSE 'cancelled' END;
-                    to_status := CASE k WHEN 'complete' THEN 'sold' ELSE 'available' END;
-                    order_id := r.named_id; order_by := r.named_by;
-                    order_placed := extract(epoch FROM r.named_placed)::bigint;
-                    order_expires := extract(epoch FROM r.named_expires)::bigint;
-                END IF;
-            ELSIF r.pet IS NULL THEN
-                outcome := 'pet_missing';
-            ELSIF NOT r.pet_status = ANY (CASE k WHEN 'release' THEN ARRAY['pending']
-                                                 WHEN 'sell' THEN ARRAY['available', 'pending']
-                                                 ELSE ARRAY['available'] END) THEN
-                outcome := 'pet_conflict';
-                pet_status := r.pet_status;
-            ELSIF r.open_id IS NOT NULL AND NOT sees_all[r.n] AND r.open_by <> actors[r.n] THEN
-                outcome := 'held';
-                order_id := r.open_id;
-            ELSE
-                outcome := CASE k WHEN 'place' THEN 'order' ELSE 'pet' END;
-                IF k IN ('place', 'reserve') OR r.open_id IS NULL AND k = 'sell' THEN
-                    -- A new order: placed, or a sale placed and completed at once.
-                    next_order := next_order + 1;
-                    to_status := CASE k WHEN 'sell' THEN 'sold' ELSE 'pending' END;
-                    order_id := next_order; order_by := actors[r.n];
-                    order_placed := extract(epoch FROM at)::bigint;
-                    order_expires := CASE k WHEN 'sell' THEN order_placed
-                                            ELSE order_placed + holds[r.n] END;
-                    new_ids := new_ids || next_order; new_pets := new_pets || r.pet;
-                    new_status := new_status || CASE k WHEN 'sell' THEN 'completed'
-                                                       ELSE 'placed' END;
-                    new_by := new_by || actors[r.n];
-                    new_expires := new_expires || to_timestamp(order_expires);
-                    new_changes := new_changes || (last + 1);
-                    IF k = 'sell' THEN
-                        order_closed := order_placed;
-                        order_status := 'completed';
-                    ELSE
-                        order_status := 'placed';
-                    END IF;
-                ELSIF r.open_id IS NOT NULL THEN
-                    closing := CASE k WHEN 'sell' THEN 'completed' ELSE 'cancelled' END;
-                    to_status := CASE k WHEN 'sell' THEN 'sold' ELSE 'available' END;
-                    order_id := r.open_id; order_by := r.open_by;
-                    order_placed := extract(epoch FROM r.open_placed)::bigint;
-                    order_expires := extract(epoch FROM r.open_expires)::bigint;
-                ELSE
-                    -- A pet created pending has no order: the transition alone.
-                    to_status := 'available';
-                END IF;
-            END IF;
-            IF to_status IS NOT NULL THEN
-                last := last + 1;
-                change := last;
-                pet_status := to_status;
-                moved_ids := moved_ids || r.pet; moved_status := moved_status || to_status;
-                moved_changes := moved_changes || last;
-                IF order_id IS NOT NULL THEN
-                    order_pet := r.pet;
-                END IF;
-                IF closing IS NOT NULL THEN
-                    order_status := closing;
-                    order_closed := extract(epoch FROM at)::bigint;
-                    closed_ids := closed_ids || order_id; closed_status := closed_status || closing;
-                    closed_changes := closed_changes || last;
-                END IF;
-            END IF;
-            IF outcome NOT IN ('pet', 'order') THEN
-                pet_name := NULL; pet_category := NULL;
-            END IF;
-            RETURN NEXT;
-        END LOOP;
-        INSERT INTO petstore_orders
-            (id, pet_id, status, placed_by, placed_at, expires_at, closed_at, last_change)
-        SELECT w.id, w.pet, w.status, w.by, at, w.expires,
-               CASE w.status WHEN 'placed' THEN NULL ELSE at END, w.change
-        FROM unnest(new_ids, new_pets, new_status, new_by, new_expires, new_changes)
-            AS w(id, pet, status, by, expires, change);
-        UPDATE petstore_orders closed SET status = w.status, closed_at = at,
-                                          last_change = w.change
-        FROM unnest(closed_ids, closed_status, closed_changes) AS w(id, status, change)
-        WHERE closed.id = w.id;
-        UPDATE petstore_pets p
-        SET status = w.status, last_change = w.change,
-            json = regexp_replace(p.json, '"status":"[a-z]+"}$', '"status":"' || w.status || '"}')
-        FROM unnest(moved_ids, moved_status, moved_changes) AS w(id, status, change)
-        WHERE p.id = w.id;
-    ELSE
-    FOR i IN 1 .. coalesce(array_length(kinds, 1), 0) LOOP
-        item := i;
-        outcome := NULL; change := NULL; order_id := NULL; order_pet := NULL;
-        order_status := NULL; order_by := NULL; order_placed := NULL; order_expires := NULL;
-        order_closed := NULL; pet_name := NULL; pet_category := NULL; pet_status := NULL;
-        kept_fingerprint := NULL; kept_answer := NULL; kept_pet := NULL; kept_name := NULL;
-        kept_category := NULL; kept_status := NULL; kept_transition := NULL;
-        kept_order_status := NULL; lapsed := false;
-        o := NULL; pet := NULL; to_status := NULL;
-        k := kinds[i];
-        IF keys[i] IS NOT NULL THEN
-            INSERT INTO petstore_idempotency AS kept (scope, key, fingerprint, created_at, answer)
-            VALUES (scopes[i], keys[i], fps[i], ats[i], 0)
-            ON CONFLICT (scope, key) DO UPDATE
-                SET fingerprint = EXCLUDED.fingerprint, created_at = EXCLUDED.created_at,
-                    answer = 0, pet_id = NULL, name = NULL, category_id = NULL, status = NULL,
-                    transition = NULL, order_id = NULL, order_status = NULL
-                WHERE kept.created_at <= EXCLUDED.created_at - make_interval(secs => keep_secs);
-            IF NOT FOUND THEN
-                -- The holder's kept row, committed (the claim waited for
-                -- it), and the order a kept order's answer names.
-                outcome := 'kept';
-                SELECT kept.fingerprint, kept.answer, kept.pet_id, kept.name, kept.category_id,
-                       kept.status, kept.transition, kept.order_status, kept.order_id
-                INTO kept_fingerprint, kept_answer, kept_pet, kept_name, kept_category,
-                     kept_status, kept_transition, kept_order_status, order_id
-                FROM petstore_idempotency kept
-                WHERE kept.scope = scopes[i] AND kept.key = keys[i];
-                SELECT * INTO o FROM petstore_orders WHERE id = order_id;
-                IF o.id IS NOT NULL THEN
-                    order_pet := o.pet_id; order_status := o.status; order_by := o.placed_by;
-                    order_placed := extract(epoch FROM o.placed_at)::bigint;
-                    order_expires := extract(epoch FROM o.expires_at)::bigint;
-                    order_closed := extract(epoch FROM o.closed_at)::bigint;
-                END IF;
-                RETURN NEXT;
-                CONTINUE;
-            END IF;
-        END IF;
-        IF k IN ('complete', 'cancel') THEN
-            SELECT * INTO o FROM petstore_orders WHERE id = targets[i];
-            IF o.id IS NULL OR NOT sees_all[i] AND o.placed_by <> actors[i] THEN
-                outcome := 'order_missing';
-            ELSE
-                IF o.status = 'placed' AND o.expires_at <= at THEN
-                    -- Past its hold: it lapses first, as if the timer ran.
-                    last := last + 1;
-                    lapsed := true;
-                    SELECT * INTO o FROM petstore_close_order(o.id, 'expired', at, last);
-                END IF;
-                IF o.status <> 'placed' THEN
-                    outcome := 'order_conflict';
-                    order_id := o.id;
-                    order_status := o.status;
-                ELSE
-                    outcome := 'order';
-                    pet := o.pet_id;
-                    to_status := CASE k WHEN 'complete' THEN 'sold' ELSE 'available' END;
-                    last := last + 1;
-                    UPDATE petstore_orders
-                    SET status = CASE k WHEN 'complete' THEN 'completed' ELSE 'cancelled' END,
-                        closed_at = at, last_change = last
-                    WHERE id = o.id
-                    RETURNING * INTO o;
-                END IF;
-            END IF;
-        ELSE
-            -- A pet's step: the pet and its placed order, whose lapsed
-            -- hold lapses first.
-            pet := targets[i];
-            SELECT p.status INTO current_status FROM petstore_pets p WHERE p.id = pet;
-            SELECT * INTO open_order FROM petstore_orders
-            WHERE petstore_orders.pet_id = pet AND status = 'placed';
-            IF open_order.id IS NOT NULL AND open_order.expires_at <= at THEN
-                last := last + 1;
-                lapsed := true;
-                PERFORM petstore_close_order(open_order.id, 'expired', at, last);
-                open_order := NULL;
-                current_status := 'available';
-            END IF;
-            IF current_status IS NULL THEN
-                outcome := 'pet_missing';
-            ELSIF NOT current_status = ANY (CASE k WHEN 'release' THEN ARRAY['pending']
-                                                  WHEN 'sell' THEN ARRAY['available', 'pending']
-                                                  ELSE ARRAY['available'] END) THEN
-                outcome := 'pet_conflict';
-                pet_status := current_status;
-            ELSIF open_order.id IS NOT NULL AND k <> 'reserve' AND k <> 'place'
-                  AND NOT sees_all[i] AND open_order.placed_by <> actors[i] THEN
-                outcome := 'held';
-                order_id := open_order.id;
-            ELSE
-                outcome := CASE k WHEN 'place' THEN 'order' ELSE 'pet' END;
-                last := last + 1;
-                IF k IN ('place', 'reserve') THEN
-                    to_status := 'pending';
-                    next_order := next_order + 1;
-                    INSERT INTO petstore_orders
-                        (id, pet_id, status, placed_by, placed_at, expires_at, last_change)
-                    VALUES (next_order, pet, 'placed', actors[i], at,
-                            at + make_interval(secs => holds[i]), last)
-                    RETURNING * INTO o;
-                ELSIF open_order.id IS NOT NULL THEN
-                    to_status := CASE k WHEN 'sell' THEN 'sold' ELSE 'available' END;
-                    UPDATE petstore_orders
-                    SET status = CASE k WHEN 'sell' THEN 'completed' ELSE 'cancelled' END,
-                        closed_at = at, last_change = last
-                    WHERE id = open_order.id
-                    RETURNING * INTO o;
-                ELSIF k = 'release' THEN
-                    -- A pet created pending has no order: the transition alone.
-                    to_status := 'available';
-                ELSE
-                    -- A sale of a pet no order holds: placed and completed at once.
-                    to_status := 'sold';
-                    next_order := next_order + 1;
-                    INSERT INTO petstore_orders (id, pet_id, status, placed_by, placed_at,
-                                                 expires_at, closed_at, last_change)
-                    VALUES (next_order, pet, 'completed', actors[i], at, at, at, last)
-                    RETURNING * INTO o;
-                END IF;
-            END IF;
-        END IF;
-        IF to_status IS NOT NULL THEN
-            -- The step's change: its pet's, as `petstore_transition` writes it.
-            UPDATE petstore_pets p
-            SET status = to_status, last_change = last,
-                json = regexp_replace(p.json, '"status":"[a-z]+"}$', '"status":"' || to_status || '"}')
-            WHERE p.id = pet
-            RETURNING p.name, p.category_id, p.status INTO pet_name, pet_category, pet_status;
-            change := last;
-        ELSIF lapsed THEN
-            -- Refused after the lapse it made: that change is its number.
-            change := last;
-        END IF;
-        IF o.id IS NOT NULL AND outcome IN ('order', 'pet') THEN
-            order_id := o.id; order_pet := o.pet_id; order_status := o.status;
-            order_by := o.placed_by; order_placed := extract(epoch FROM o.placed_at)::bigint;
-            order_expires := extract(epoch FROM o.expires_at)::bigint;
-            order_closed := extract(epoch FROM o.closed_at)::bigint;
-        END IF;
-        IF keys[i] IS NOT NULL THEN
-            IF outcome IN ('pet_missing', 'order_missing', 'held') THEN
-                -- Nothing is kept: the client may retry.
-                DELETE FROM petstore_idempotency kept
-                WHERE kept.scope = scopes[i] AND kept.key = keys[i];
-            ELSE
-                UPDATE petstore_idempotency kept
-                SET answer = CASE outcome WHEN 'pet' THEN 200 WHEN 'pet_conflict' THEN 409
-                                  WHEN 'order_conflict' THEN 1409
-                                  ELSE CASE k WHEN 'place' THEN 1201 ELSE 1200 END END,
-                    pet_id = CASE WHEN outcome IN ('pet', 'pet_conflict') THEN targets[i] END,
-                    name = CASE WHEN outcome = 'pet' THEN pet_name END,
-                    category_id = CASE WHEN outcome = 'pet' THEN pet_category END,
-                    status = CASE WHEN outcome IN ('pet', 'pet_conflict') THEN pet_status END,
-                    transition = CASE WHEN outcome IN ('pet', 'pet_conflict')
-                                      THEN CASE k WHEN 'place' THEN 'reserve' ELSE k END END,
-                    order_id = CASE WHEN outcome IN ('order', 'order_conflict')
-                                    THEN petstore_steps.order_id END,
-                    order_status = CASE WHEN outcome IN ('order', 'order_conflict')
-                                        THEN petstore_steps.order_status END
-                WHERE kept.scope = scopes[i] AND kept.key = keys[i];
-            END IF;
-        END IF;
-        RETURN NEXT;
-    END LOOP;
-    END IF;
-    IF next_order > order_base THEN
-        UPDATE petstore_order_counter SET last_id = next_order;
-    END IF;
-    IF last > base THEN
-        UPDATE petstore_changes SET last_change = last;
-        PERFORM pg_notify('petstore_pets', 'change ' || last);
-    END IF;
-END
-$$;
+-- `petstore_steps_state` and `petstore_steps`, which decide a batch of
+-- steps, are version 7's (`VERSION_7`): a database migrated to 5 or 6 by
+-- an earlier release holds their earlier bodies, which 7 replaces.
 
 -- Expires up to `most` placed orders whose hold lapsed by PostgreSQL's
 -- clock, each exactly once (whichever replica calls first); how many.
