@@ -266,11 +266,12 @@ fn a_database_of_schema_version_6_is_migrated_and_keeps_its_feed() {
     }
     pg.downgrade_to(6);
     let a = replica(&pg);
-    assert!(a
+    // The harness reads stderr on a thread of its own: wait for the line.
+    assert!(wait_until(BOUND, || a
         .stderr_text()
-        .contains("schema migrated from version 6 to 7"));
+        .contains("schema migrated from version 6 to 7")));
     assert_eq!(pg.psql("SELECT version FROM petstore_schema"), "7");
-    assert_eq!(feed(&a, 0).len(), 1);
+    assert!(wait_until(BOUND, || feed(&a, 0).len() == 1));
     let reserved = call(&a, "POST", "/v1/pets/1/reserve", SHOP, None);
     assert_eq!(reserved.status, 200, "{}", reserved.describe());
     assert_eq!(
