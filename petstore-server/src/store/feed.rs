@@ -357,6 +357,17 @@ mod tests {
         NewPet::new("Rex", CategoryId::MIN).unwrap()
     }
 
+    /// A one-node stream source on `inventory`, its retention judged by
+    /// `clock`; a cursor past it ends the stream with a stand-in body.
+    fn source(inventory: &Arc<Inventory>, clock: Arc<dyn Clock>) -> StreamSource {
+        StreamSource {
+            inventory: Arc::clone(inventory),
+            clock,
+            replica: false,
+            expired: |_| br#"{"code":"cursor_expired"}"#.to_vec(),
+        }
+    }
+
     /// Lets the spawned tasks run (time is paused: nothing else moves).
     async fn settle() {
         for _ in 0..10 {
@@ -369,12 +380,7 @@ mod tests {
         let inventory = Arc::new(Inventory::in_memory());
         inventory.create(rex()).unwrap();
         let feed = Arc::new(Feed::new(&inventory));
-        let source = StreamSource {
-            inventory: Arc::clone(&inventory),
-            clock: Arc::new(petstore_core::SystemClock::new()),
-            replica: false,
-            expired: |_| b"{}".to_vec(),
-        };
+        let source = source(&inventory, Arc::new(petstore_core::SystemClock::new()));
         let mut stream = feed.stream("shop", source, None).unwrap();
         assert_eq!(feed.waiting(), 1, "a stream holds a waiter's place");
         let first = stream.recv().await.unwrap();
@@ -414,12 +420,7 @@ mod tests {
         let feed = Arc::new(Feed::new(&inventory));
         // Read a day later: the first event is past its retention.
         let later = petstore_core::SystemClock::new().now() + Duration::from_secs(86_400);
-        let source = StreamSource {
-            inventory: Arc::clone(&inventory),
-            clock: Arc::new(petstore_core::FakeClock::new(later)),
-            replica: false,
-            expired: |_| br#"{"code":"cursor_expired"}"#.to_vec(),
-        };
+        let source = source(&inventory, Arc::new(petstore_core::FakeClock::new(later)));
         let mut stream = feed.stream("shop", source, Some(EventId::START)).unwrap();
         let last = stream.recv().await.unwrap();
         assert_eq!(
@@ -435,12 +436,7 @@ mod tests {
     async fn a_stream_whose_client_left_ends_and_gives_its_place_back() {
         let inventory = Arc::new(Inventory::in_memory());
         let feed = Arc::new(Feed::new(&inventory));
-        let source = StreamSource {
-            inventory: Arc::clone(&inventory),
-            clock: Arc::new(petstore_core::SystemClock::new()),
-            replica: false,
-            expired: |_| b"{}".to_vec(),
-        };
+        let source = source(&inventory, Arc::new(petstore_core::SystemClock::new()));
         let stream = feed.stream("shop", source, None).unwrap();
         settle().await;
         assert_eq!(feed.waiting(), 1);
