@@ -269,8 +269,8 @@ fn a_database_of_schema_version_6_is_migrated_and_keeps_its_feed() {
     // The harness reads stderr on a thread of its own: wait for the line.
     assert!(wait_until(BOUND, || a
         .stderr_text()
-        .contains("schema migrated from version 6 to 7")));
-    assert_eq!(pg.psql("SELECT version FROM petstore_schema"), "7");
+        .contains("schema migrated from version 6 to 8")));
+    assert_eq!(pg.psql("SELECT version FROM petstore_schema"), "8");
     assert!(wait_until(BOUND, || feed(&a, 0).len() == 1));
     let reserved = call(&a, "POST", "/v1/pets/1/reserve", SHOP, None);
     assert_eq!(reserved.status, 200, "{}", reserved.describe());
@@ -280,6 +280,58 @@ fn a_database_of_schema_version_6_is_migrated_and_keeps_its_feed() {
             "1 pet.created 1 available 0",
             "2 order.placed 1 placed 1",
             "3 pet.status_changed 1 pending 1"
+        ]
+    );
+}
+
+/// The indexes of the pets and the events: every one a query of the
+/// server reads (`docs/replicas.md`, "PostgreSQL's schema"), and no
+/// other, since each costs every status change an index entry.
+fn pets_and_events_indexes(pg: &Postgres) -> String {
+    pg.psql(
+        "SELECT string_agg(indexname, ' ' ORDER BY indexname) FROM pg_indexes \
+         WHERE tablename IN ('petstore_pets', 'petstore_events')",
+    )
+}
+
+#[test]
+fn a_database_of_schema_version_7_loses_the_indexes_nothing_reads_and_keeps_its_data() {
+    const READ: &str = "petstore_events_pkey petstore_pets_changed petstore_pets_pkey";
+    let pg = Postgres::start();
+    {
+        let a = replica(&pg);
+        pet(&a, "available");
+        pet(&a, "available");
+        let reserved = call(&a, "POST", "/v1/pets/1/reserve", SHOP, None);
+        assert_eq!(reserved.status, 200, "{}", reserved.describe());
+    }
+    // A new database is made without them.
+    assert_eq!(pets_and_events_indexes(&pg), READ);
+    pg.downgrade_to(7);
+    assert!(pets_and_events_indexes(&pg).contains("petstore_pets_pending"));
+    let a = replica(&pg);
+    assert!(wait_until(BOUND, || a
+        .stderr_text()
+        .contains("schema migrated from version 7 to 8")));
+    assert_eq!(pg.psql("SELECT version FROM petstore_schema"), "8");
+    assert_eq!(pets_and_events_indexes(&pg), READ);
+    // The pets, the order and the feed as they were, and the next step
+    // after them.
+    let released = call(&a, "POST", "/v1/pets/1/release", SHOP, None);
+    assert_eq!(released.status, 200, "{}", released.describe());
+    let reserved = call(&a, "POST", "/v1/pets/2/reserve", SHOP, None);
+    assert_eq!(reserved.status, 200, "{}", reserved.describe());
+    assert_eq!(
+        events_table(&pg, 0),
+        [
+            "1 pet.created 1 available 0",
+            "2 pet.created 2 available 0",
+            "3 order.placed 1 placed 1",
+            "4 pet.status_changed 1 pending 1",
+            "5 order.cancelled 1 cancelled 2",
+            "6 pet.status_changed 1 available 2",
+            "7 order.placed 2 placed 3",
+            "8 pet.status_changed 2 pending 3"
         ]
     );
 }

@@ -349,7 +349,7 @@ fn a_database_of_schema_version_4_is_migrated_and_takes_orders() {
     pg.downgrade_to(4);
     pg.psql("UPDATE petstore_pets SET status = 'pending' WHERE id = 1");
     let (a, b) = two_replicas(&pg);
-    let migrated = "schema migrated from version 4 to 7";
+    let migrated = "schema migrated from version 4 to 8";
     wait_until(BOUND, || {
         a.stderr_text().contains(migrated) || b.stderr_text().contains(migrated)
     });
@@ -359,7 +359,7 @@ fn a_database_of_schema_version_4_is_migrated_and_takes_orders() {
         1,
         "one replica migrates:\n{log}"
     );
-    assert_eq!(pg.psql("SELECT version FROM petstore_schema"), "7");
+    assert_eq!(pg.psql("SELECT version FROM petstore_schema"), "8");
     // The key kept by version 4 still replays.
     let replay = call_with(
         &b,

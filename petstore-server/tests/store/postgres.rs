@@ -216,7 +216,7 @@ fn a_database_at_a_newer_schema_version_is_refused() {
         .expect_startup_failure();
     assert!(!failure.status.success());
     assert!(
-        failure.stderr.contains("version 99") && failure.stderr.contains("up to 7"),
+        failure.stderr.contains("version 99") && failure.stderr.contains("up to 8"),
         "{}",
         failure.stderr
     );

@@ -489,7 +489,7 @@ fn a_database_of_the_previous_schema_is_migrated_and_its_pets_change_hands() {
     let replicas = [replica(&pg), replica(&pg)];
     // The harness reads stderr on a thread of its own: wait for the line
     // (a bound that only cuts off a line that never comes), then count.
-    let migrated = "schema migrated from version 2 to 7";
+    let migrated = "schema migrated from version 2 to 8";
     wait_until(CATCH_UP_BOUND, || {
         replicas[0].stderr_text().contains(migrated) || replicas[1].stderr_text().contains(migrated)
     });
@@ -499,7 +499,7 @@ fn a_database_of_the_previous_schema_is_migrated_and_its_pets_change_hands() {
         1,
         "one replica migrates, the other finds it done:\n{log}"
     );
-    assert_eq!(pg.psql("SELECT version FROM petstore_schema"), "7");
+    assert_eq!(pg.psql("SELECT version FROM petstore_schema"), "8");
     assert_eq!(listed_statuses(&replicas[1]).len(), pets.len());
     let resp = transition(&replicas[1], pets[0], "sell");
     assert_eq!(resp.status, 200, "{}", resp.describe());

@@ -10,7 +10,7 @@
 //! steps (`petstore_steps`) and their lapse (`petstore_expire`); 6: the
 //! feed of events (beta), written by triggers on the pets and the orders;
 //! 7: a usual batch of steps reads its state once and writes its own
-//! events.
+//! events; 8: no index that no query of the server reads.
 //!
 //! Every table, index and function, and why each is as it is:
 //! docs/replicas.md, "PostgreSQL's schema".
@@ -21,7 +21,7 @@ use tokio_postgres::Client;
 use super::describe::describe;
 
 /// The schema version this binary writes and reads.
-pub const VERSION: i32 = 7;
+pub const VERSION: i32 = 8;
 
 /// Migration `i` takes the database from version `i` to `i + 1`.
 fn migrations() -> [String; VERSION as usize] {
@@ -33,6 +33,7 @@ fn migrations() -> [String; VERSION as usize] {
         VERSION_5.to_owned(),
         [VERSION_6, EVENT_TRIGGERS, VERSION_6_TRIGGERS].concat(),
         [VERSION_7, EVENT_TRIGGERS].concat(),
+        VERSION_8.to_owned(),
     ]
 }
 
@@ -448,6 +449,23 @@ $$;
 ALTER FUNCTION petstore_steps SET enable_hashjoin = off SET enable_mergejoin = off;
 "#;
 
+/// The indexes no query of the server reads, dropped: every status change
+/// paid for them, and a batch of steps' writes most (the figures:
+/// docs/bench/orders-runs.md). A pet's new row is never a HOT update
+/// (`last_change` is indexed), so each index on the pets takes an entry
+/// per change: the partial index per status (version 1) served readers
+/// filtering by status, and the server never asks PostgreSQL for a list
+/// (its lists come from its read copy). Each event took an entry in
+/// `petstore_events_at` (version 6), which the feed's start and pruning
+/// never used: both find the first kept event by walking the primary key
+/// (times are not in id order).
+const VERSION_8: &str = r#"
+DROP INDEX IF EXISTS petstore_pets_available;
+DROP INDEX IF EXISTS petstore_pets_pending;
+DROP INDEX IF EXISTS petstore_pets_sold;
+DROP INDEX IF EXISTS petstore_events_at;
+"#;
+
 /// The functions of the event triggers (version 6), as they are now:
 /// each returns at once while `petstore.events_written` is `on` (a
 /// usual batch of steps appends its own events, version 7).
@@ -593,7 +611,7 @@ CREATE TRIGGER petstore_orders_changed AFTER UPDATE ON petstore_orders
 /// order with no gap (a sequence's aborts leave holes, and a lower id can
 /// commit after a higher one). An index per status, not one on
 /// `(status, id)`, which lets the planner walk the primary key and filter
-/// instead.
+/// instead; version 8 drops them ([`VERSION_8`]).
 const VERSION_1: &str = r#"
 CREATE TABLE petstore_counter (
     only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
