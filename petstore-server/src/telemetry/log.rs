@@ -135,6 +135,41 @@ pub(crate) mod tests {
             .collect()
     }
 
+    /// What [`logs_a_line_and_passes`] logs.
+    const PASSING_TESTS_LINE: &str = "a line a passing unit test logged";
+
+    /// Logs a line and passes: libtest keeps the line with the test's
+    /// other output and drops it, so it never reaches the terminal.
+    #[test]
+    fn logs_a_line_and_passes() {
+        crate::log_error!("{PASSING_TESTS_LINE}");
+        assert_eq!(logged(PASSING_TESTS_LINE).len(), 1);
+    }
+
+    /// A line written past libtest's capture shows in the output of a
+    /// run whose tests all pass, with no test's name beside it, and reads
+    /// as a server's: the driver's test of a deliberate panic logs
+    /// "handler panicked ... on GET /v1/pets; answered 500". This runs
+    /// the test binary itself, with only [`logs_a_line_and_passes`], and
+    /// looks for the line in all it printed.
+    #[test]
+    fn a_passing_tests_log_lines_stay_in_libtests_capture() {
+        let exe = std::env::current_exe().expect("the test binary's path");
+        let out = std::process::Command::new(exe)
+            .args(["--exact", "telemetry::log::tests::logs_a_line_and_passes"])
+            .env_remove("RUST_TEST_NOCAPTURE")
+            .output()
+            .expect("the test binary runs");
+        let printed = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{printed}");
+        assert!(printed.contains("1 passed"), "{printed}");
+        assert!(!printed.contains(PASSING_TESTS_LINE), "{printed}");
+    }
+
     #[test]
     fn formats_utc() {
         assert_eq!(super::rfc3339(0, 0), "1970-01-01T00:00:00.000Z");
