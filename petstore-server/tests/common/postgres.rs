@@ -18,6 +18,9 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// Where the binaries may be, besides `PETSTORE_TEST_PG_BIN`.
+/// The schema version the server migrates a database to.
+pub const SCHEMA_VERSION: u32 = 8;
+
 const SEARCH: &[&str] = &[
     "/usr/lib/postgresql/17/bin",
     "/usr/lib/postgresql/16/bin",
@@ -290,6 +293,27 @@ impl Postgres {
             kinds.join(","),
             targets.join(","),
         )
+    }
+
+    /// Waits until one of `replicas`, started on a database at schema
+    /// version `from`, logs that it migrated it (the harness reads stderr
+    /// on a thread of its own; the bound only cuts off a line that never
+    /// comes), then asserts that exactly one did and that the database is
+    /// at [`SCHEMA_VERSION`].
+    pub fn assert_migrated_once(&self, replicas: &[&super::Server], from: u32) {
+        let migrated = format!("schema migrated from version {from} to {SCHEMA_VERSION}");
+        let log = || replicas.iter().map(|r| r.stderr_text()).collect::<String>();
+        super::wait_until(Duration::from_secs(30), || log().contains(&migrated));
+        let log = log();
+        assert_eq!(
+            log.matches(&migrated).count(),
+            1,
+            "one replica migrates, the others find it done:\n{log}"
+        );
+        assert_eq!(
+            self.psql("SELECT version FROM petstore_schema"),
+            SCHEMA_VERSION.to_string()
+        );
     }
 
     /// Takes the schema back to `version` (2 to 7), as a database made by

@@ -266,11 +266,7 @@ fn a_database_of_schema_version_6_is_migrated_and_keeps_its_feed() {
     }
     pg.downgrade_to(6);
     let a = replica(&pg);
-    // The harness reads stderr on a thread of its own: wait for the line.
-    assert!(wait_until(BOUND, || a
-        .stderr_text()
-        .contains("schema migrated from version 6 to 8")));
-    assert_eq!(pg.psql("SELECT version FROM petstore_schema"), "8");
+    pg.assert_migrated_once(&[&a], 6);
     assert!(wait_until(BOUND, || feed(&a, 0).len() == 1));
     let reserved = call(&a, "POST", "/v1/pets/1/reserve", SHOP, None);
     assert_eq!(reserved.status, 200, "{}", reserved.describe());
@@ -310,10 +306,7 @@ fn a_database_of_schema_version_7_loses_the_indexes_nothing_reads_and_keeps_its_
     pg.downgrade_to(7);
     assert!(pets_and_events_indexes(&pg).contains("petstore_pets_pending"));
     let a = replica(&pg);
-    assert!(wait_until(BOUND, || a
-        .stderr_text()
-        .contains("schema migrated from version 7 to 8")));
-    assert_eq!(pg.psql("SELECT version FROM petstore_schema"), "8");
+    pg.assert_migrated_once(&[&a], 7);
     assert_eq!(pets_and_events_indexes(&pg), READ);
     // The pets, the order and the feed as they were, and the next step
     // after them.

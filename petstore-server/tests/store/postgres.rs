@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::postgres::Postgres;
+use common::postgres::{Postgres, SCHEMA_VERSION};
 use common::{assert_error, wait_until, Server, KEY};
 use serde_json::{json, Value};
 
@@ -216,7 +216,8 @@ fn a_database_at_a_newer_schema_version_is_refused() {
         .expect_startup_failure();
     assert!(!failure.status.success());
     assert!(
-        failure.stderr.contains("version 99") && failure.stderr.contains("up to 8"),
+        failure.stderr.contains("version 99")
+            && failure.stderr.contains(&format!("up to {SCHEMA_VERSION}")),
         "{}",
         failure.stderr
     );
